@@ -1,0 +1,93 @@
+"""Convention families and the registry that picks one per span.
+
+Detection looks only at attribute keys, the scope and the span name; values are decoded only for
+spans a family claims. The first family that claims a span maps it; the more specific families
+come first (OpenInference and Vercel use their own namespaces, Traceloop and pydantic-ai extend
+the OTel GenAI shapes).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
+from tracehound.conventions.base import (
+    Convention,
+    Document,
+    Message,
+    NormalizedSpan,
+    Operation,
+    Part,
+    canonical_arguments,
+    to_text,
+)
+from tracehound.spans import LogView, SpanView
+
+__all__ = [
+    "CONVENTIONS",
+    "Convention",
+    "Document",
+    "Message",
+    "NormalizedSpan",
+    "Operation",
+    "Part",
+    "canonical_arguments",
+    "detect_convention",
+    "normalize",
+    "to_text",
+]
+
+_logger = logging.getLogger(__name__)
+
+CONVENTIONS: tuple[Convention, ...] = (
+    Convention(openinference.NAME, openinference.detect, openinference.extract),
+    Convention(vercel_ai.NAME, vercel_ai.detect, vercel_ai.extract),
+    Convention(pydantic_ai.NAME, pydantic_ai.detect, pydantic_ai.extract),
+    Convention(traceloop.NAME, traceloop.detect, traceloop.extract),
+    Convention(genai.NAME, genai.detect, genai.extract),
+)
+
+# Keys from which a span may be GenAI at all: a span with none of them, no GenAI scope and no
+# known span name is skipped after one set intersection.
+_ANY_GENAI_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.", "tool_")
+
+
+def detect_convention(view: SpanView) -> Convention | None:
+    keys = view.attribute_keys
+    if not any(k.startswith(_ANY_GENAI_PREFIXES) for k in keys) and not _maybe_by_name(view):
+        return None
+    keyset = frozenset(keys)
+    for convention in CONVENTIONS:
+        if convention.detect(view, keyset):
+            return convention
+    return None
+
+
+def _maybe_by_name(view: SpanView) -> bool:
+    return view.scope_name == "pydantic-ai" or view.name in ("agent run", "running tool") or (
+        view.name.startswith("ai.")
+    )
+
+
+def normalize(view: SpanView, logs: list[LogView] | None = None) -> NormalizedSpan | None:
+    """Map one span (and the log events joined to it) to its GenAI facts; None if not GenAI.
+
+    Never raises: a mapping that fails is reported as a problem on an `other` span, so the span
+    still passes through and the failure is counted.
+    """
+    convention = detect_convention(view)
+    if convention is None:
+        if logs:  # an unmarked span whose content arrived as log events (legacy GenAI events)
+            convention = CONVENTIONS[-1]
+        else:
+            return None
+    try:
+        return convention.extract(view, logs or [])
+    except Exception as exc:  # a mapping bug or hostile value must not stop the pipeline
+        _logger.debug("mapping %s span %s failed", convention.name, view.span_id, exc_info=True)
+        return NormalizedSpan(
+            view=view,
+            convention=convention.name,
+            operation="other",
+            problems=[f"mapping failed: {type(exc).__name__}: {exc}"],
+        )

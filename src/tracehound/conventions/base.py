@@ -1,0 +1,171 @@
+"""What every convention module produces: one `NormalizedSpan` per GenAI span.
+
+A convention answers two questions about a span: "is this mine?" (from attribute keys, scope and
+name only, so that non-GenAI spans stay cheap) and "what does it say?" (operation, model, tokens,
+messages, tool call, documents, error). Turning normalized spans into the trace's ordered,
+deduplicated Steps is the job of `tracehound.steps`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tracehound.spans import LogView, SpanView
+
+__all__ = [
+    "Convention",
+    "Document",
+    "Message",
+    "NormalizedSpan",
+    "Operation",
+    "Part",
+    "canonical_arguments",
+    "parse_json_value",
+    "to_text",
+]
+
+Operation = Literal["llm", "tool", "agent", "retrieval", "embeddings", "workflow", "other"]
+
+# Past this size a JSON attribute is not parsed: the step keeps the fact, not the content.
+MAX_JSON_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Part:
+    """One message part, normalized (`thinking` → `reasoning`, `result` → `response`)."""
+
+    type: str  # text | reasoning | tool_call | tool_call_response | other types kept as given
+    content: str | None = None
+    id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+    response: Any = None
+
+
+@dataclass(slots=True)
+class Message:
+    role: str
+    parts: list[Part]
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    id: str | None = None
+    content: str | None = None
+    score: float | None = None
+
+
+@dataclass(slots=True)
+class NormalizedSpan:
+    """The GenAI facts of one span, whatever convention it followed."""
+
+    view: SpanView
+    convention: str
+    operation: Operation
+    agent_name: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    system_instructions: list[str] = field(default_factory=list)
+    input_messages: list[Message] = field(default_factory=list)
+    output_messages: list[Message] = field(default_factory=list)
+    # Whole conversation recorded on an agent span (pydantic-ai); used only for what the
+    # children did not already show.
+    history: list[Message] = field(default_factory=list)
+    tool_name: str | None = None
+    tool_call_id: str | None = None
+    tool_arguments: Any = None
+    tool_result: Any = None
+    query: str | None = None
+    source: str | None = None
+    documents: list[Document] = field(default_factory=list)
+    declared_output: str | None = None
+    error: str | None = None
+    # Problems met while mapping (invalid JSON, wrong types): mapped as far as valid, and said.
+    problems: list[str] = field(default_factory=list)
+    # Text bytes this span contributed (for the per-trace text budget).
+    text_bytes: int = 0
+
+    @property
+    def span_id(self) -> str:
+        return self.view.span_id
+
+
+@dataclass(frozen=True, slots=True)
+class Convention:
+    """A convention family: a cheap detector and an extractor."""
+
+    name: str
+    detect: Callable[[SpanView, frozenset[str]], bool]
+    extract: Callable[[SpanView, list[LogView]], NormalizedSpan]
+
+
+def parse_json_value(value: Any, what: str, problems: list[str]) -> Any:
+    """Return the structured value of an attribute that may be a JSON string or already structured.
+
+    Invalid JSON is reported in `problems` and yields None; the caller maps what it can.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (list, dict)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(f"{what}: bytes that are not UTF-8")
+            return None
+    if isinstance(value, str):
+        if len(value) > MAX_JSON_BYTES:
+            problems.append(f"{what}: {len(value)} bytes, over the {MAX_JSON_BYTES} byte limit")
+            return None
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            problems.append(f"{what}: not valid JSON")
+            return None
+    problems.append(f"{what}: unexpected type {type(value).__name__}")
+    return None
+
+
+def to_text(value: Any) -> str | None:
+    """Text of a content value: strings as they are, anything else as compact JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "replace")
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+
+
+def canonical_arguments(value: Any) -> str | None:
+    """Canonical form of tool-call arguments: sorted-key compact JSON when they are JSON.
+
+    `{"b":1,"a":2}`, `'{"a": 2, "b": 1}'` and a kvlist with the same items all give
+    `{"a":2,"b":1}`, so equal calls compare equal whatever the instrumentation did.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "[") and len(stripped) <= MAX_JSON_BYTES:
+            try:
+                value = json.loads(stripped)
+            except (ValueError, RecursionError):
+                return value
+        else:
+            return value
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)

@@ -1,0 +1,233 @@
+"""OTel GenAI semantic conventions: current (≥1.37) and legacy (≤1.36) shapes.
+
+Current: `gen_ai.provider.name`, `gen_ai.input.messages` / `gen_ai.output.messages` /
+`gen_ai.system_instructions` (JSON strings on spans, structured on the
+`gen_ai.client.inference.operation.details` log event), `gen_ai.tool.call.*`,
+`gen_ai.retrieval.*`. Legacy: `gen_ai.system`, `gen_ai.usage.prompt_tokens`, and per-message log
+events (`gen_ai.user.message`, `gen_ai.choice`, ...) joined to the span by (trace_id, span_id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracehound.conventions._messages import (
+    LEGACY_CHOICE_EVENT,
+    LEGACY_INPUT_EVENTS,
+    messages_from_legacy_events,
+    parse_instructions,
+    parse_messages,
+)
+from tracehound.conventions.base import (
+    Document,
+    Message,
+    NormalizedSpan,
+    Operation,
+    parse_json_value,
+    to_text,
+)
+from tracehound.spans import LogView, SpanView
+
+NAME = "otel_genai"
+LEGACY_NAME = "otel_genai_legacy"
+
+OPERATION_MAP: dict[str, Operation] = {
+    "chat": "llm",
+    "text_completion": "llm",
+    "generate_content": "llm",
+    "execute_tool": "tool",
+    "invoke_agent": "agent",
+    "retrieval": "retrieval",
+    "embeddings": "embeddings",
+    "invoke_workflow": "workflow",
+}
+
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_LEGACY_EVENTS = frozenset((*LEGACY_INPUT_EVENTS, LEGACY_CHOICE_EVENT))
+
+DETECT_KEYS = frozenset(
+    (
+        "gen_ai.operation.name",
+        "gen_ai.provider.name",
+        "gen_ai.system",
+        "gen_ai.tool.name",
+        "gen_ai.request.model",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+    )
+)
+
+
+def detect(view: SpanView, keys: frozenset[str]) -> bool:
+    return not keys.isdisjoint(DETECT_KEYS)
+
+
+def operation_of(view: SpanView) -> Operation:
+    op = view.get("gen_ai.operation.name")
+    if isinstance(op, str) and op in OPERATION_MAP:
+        return OPERATION_MAP[op]
+    if isinstance(op, str) and op:
+        return "other"
+    if "gen_ai.tool.name" in view.attributes:
+        return "tool"
+    if "gen_ai.input.messages" in view.attributes or "gen_ai.output.messages" in view.attributes:
+        return "llm"
+    if "gen_ai.request.model" in view.attributes:
+        return "llm"
+    return "other"
+
+
+def error_of(view: SpanView) -> str | None:
+    """The error a span reports: status ERROR, an `exception` event, or `error.type`."""
+    error_type = view.get("error.type")
+    if not view.is_error and not error_type:
+        return None
+    for event in view.events:
+        if event.name == "exception":
+            etype = event.attributes.get("exception.type")
+            emsg = event.attributes.get("exception.message")
+            if etype or emsg:
+                return ": ".join(str(x) for x in (etype, emsg) if x)
+    if view.status_message:
+        return view.status_message
+    if error_type:
+        return str(error_type)
+    return "error"
+
+
+def first_int(view: SpanView, *keys: str) -> int | None:
+    for key in keys:
+        value = view.get_int(key)
+        if value is not None:
+            return value
+    return None
+
+
+def first_str(view: SpanView, *keys: str) -> str | None:
+    for key in keys:
+        value = view.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def finish_reasons_of(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value if v is not None]
+    if isinstance(value, str) and value:
+        return [value]
+    return []
+
+
+def documents_from(value: Any, what: str, problems: list[str]) -> list[Document]:
+    data = parse_json_value(value, what, problems)
+    if data is None:
+        return []
+    if isinstance(data, dict):
+        data = [data]
+    docs: list[Document] = []
+    if isinstance(data, list):
+        for raw in data:
+            if isinstance(raw, dict):
+                score = raw.get("score")
+                content = raw.get("content", raw.get("text", raw.get("document")))
+                docs.append(
+                    Document(
+                        id=None if raw.get("id") is None else str(raw.get("id")),
+                        content=to_text(content),
+                        score=float(score) if isinstance(score, (int, float)) else None,
+                    )
+                )
+            elif isinstance(raw, str):
+                docs.append(Document(content=raw))
+    return docs
+
+
+def apply_log_events(span: NormalizedSpan, logs: list[LogView]) -> None:
+    """Fill messages from log events joined to this span, where the span itself had none."""
+    if not logs:
+        return
+    legacy: list[tuple[str, Any]] = []
+    details: LogView | None = None
+    for log in sorted(logs, key=lambda lg: lg.time_ns):
+        if log.event_name == DETAILS_EVENT:
+            details = log
+        elif log.event_name in _LEGACY_EVENTS:
+            legacy.append((log.event_name, log.body))
+    problems = span.problems
+    if details is not None:
+        attrs = details.attributes
+        if not span.input_messages and "gen_ai.input.messages" in attrs:
+            span.input_messages = parse_messages(
+                attrs["gen_ai.input.messages"], "event gen_ai.input.messages", problems
+            )
+        if not span.output_messages and "gen_ai.output.messages" in attrs:
+            span.output_messages = parse_messages(
+                attrs["gen_ai.output.messages"], "event gen_ai.output.messages", problems
+            )
+        if not span.system_instructions and "gen_ai.system_instructions" in attrs:
+            span.system_instructions = parse_instructions(
+                attrs["gen_ai.system_instructions"], "event gen_ai.system_instructions", problems
+            )
+    if legacy:
+        inputs, outputs = messages_from_legacy_events(legacy)
+        if not span.input_messages:
+            span.input_messages = inputs
+        if not span.output_messages:
+            span.output_messages = outputs
+        if span.convention == NAME and "gen_ai.provider.name" not in span.view.attributes:
+            span.convention = LEGACY_NAME
+    if span.operation == "other" and (span.input_messages or span.output_messages):
+        span.operation = "llm"
+
+
+def fill_from_output_messages(span: NormalizedSpan) -> None:
+    if not span.finish_reasons:
+        span.finish_reasons = [m.finish_reason for m in span.output_messages if m.finish_reason]
+
+
+def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
+    attrs = view.attributes
+    legacy = "gen_ai.provider.name" not in attrs and "gen_ai.system" in attrs
+    span = NormalizedSpan(view=view, convention=LEGACY_NAME if legacy else NAME, operation=operation_of(view))
+    problems = span.problems
+    span.agent_name = first_str(view, "gen_ai.agent.name")
+    span.model = first_str(view, "gen_ai.request.model", "gen_ai.response.model")
+    span.provider = first_str(view, "gen_ai.provider.name", "gen_ai.system")
+    span.input_tokens = first_int(view, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+    span.output_tokens = first_int(
+        view, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"
+    )
+    span.finish_reasons = finish_reasons_of(attrs.get("gen_ai.response.finish_reasons"))
+    if "gen_ai.system_instructions" in attrs:
+        span.system_instructions = parse_instructions(
+            attrs["gen_ai.system_instructions"], "gen_ai.system_instructions", problems
+        )
+    if "gen_ai.input.messages" in attrs:
+        span.input_messages = parse_messages(
+            attrs["gen_ai.input.messages"], "gen_ai.input.messages", problems
+        )
+    if "gen_ai.output.messages" in attrs:
+        span.output_messages = parse_messages(
+            attrs["gen_ai.output.messages"], "gen_ai.output.messages", problems
+        )
+    if span.operation == "tool":
+        span.tool_name = first_str(view, "gen_ai.tool.name")
+        span.tool_call_id = first_str(view, "gen_ai.tool.call.id")
+        span.tool_arguments = attrs.get("gen_ai.tool.call.arguments")
+        span.tool_result = attrs.get("gen_ai.tool.call.result")
+    elif span.operation == "retrieval":
+        span.query = first_str(view, "gen_ai.retrieval.query.text")
+        span.source = first_str(view, "gen_ai.data_source.id") or view.name
+        if "gen_ai.retrieval.documents" in attrs:
+            span.documents = documents_from(
+                attrs["gen_ai.retrieval.documents"], "gen_ai.retrieval.documents", problems
+            )
+    apply_log_events(span, logs)
+    fill_from_output_messages(span)
+    span.error = error_of(view)
+    return span
+
+
+def messages_text_bytes(messages: list[Message]) -> int:
+    return sum(len(p.content or "") for m in messages for p in m.parts)

@@ -1,0 +1,630 @@
+"""One read-only view over a span, whatever carried it.
+
+A `SpanView` reads its identity (ids, name, kind, times, status) eagerly and everything else
+lazily: attribute values, events and resource attributes are decoded only when a convention asks
+for them. Most spans in a real application are not GenAI spans, and for those the only extra
+cost is listing the attribute keys.
+
+Three sources are supported:
+
+- OTLP protobuf `Span` (with its `Resource` and `InstrumentationScope`),
+- OTel SDK `ReadableSpan`,
+- OTLP/JSON dicts (hex ids, integer enums, int64 as strings, `kvlistValue` / `arrayValue`).
+
+`LogView` does the same for log records, which several instrumentations use to carry message
+content (legacy per-message events, `gen_ai.client.inference.operation.details`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "AttributeValue",
+    "LogView",
+    "ResourceView",
+    "SpanEventView",
+    "SpanView",
+    "decode_any_value_json",
+    "decode_any_value_proto",
+]
+
+AttributeValue = Any
+"""A decoded attribute value: str, bool, int, float, bytes, list or dict (kvlist)."""
+
+# OTLP numbering (opentelemetry/proto/trace/v1/trace.proto).
+SPAN_KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+# Deeply nested AnyValues are a cheap way to attack a decoder; nothing real nests this deep.
+MAX_VALUE_DEPTH = 32
+_REMOTE_PARENT_FLAGS = 0x300  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+
+
+def decode_any_value_proto(value: Any, depth: int = 0) -> AttributeValue:
+    """Decode an OTLP protobuf `AnyValue` into plain Python values."""
+    which = value.WhichOneof("value")
+    if which == "string_value":
+        return value.string_value
+    if which == "int_value":
+        return value.int_value
+    if which == "double_value":
+        return value.double_value
+    if which == "bool_value":
+        return value.bool_value
+    if depth >= MAX_VALUE_DEPTH:
+        return None
+    if which == "array_value":
+        return [decode_any_value_proto(v, depth + 1) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: decode_any_value_proto(kv.value, depth + 1) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return bytes(value.bytes_value)
+    return None
+
+
+def decode_any_value_json(value: Any, depth: int = 0) -> AttributeValue:
+    """Decode an OTLP/JSON `AnyValue` dict. Wrong shapes decode to None rather than raise."""
+    if not isinstance(value, dict):
+        return None
+    if "stringValue" in value:
+        v = value["stringValue"]
+        return v if isinstance(v, str) else str(v)
+    if "intValue" in value:
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):
+            return None
+    if "doubleValue" in value:
+        v = value["doubleValue"]
+        try:
+            return float(v)  # "NaN", "Infinity" are valid JSON-mapping strings
+        except (TypeError, ValueError):
+            return None
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if depth >= MAX_VALUE_DEPTH:
+        return None
+    if "arrayValue" in value:
+        arr = value["arrayValue"]
+        values = arr.get("values", []) if isinstance(arr, dict) else []
+        if not isinstance(values, list):
+            return None
+        return [decode_any_value_json(v, depth + 1) for v in values]
+    if "kvlistValue" in value:
+        kvl = value["kvlistValue"]
+        items = kvl.get("values", []) if isinstance(kvl, dict) else []
+        out: dict[str, AttributeValue] = {}
+        if isinstance(items, list):
+            for kv in items:
+                if isinstance(kv, dict) and isinstance(kv.get("key"), str):
+                    out[kv["key"]] = decode_any_value_json(kv.get("value"), depth + 1)
+        return out
+    if "bytesValue" in value:
+        try:
+            return base64.b64decode(value["bytesValue"])
+        except (binascii.Error, TypeError, ValueError):
+            return None
+    return None
+
+
+def _json_attributes(items: Any) -> dict[str, AttributeValue]:
+    out: dict[str, AttributeValue] = {}
+    if isinstance(items, list):
+        for kv in items:
+            if isinstance(kv, dict):
+                key = kv.get("key")
+                if isinstance(key, str):
+                    out[key] = decode_any_value_json(kv.get("value"))
+    return out
+
+
+def _json_keys(items: Any) -> tuple[str, ...]:
+    if not isinstance(items, list):
+        return ()
+    return tuple(kv["key"] for kv in items if isinstance(kv, dict) and isinstance(kv.get("key"), str))
+
+
+def _sdk_value(value: Any) -> AttributeValue:
+    # SDK attribute values are str/bool/int/float or homogeneous tuples of them.
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def hex_id(value: Any, width: int) -> str:
+    """Normalize an id (bytes, int, hex or base64 string) to lowercase hex; '' when absent."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).hex()
+    if isinstance(value, int):
+        return format(value, f"0{width}x") if value else ""
+    if isinstance(value, str):
+        s = value.strip()
+        if len(s) == width and all(c in "0123456789abcdefABCDEF" for c in s):
+            return s.lower()
+        if not s:
+            return ""
+        # protobuf's own JSON mapping writes bytes as base64; accept it too
+        try:
+            raw = base64.b64decode(s, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"invalid id {value!r}") from None
+        if len(raw) * 2 != width:
+            raise ValueError(f"invalid id {value!r}")
+        return raw.hex()
+    raise ValueError(f"invalid id type {type(value).__name__}")
+
+
+class ResourceView:
+    """Resource attributes, decoded once and shared by every span of the resource."""
+
+    __slots__ = ("_attributes", "_source", "_source_kind")
+
+    def __init__(self, source: Any, source_kind: str) -> None:
+        self._source = source
+        self._source_kind = source_kind
+        self._attributes: dict[str, AttributeValue] | None = None
+
+    @classmethod
+    def from_mapping(cls, attributes: Mapping[str, Any]) -> ResourceView:
+        view = cls(None, "dict")
+        view._attributes = {k: _sdk_value(v) for k, v in attributes.items()}
+        return view
+
+    @property
+    def attributes(self) -> dict[str, AttributeValue]:
+        if self._attributes is None:
+            if self._source_kind == "proto":
+                self._attributes = {
+                    kv.key: decode_any_value_proto(kv.value) for kv in self._source.attributes
+                }
+            elif self._source_kind == "json":
+                src = self._source if isinstance(self._source, dict) else {}
+                self._attributes = _json_attributes(src.get("attributes"))
+            else:
+                self._attributes = {}
+        return self._attributes
+
+    @property
+    def service_name(self) -> str:
+        value = self.attributes.get("service.name")
+        return value if isinstance(value, str) else ""
+
+
+EMPTY_RESOURCE = ResourceView.from_mapping({})
+
+
+class SpanEventView:
+    """A span event (e.g. `exception`, `db.query.result`)."""
+
+    __slots__ = ("attributes", "name", "time_ns")
+
+    def __init__(self, name: str, time_ns: int, attributes: dict[str, AttributeValue]) -> None:
+        self.name = name
+        self.time_ns = time_ns
+        self.attributes = attributes
+
+    def __repr__(self) -> str:
+        return f"SpanEventView({self.name!r})"
+
+
+class SpanView:
+    """Read-only view of one span. Identity is eager; attributes, events, resource are lazy."""
+
+    __slots__ = (
+        "_attributes",
+        "_events",
+        "_keys",
+        "_source",
+        "_source_kind",
+        "end_ns",
+        "kind",
+        "parent_is_remote",
+        "parent_span_id",
+        "resource",
+        "scope_name",
+        "scope_version",
+        "span_id",
+        "start_ns",
+        "status_code",
+        "status_message",
+        "trace_id",
+        "name",
+    )
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    status_code: int
+    status_message: str
+    parent_is_remote: bool
+    scope_name: str
+    scope_version: str
+    resource: ResourceView
+
+    def __init__(self) -> None:
+        self._attributes: dict[str, AttributeValue] | None = None
+        self._events: list[SpanEventView] | None = None
+        self._keys: tuple[str, ...] | None = None
+        self._source: Any = None
+        self._source_kind = ""
+
+    # --- constructors -------------------------------------------------------------------------
+
+    @classmethod
+    def from_proto(
+        cls,
+        span: Any,
+        resource: ResourceView | None = None,
+        scope: Any = None,
+    ) -> SpanView:
+        """View over an `opentelemetry.proto.trace.v1.trace_pb2.Span`."""
+        view = cls()
+        view._source = span
+        view._source_kind = "proto"
+        view.trace_id = span.trace_id.hex()
+        view.span_id = span.span_id.hex()
+        view.parent_span_id = span.parent_span_id.hex()
+        view.name = span.name
+        view.kind = span.kind
+        view.start_ns = span.start_time_unix_nano
+        view.end_ns = span.end_time_unix_nano
+        view.status_code = span.status.code
+        view.status_message = span.status.message
+        view.parent_is_remote = (span.flags & _REMOTE_PARENT_FLAGS) == _REMOTE_PARENT_FLAGS
+        view.scope_name = scope.name if scope is not None else ""
+        view.scope_version = scope.version if scope is not None else ""
+        view.resource = resource if resource is not None else EMPTY_RESOURCE
+        return view
+
+    @classmethod
+    def from_json(
+        cls,
+        span: Mapping[str, Any],
+        resource: ResourceView | None = None,
+        scope: Mapping[str, Any] | None = None,
+    ) -> SpanView:
+        """View over an OTLP/JSON span dict. Raises ValueError on a span without valid ids."""
+        view = cls()
+        view._source = span
+        view._source_kind = "json"
+        view.trace_id = hex_id(span.get("traceId"), 32)
+        view.span_id = hex_id(span.get("spanId"), 16)
+        if not view.trace_id or not view.span_id:
+            raise ValueError("span without traceId/spanId")
+        view.parent_span_id = hex_id(span.get("parentSpanId"), 16)
+        name = span.get("name", "")
+        view.name = name if isinstance(name, str) else str(name)
+        view.kind = _as_int(span.get("kind", 0))
+        view.start_ns = _as_int(span.get("startTimeUnixNano", 0))
+        view.end_ns = _as_int(span.get("endTimeUnixNano", 0))
+        status = span.get("status") or {}
+        if not isinstance(status, dict):
+            status = {}
+        view.status_code = _status_code(status.get("code", 0))
+        message = status.get("message", "")
+        view.status_message = message if isinstance(message, str) else str(message)
+        view.parent_is_remote = (
+            _as_int(span.get("flags", 0)) & _REMOTE_PARENT_FLAGS
+        ) == _REMOTE_PARENT_FLAGS
+        scope = scope if isinstance(scope, Mapping) else {}
+        view.scope_name = str(scope.get("name", "") or "")
+        view.scope_version = str(scope.get("version", "") or "")
+        view.resource = resource if resource is not None else EMPTY_RESOURCE
+        return view
+
+    @classmethod
+    def from_readable(cls, span: Any) -> SpanView:
+        """View over an OTel SDK `ReadableSpan` (what a SpanProcessor's `on_end` receives)."""
+        view = cls()
+        view._source = span
+        view._source_kind = "sdk"
+        ctx = span.context
+        view.trace_id = format(ctx.trace_id, "032x")
+        view.span_id = format(ctx.span_id, "016x")
+        parent = span.parent
+        view.parent_span_id = format(parent.span_id, "016x") if parent is not None else ""
+        view.parent_is_remote = bool(parent is not None and parent.is_remote)
+        view.name = span.name
+        view.kind = span.kind.value + 1  # SDK SpanKind starts at INTERNAL=0; OTLP at INTERNAL=1
+        view.start_ns = span.start_time or 0
+        view.end_ns = span.end_time or 0
+        view.status_code = span.status.status_code.value
+        view.status_message = span.status.description or ""
+        scope = span.instrumentation_scope
+        view.scope_name = scope.name if scope is not None else ""
+        view.scope_version = (scope.version or "") if scope is not None else ""
+        res = span.resource
+        view.resource = ResourceView.from_mapping(res.attributes) if res is not None else EMPTY_RESOURCE
+        return view
+
+    # --- lazy parts ----------------------------------------------------------------------------
+
+    @property
+    def attribute_keys(self) -> tuple[str, ...]:
+        """The attribute keys, without decoding any value (cheap: used for detection)."""
+        if self._keys is None:
+            kind = self._source_kind
+            if kind == "proto":
+                self._keys = tuple(kv.key for kv in self._source.attributes)
+            elif kind == "json":
+                self._keys = _json_keys(self._source.get("attributes"))
+            elif kind == "sdk":
+                attrs = self._source.attributes
+                self._keys = tuple(attrs) if attrs else ()
+            else:
+                self._keys = tuple(self.attributes)
+        return self._keys
+
+    @property
+    def attributes(self) -> dict[str, AttributeValue]:
+        if self._attributes is None:
+            kind = self._source_kind
+            if kind == "proto":
+                self._attributes = {
+                    kv.key: decode_any_value_proto(kv.value) for kv in self._source.attributes
+                }
+            elif kind == "json":
+                self._attributes = _json_attributes(self._source.get("attributes"))
+            elif kind == "sdk":
+                attrs = self._source.attributes or {}
+                self._attributes = {k: _sdk_value(v) for k, v in attrs.items()}
+            else:
+                self._attributes = {}
+        return self._attributes
+
+    def get(self, key: str, default: Any = None) -> AttributeValue:
+        return self.attributes.get(key, default)
+
+    def get_str(self, key: str) -> str | None:
+        value = self.attributes.get(key)
+        if value is None:
+            return None
+        return value if isinstance(value, str) else str(value)
+
+    def get_int(self, key: str) -> int | None:
+        value = self.attributes.get(key)
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                return None
+        return None
+
+    @property
+    def events(self) -> list[SpanEventView]:
+        if self._events is None:
+            kind = self._source_kind
+            events: list[SpanEventView] = []
+            if kind == "proto":
+                for ev in self._source.events:
+                    events.append(
+                        SpanEventView(
+                            ev.name,
+                            ev.time_unix_nano,
+                            {kv.key: decode_any_value_proto(kv.value) for kv in ev.attributes},
+                        )
+                    )
+            elif kind == "json":
+                raw = self._source.get("events")
+                if isinstance(raw, list):
+                    for ev in raw:
+                        if isinstance(ev, dict):
+                            events.append(
+                                SpanEventView(
+                                    str(ev.get("name", "")),
+                                    _as_int(ev.get("timeUnixNano", 0)),
+                                    _json_attributes(ev.get("attributes")),
+                                )
+                            )
+            elif kind == "sdk":
+                for ev in self._source.events or ():
+                    attrs = ev.attributes or {}
+                    events.append(
+                        SpanEventView(
+                            ev.name, ev.timestamp or 0, {k: _sdk_value(v) for k, v in attrs.items()}
+                        )
+                    )
+            self._events = events
+        return self._events
+
+    @property
+    def service_name(self) -> str:
+        return self.resource.service_name
+
+    @property
+    def is_error(self) -> bool:
+        return self.status_code == STATUS_ERROR
+
+    @property
+    def source(self) -> Any:
+        """The object this view reads (protobuf Span, ReadableSpan or dict)."""
+        return self._source
+
+    def __repr__(self) -> str:
+        return f"SpanView({self.name!r}, trace={self.trace_id}, span={self.span_id})"
+
+
+class LogView:
+    """Read-only view of a log record; only event records matter to tracehound."""
+
+    __slots__ = ("attributes", "body", "event_name", "scope_name", "span_id", "time_ns", "trace_id")
+
+    def __init__(
+        self,
+        *,
+        trace_id: str,
+        span_id: str,
+        event_name: str,
+        time_ns: int,
+        attributes: dict[str, AttributeValue],
+        body: AttributeValue,
+        scope_name: str = "",
+    ) -> None:
+        self.trace_id = trace_id
+        self.span_id = span_id
+        # The event name sits in LogRecord.event_name (SDK >= 1.35) or, from the older Events API,
+        # in an `event.name` attribute.
+        if not event_name:
+            alt = attributes.get("event.name")
+            event_name = alt if isinstance(alt, str) else ""
+        self.event_name = event_name
+        self.time_ns = time_ns
+        self.attributes = attributes
+        self.body = body
+        self.scope_name = scope_name
+
+    @classmethod
+    def from_proto(cls, record: Any, scope: Any = None) -> LogView:
+        return cls(
+            trace_id=record.trace_id.hex(),
+            span_id=record.span_id.hex(),
+            event_name=record.event_name,
+            time_ns=record.time_unix_nano or record.observed_time_unix_nano,
+            attributes={kv.key: decode_any_value_proto(kv.value) for kv in record.attributes},
+            body=decode_any_value_proto(record.body) if record.HasField("body") else None,
+            scope_name=scope.name if scope is not None else "",
+        )
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], scope: Mapping[str, Any] | None = None) -> LogView:
+        body = record.get("body")
+        return cls(
+            trace_id=hex_id(record.get("traceId"), 32),
+            span_id=hex_id(record.get("spanId"), 16),
+            event_name=str(record.get("eventName", "") or ""),
+            time_ns=_as_int(record.get("timeUnixNano", 0))
+            or _as_int(record.get("observedTimeUnixNano", 0)),
+            attributes=_json_attributes(record.get("attributes")),
+            body=decode_any_value_json(body) if body else None,
+            scope_name=str((scope or {}).get("name", "") or ""),
+        )
+
+    @classmethod
+    def from_sdk(cls, record: Any, scope_name: str = "") -> LogView:
+        """View over an SDK `LogRecord` (`ReadableLogRecord.log_record` / `LogData.log_record`)."""
+        attrs = record.attributes or {}
+        body = record.body
+        if isinstance(body, tuple):
+            body = list(body)
+        return cls(
+            trace_id=format(record.trace_id or 0, "032x") if record.trace_id else "",
+            span_id=format(record.span_id or 0, "016x") if record.span_id else "",
+            event_name=getattr(record, "event_name", None) or "",
+            time_ns=record.timestamp or record.observed_timestamp or 0,
+            attributes={k: _sdk_value(v) for k, v in attrs.items()},
+            body=body,
+            scope_name=scope_name,
+        )
+
+    def __repr__(self) -> str:
+        return f"LogView({self.event_name!r}, span={self.span_id})"
+
+
+def _as_int(value: Any) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return 0
+    if isinstance(value, float) and value == value:  # not NaN
+        return int(value)
+    return 0
+
+
+_STATUS_NAMES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+def _status_code(value: Any) -> int:
+    if isinstance(value, str) and value in _STATUS_NAMES:
+        return _STATUS_NAMES[value]
+    return _as_int(value)
+
+
+def iter_proto_spans(request: Any) -> Iterable[SpanView]:
+    """Yield a view per span of an `ExportTraceServiceRequest` (or `TracesData`)."""
+    for resource_spans in request.resource_spans:
+        resource = ResourceView(resource_spans.resource, "proto")
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope
+            for span in scope_spans.spans:
+                yield SpanView.from_proto(span, resource, scope)
+
+
+def iter_proto_logs(request: Any) -> Iterable[LogView]:
+    """Yield a view per log record of an `ExportLogsServiceRequest` (or `LogsData`)."""
+    for resource_logs in request.resource_logs:
+        for scope_logs in resource_logs.scope_logs:
+            scope = scope_logs.scope
+            for record in scope_logs.log_records:
+                yield LogView.from_proto(record, scope)
+
+
+def iter_json_spans(
+    document: Mapping[str, Any], errors: list[str] | None = None
+) -> Iterable[SpanView]:
+    """Yield a view per span of an OTLP/JSON traces document.
+
+    Spans that cannot be read (no valid ids) are skipped and described in `errors`, so that one
+    bad span never hides the good ones sent with it.
+    """
+    resource_spans_list = document.get("resourceSpans")
+    if not isinstance(resource_spans_list, list):
+        return
+    for resource_spans in resource_spans_list:
+        if not isinstance(resource_spans, dict):
+            continue
+        resource = ResourceView(resource_spans.get("resource") or {}, "json")
+        for scope_spans in _dict_list(resource_spans.get("scopeSpans")):
+            scope = scope_spans.get("scope")
+            scope = scope if isinstance(scope, dict) else {}
+            for span in _dict_list(scope_spans.get("spans")):
+                try:
+                    yield SpanView.from_json(span, resource, scope)
+                except ValueError as exc:
+                    if errors is not None:
+                        errors.append(f"span {span.get('name', '?')!r}: {exc}")
+
+
+def iter_json_logs(document: Mapping[str, Any], errors: list[str] | None = None) -> Iterable[LogView]:
+    """Yield a view per log record of an OTLP/JSON logs document."""
+    resource_logs_list = document.get("resourceLogs")
+    if not isinstance(resource_logs_list, list):
+        return
+    for resource_logs in resource_logs_list:
+        if not isinstance(resource_logs, dict):
+            continue
+        for scope_logs in _dict_list(resource_logs.get("scopeLogs")):
+            scope = scope_logs.get("scope")
+            scope = scope if isinstance(scope, dict) else {}
+            for record in _dict_list(scope_logs.get("logRecords")):
+                try:
+                    yield LogView.from_json(record, scope)
+                except ValueError as exc:
+                    if errors is not None:
+                        errors.append(f"log record: {exc}")
+
+
+def _dict_list(value: Any) -> Sequence[dict[str, Any]]:
+    if not isinstance(value, list):
+        return ()
+    return [v for v in value if isinstance(v, dict)]

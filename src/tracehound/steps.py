@@ -1,0 +1,630 @@
+"""From normalized spans to the trace's trajectory: ordered, deduplicated Steps grouped in Runs.
+
+Rules (DESIGN §2):
+
+- Chat spans resend the whole history. An input message part becomes a Step only the first time
+  the trace shows it. Parts with a tool-call id are keyed by the id; others by role, type and
+  content *with an occurrence count*, so a message the user or model legitimately repeats still
+  counts (loop detection needs those repeats). The outputs of an LLM call are always new.
+- A tool call seen both as a `tool_call` part of an LLM output and as an `execute_tool` span is one
+  `tool_call` step (the span adds `exec_span_id` and any arguments the part lacked); a tool result
+  seen on an `execute_tool` span and again as a `tool` message in the next LLM input is one
+  `tool_result` step, so one evidence source.
+- Raw-client instrumentations have no tool span: the call comes from the `tool_call` part of one
+  LLM output and the result from the `tool` message of the next LLM input, matched by call id (or,
+  without ids, by order and tool name).
+- Steps are ordered by logical time (span start for inputs and calls, span end for outputs and
+  results), never by arrival; ties are broken by span id, so the trajectory is a function of the
+  set of spans.
+- A run is an agent-span subtree (`invoke_agent` or the equivalent of each convention); nested
+  agents give nested runs; steps outside every agent belong to an implicit run named after the
+  trace's root span.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from tracehound.conventions import Document, Message, NormalizedSpan, canonical_arguments, to_text
+
+__all__ = [
+    "Run",
+    "Step",
+    "StepKind",
+    "Trajectory",
+    "TrajectoryBuilder",
+    "build_trajectory",
+]
+
+StepKind = Literal[
+    "user",
+    "system",
+    "llm",
+    "assistant",
+    "reasoning",
+    "tool_call",
+    "tool_result",
+    "retrieval",
+    "agent",
+    "error",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One normalized unit of an agent's trajectory."""
+
+    kind: StepKind
+    span_id: str
+    start_ns: int
+    end_ns: int
+    run_id: str = ""
+    text: str | None = None
+    tool: str | None = None
+    call_id: str | None = None
+    arguments: str | None = None
+    exec_span_id: str | None = None
+    source: str | None = None
+    documents: tuple[Document, ...] = ()
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    agent: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape (`tracehound inspect --format json`): set fields only."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "span_id": self.span_id,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+        }
+        for name in (
+            "run_id",
+            "agent",
+            "tool",
+            "call_id",
+            "arguments",
+            "exec_span_id",
+            "text",
+            "source",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "finish_reason",
+            "error",
+        ):
+            value = getattr(self, name)
+            if value is not None and value != "":
+                out[name] = value
+        if self.documents:
+            out["documents"] = [
+                {k: v for k, v in (("id", d.id), ("content", d.content), ("score", d.score)) if v is not None}
+                for d in self.documents
+            ]
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """An agent invocation (or the whole trace when it has no agent span)."""
+
+    run_id: str
+    agent_name: str
+    span_id: str
+    parent_run_id: str | None
+    start_ns: int
+    end_ns: int
+    depth: int
+    service_name: str = ""
+    declared_output: str | None = None
+    implicit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Trajectory:
+    trace_id: str
+    steps: tuple[Step, ...]
+    runs: tuple[Run, ...]
+    conventions: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+
+    def run_steps(self, run_id: str, *, nested: bool = False) -> list[Step]:
+        """Steps of one run; with `nested`, also those of the runs inside it."""
+        if not nested:
+            return [s for s in self.steps if s.run_id == run_id]
+        ids = {run_id}
+        for run in self.runs:  # runs are sorted parents first
+            if run.parent_run_id in ids:
+                ids.add(run.run_id)
+        return [s for s in self.steps if s.run_id in ids]
+
+    def final_answer(self, run_id: str | None = None) -> str | None:
+        """The run's declared output, else its last assistant text (top-level run by default)."""
+        if not self.runs:
+            return None
+        run = self.runs[0] if run_id is None else next(r for r in self.runs if r.run_id == run_id)
+        if run.declared_output:
+            return run.declared_output
+        for step in reversed(self.steps):
+            if step.kind == "assistant" and step.run_id == run.run_id and step.text:
+                return step.text
+        return None
+
+
+# --- building --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Draft:
+    """A step under construction: mutable until the trajectory is frozen."""
+
+    at_ns: int
+    span_start_ns: int
+    span_id: str
+    seq: int
+    fields: dict[str, Any]
+
+    def sort_key(self) -> tuple[int, int, str, int]:
+        return (self.at_ns, self.span_start_ns, self.span_id, self.seq)
+
+
+@dataclass(slots=True)
+class _State:
+    """Dedupe state, shared by all spans of one trace."""
+
+    seen_ids: set[tuple[str, str]] = field(default_factory=set)
+    content_counts: Counter[tuple[str, ...]] = field(default_factory=Counter)
+    call_steps: dict[str, _Draft] = field(default_factory=dict)  # call id -> tool_call draft
+    call_names: dict[str, str] = field(default_factory=dict)  # call id -> tool name
+    pending_calls: list[str] = field(default_factory=list)  # call ids without a result yet
+    anonymous: int = 0
+
+
+class TrajectoryBuilder:
+    """Turns the normalized spans of one trace into Steps.
+
+    `add(span)` returns the steps a span contributes given what the trace has shown so far (used
+    for per-span results as spans arrive); `build()` returns the canonical trajectory from the
+    whole set of spans, independent of the order in which they were added.
+    """
+
+    __slots__ = ("_spans", "_state", "_trace_id")
+
+    def __init__(self, trace_id: str) -> None:
+        self._trace_id = trace_id
+        self._spans: dict[str, NormalizedSpan] = {}
+        self._state = _State()
+
+    @property
+    def spans(self) -> Mapping[str, NormalizedSpan]:
+        return self._spans
+
+    def add(self, span: NormalizedSpan) -> list[Step]:
+        if span.span_id in self._spans:
+            return []
+        self._spans[span.span_id] = span
+        drafts = _span_drafts(span, self._state)
+        drafts.sort(key=_Draft.sort_key)
+        return [_freeze(d, "") for d in drafts]
+
+    def build(
+        self,
+        parents: Mapping[str, str] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> Trajectory:
+        return build_trajectory(self._trace_id, self._spans.values(), parents, names)
+
+
+def build_trajectory(
+    trace_id: str,
+    spans: Iterable[NormalizedSpan],
+    parents: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
+) -> Trajectory:
+    """The canonical trajectory of a trace.
+
+    `parents` maps span id → parent span id for *every* span of the trace seen, GenAI or not, so
+    that an agent span's subtree is found through pass-through spans; `names` gives span names for
+    the implicit run of a trace without agent spans. Both default to what the GenAI spans say.
+    """
+    ordered = sorted(spans, key=lambda s: (s.view.start_ns, s.span_id))
+    parent_of: dict[str, str] = {s.span_id: s.view.parent_span_id for s in ordered}
+    if parents:
+        parent_of.update(parents)
+    state = _State()
+    drafts: list[_Draft] = []
+    for span in ordered:
+        drafts.extend(_span_drafts(span, state))
+    # Agent-level history only fills in what no child span showed (e.g. unsampled chat spans).
+    for span in ordered:
+        if span.operation == "agent" and span.history:
+            drafts.extend(_message_drafts(span, span.history, state, at_ns=span.view.end_ns, base_seq=0))
+    drafts.sort(key=_Draft.sort_key)
+
+    runs, run_of_span = _runs(ordered, parent_of, names or {})
+    steps = tuple(_freeze(d, _run_for(d.span_id, run_of_span, parent_of, runs)) for d in drafts)
+    conventions = tuple(sorted({s.convention for s in ordered}))
+    problems = tuple(f"{s.view.name} ({s.span_id}): {p}" for s in ordered for p in s.problems)
+    return Trajectory(trace_id, steps, tuple(runs), conventions, problems)
+
+
+def _freeze(draft: _Draft, run_id: str) -> Step:
+    return Step(span_id=draft.span_id, run_id=run_id, **draft.fields)
+
+
+def _draft(span: NormalizedSpan, at_ns: int, seq: int, **fields: Any) -> _Draft:
+    view = span.view
+    fields.setdefault("start_ns", at_ns)
+    fields.setdefault("end_ns", at_ns)
+    return _Draft(at_ns, view.start_ns, view.span_id, seq, fields)
+
+
+def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
+    view = span.view
+    start, end = view.start_ns, view.end_ns
+    out: list[_Draft] = []
+    op = span.operation
+    if op == "agent":
+        out.append(
+            _draft(span, start, 0, kind="agent", start_ns=start, end_ns=end, agent=span.agent_name)
+        )
+    elif op == "llm":
+        seq = 0
+        for text in span.system_instructions:
+            key = ("system", "text", text)
+            if _new_content(state, key, occurrence=0):
+                out.append(_draft(span, start, seq, kind="system", text=text))
+                seq += 1
+        out.extend(_message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq))
+        finish = span.finish_reasons[0] if span.finish_reasons else None
+        out.append(
+            _draft(
+                span,
+                start,
+                _LLM_SEQ,
+                kind="llm",
+                start_ns=start,
+                end_ns=end,
+                model=span.model,
+                input_tokens=span.input_tokens,
+                output_tokens=span.output_tokens,
+                finish_reason=finish,
+            )
+        )
+        out.extend(_output_drafts(span, state, 0))
+    elif op == "tool":
+        out.extend(_tool_span_drafts(span, state))
+    elif op == "retrieval":
+        out.append(
+            _draft(
+                span,
+                end,
+                0,
+                kind="retrieval",
+                start_ns=start,
+                end_ns=end,
+                source=span.source or view.name,
+                text=span.query,
+                documents=tuple(span.documents),
+            )
+        )
+    if span.error and op != "tool":
+        out.append(_draft(span, end, _ERROR_SEQ, kind="error", error=span.error))
+    return out
+
+
+# Within one span: inputs (at its start) come before the llm step; the error step comes last.
+_LLM_SEQ = 1 << 40
+_ERROR_SEQ = 1 << 41
+
+
+def _new_content(state: _State, key: tuple[str, ...], occurrence: int) -> bool:
+    """True (and recorded) if this is a new occurrence of a keyed message part."""
+    if occurrence >= state.content_counts[key]:
+        state.content_counts[key] += 1
+        return True
+    return False
+
+
+def _message_drafts(
+    span: NormalizedSpan, messages: list[Message], state: _State, *, at_ns: int, base_seq: int
+) -> list[_Draft]:
+    """Input history: only parts the trace has not shown before become steps."""
+    out: list[_Draft] = []
+    occurrences: Counter[tuple[str, ...]] = Counter()
+    seq = base_seq
+    for message in messages:
+        role = message.role
+        for part in message.parts:
+            seq += 1
+            ptype = part.type
+            if ptype == "tool_call":
+                draft = _tool_call_from_part(span, part.id, part.name, part.arguments, state, at_ns, seq, occurrences)
+                if draft is not None:
+                    out.append(draft)
+            elif ptype == "tool_call_response":
+                draft = _tool_result_from_part(span, part.id, part.name, part.content, state, at_ns, seq, occurrences)
+                if draft is not None:
+                    out.append(draft)
+            elif ptype in ("text", "reasoning") and part.content:
+                kind = _content_kind(role, ptype)
+                key = (role, ptype, part.content)
+                occurrence = occurrences[key]
+                occurrences[key] += 1
+                if _new_content(state, key, occurrence):
+                    out.append(_draft(span, at_ns, seq, kind=kind, text=part.content))
+    return out
+
+
+def _content_kind(role: str, ptype: str) -> StepKind:
+    if ptype == "reasoning":
+        return "reasoning"
+    if role == "system" or role == "developer":
+        return "system"
+    if role == "user":
+        return "user"
+    return "assistant"
+
+
+def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_Draft]:
+    """LLM outputs are always new steps; they are recorded so the next call's history skips them."""
+    end = span.view.end_ns
+    out: list[_Draft] = []
+    seq = base_seq
+    for message in span.output_messages:
+        for part in message.parts:
+            seq += 1
+            if part.type == "tool_call":
+                draft = _tool_call_from_part(span, part.id, part.name, part.arguments, state, end, seq, None)
+                if draft is not None:
+                    out.append(draft)
+            elif part.type in ("text", "reasoning") and part.content:
+                key = (message.role, part.type, part.content)
+                state.content_counts[key] += 1
+                out.append(
+                    _draft(
+                        span, end, seq, kind="reasoning" if part.type == "reasoning" else "assistant",
+                        text=part.content, finish_reason=message.finish_reason,
+                    )
+                )
+    return out
+
+
+def _tool_call_from_part(
+    span: NormalizedSpan,
+    call_id: str | None,
+    name: str | None,
+    arguments: Any,
+    state: _State,
+    at_ns: int,
+    seq: int,
+    occurrences: Counter[tuple[str, ...]] | None,
+) -> _Draft | None:
+    args = canonical_arguments(arguments)
+    if call_id:
+        if name:
+            state.call_names.setdefault(call_id, name)
+        key = ("tool_call", call_id)
+        if key in state.seen_ids:
+            existing = state.call_steps.get(call_id)
+            if existing is not None and existing.fields.get("arguments") is None and args is not None:
+                existing.fields["arguments"] = args
+            return None
+        state.seen_ids.add(key)
+    else:
+        ckey = ("tool_call", name or "", args or "")
+        occurrence = 0
+        if occurrences is not None:
+            occurrence = occurrences[ckey]
+            occurrences[ckey] += 1
+        if occurrences is not None and not _new_content(state, ckey, occurrence):
+            return None
+        if occurrences is None:
+            state.content_counts[ckey] += 1
+        state.anonymous += 1
+        call_id = None
+    draft = _draft(span, at_ns, seq, kind="tool_call", tool=name, call_id=call_id, arguments=args)
+    if call_id:
+        state.call_steps[call_id] = draft
+        state.pending_calls.append(call_id)
+    return draft
+
+
+def _tool_result_from_part(
+    span: NormalizedSpan,
+    call_id: str | None,
+    name: str | None,
+    content: str | None,
+    state: _State,
+    at_ns: int,
+    seq: int,
+    occurrences: Counter[tuple[str, ...]],
+) -> _Draft | None:
+    if not call_id:
+        # Without an id, a resent result is recognized by its content; a new one takes the
+        # oldest pending call (of the same tool when the name is known).
+        ckey = ("tool_result", name or "", content or "")
+        occurrence = occurrences[ckey]
+        occurrences[ckey] += 1
+        if not _new_content(state, ckey, occurrence):
+            return None
+        call_id = _adopt_pending(state, name)
+    if call_id:
+        key = ("tool_result", call_id)
+        if key in state.seen_ids:
+            return None
+        state.seen_ids.add(key)
+        if call_id in state.pending_calls:
+            state.pending_calls.remove(call_id)
+        name = name or state.call_names.get(call_id)
+    return _draft(span, at_ns, seq, kind="tool_result", tool=name, call_id=call_id, text=content)
+
+
+def _adopt_pending(state: _State, name: str | None) -> str | None:
+    for call_id in state.pending_calls:
+        if name is None or state.call_names.get(call_id) == name:
+            return call_id
+    return None
+
+
+def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
+    view = span.view
+    start, end = view.start_ns, view.end_ns
+    name = span.tool_name or view.name
+    args = canonical_arguments(span.tool_arguments)
+    call_id = span.tool_call_id
+    if not call_id:
+        # A tool span without an id (e.g. LangChain via OpenInference) executes the oldest
+        # pending call of that tool, preferring one with the same arguments.
+        for pending in state.pending_calls:
+            draft = state.call_steps.get(pending)
+            if state.call_names.get(pending) == name and draft is not None:
+                if draft.fields.get("exec_span_id") is None and (
+                    args is None or draft.fields.get("arguments") in (None, args)
+                ):
+                    call_id = pending
+                    break
+    out: list[_Draft] = []
+    if call_id and ("tool_call", call_id) in state.seen_ids:
+        existing = state.call_steps.get(call_id)
+        if existing is not None:
+            existing.fields["exec_span_id"] = view.span_id
+            if existing.fields.get("arguments") is None:
+                existing.fields["arguments"] = args
+    else:
+        if call_id:
+            state.seen_ids.add(("tool_call", call_id))
+            state.call_names.setdefault(call_id, name)
+        draft = _draft(
+            span, start, 0, kind="tool_call", tool=name, call_id=call_id, arguments=args,
+            exec_span_id=view.span_id,
+        )
+        if call_id:
+            state.call_steps[call_id] = draft
+        out.append(draft)
+    result_key = ("tool_result", call_id) if call_id else None
+    if result_key is None or result_key not in state.seen_ids:
+        if result_key is not None:
+            state.seen_ids.add(result_key)
+            if call_id in state.pending_calls:
+                state.pending_calls.remove(call_id)
+        out.append(
+            _draft(
+                span,
+                end,
+                1,
+                kind="tool_result",
+                start_ns=start,
+                end_ns=end,
+                tool=name,
+                call_id=call_id,
+                text=to_text(span.tool_result),
+                error=span.error,
+            )
+        )
+    return out
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+
+def _runs(
+    ordered: list[NormalizedSpan], parent_of: Mapping[str, str], names: Mapping[str, str]
+) -> tuple[list[Run], dict[str, str]]:
+    agent_spans = [s for s in ordered if s.operation == "agent"]
+    agent_ids = {s.span_id for s in agent_spans}
+    runs: list[Run] = []
+    run_of_span: dict[str, str] = {}
+
+    def nearest_agent(span_id: str, include_self: bool) -> str | None:
+        seen: set[str] = set()
+        current = span_id if include_self else parent_of.get(span_id, "")
+        while current and current not in seen:  # parent cycles are possible in bad data
+            if current in agent_ids:
+                return current
+            seen.add(current)
+            current = parent_of.get(current, "")
+        return None
+
+    depth_of: dict[str, int] = {}
+    for span in agent_spans:  # parents start before children, so they come first
+        parent = nearest_agent(span.span_id, include_self=False)
+        depth_of[span.span_id] = depth_of.get(parent, -1) + 1 if parent else 0
+    root_span = _local_root(ordered, parent_of)
+    needs_implicit = not agent_spans or any(
+        nearest_agent(s.span_id, include_self=True) is None for s in ordered
+    )
+    if needs_implicit:
+        root_id = _top_ancestor(root_span.span_id, parent_of) if root_span is not None else ""
+        root_name = names.get(root_id, "")
+        if root_span is not None and not root_name:
+            root_name = root_span.view.name
+        runs.append(
+            Run(
+                run_id=root_id,
+                agent_name=root_name or "trace",
+                span_id=root_id,
+                parent_run_id=None,
+                start_ns=min((s.view.start_ns for s in ordered), default=0),
+                end_ns=max((s.view.end_ns for s in ordered), default=0),
+                depth=0,
+                service_name=root_span.view.service_name if root_span is not None else "",
+                implicit=True,
+            )
+        )
+    for span in sorted(agent_spans, key=lambda s: (depth_of[s.span_id], s.view.start_ns, s.span_id)):
+        parent = nearest_agent(span.span_id, include_self=False)
+        runs.append(
+            Run(
+                run_id=span.span_id,
+                agent_name=span.agent_name or span.view.name,
+                span_id=span.span_id,
+                parent_run_id=parent if parent else (runs[0].run_id if needs_implicit else None),
+                start_ns=span.view.start_ns,
+                end_ns=span.view.end_ns,
+                depth=depth_of[span.span_id] + (1 if needs_implicit else 0),
+                service_name=span.view.service_name,
+                declared_output=span.declared_output,
+            )
+        )
+    for span in ordered:
+        agent = nearest_agent(span.span_id, include_self=True)
+        run_of_span[span.span_id] = agent if agent is not None else (runs[0].run_id if runs else "")
+    return runs, run_of_span
+
+
+def _run_for(
+    span_id: str, run_of_span: Mapping[str, str], parent_of: Mapping[str, str], runs: list[Run]
+) -> str:
+    run = run_of_span.get(span_id)
+    if run is not None:
+        return run
+    return runs[0].run_id if runs else ""
+
+
+def _local_root(ordered: list[NormalizedSpan], parent_of: Mapping[str, str]) -> NormalizedSpan | None:
+    """The GenAI span closest to the top: no parent, or a parent outside the GenAI spans."""
+    ids = {s.span_id for s in ordered}
+    for span in ordered:
+        if not span.view.parent_span_id or span.view.parent_span_id not in ids:
+            return span
+    return ordered[0] if ordered else None
+
+
+def _top_ancestor(span_id: str, parent_of: Mapping[str, str]) -> str:
+    seen: set[str] = set()
+    current = span_id
+    while parent_of.get(current) and current not in seen:
+        seen.add(current)
+        current = parent_of[current]
+    return current
+
+
+def with_run(step: Step, run_id: str) -> Step:
+    return replace(step, run_id=run_id)
