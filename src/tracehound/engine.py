@@ -1,0 +1,400 @@
+"""The engine: per-trace state, finalization, evaluator dispatch.
+
+One engine serves the three shapes (processor, sidecar, `eval`), so the same spans give the same
+results. It is a plain object owned by one thread: the processor's worker, the receiver's
+evaluation loop, or the CLI. Callers push spans and log records in, and pull finalized traces out
+with `poll()` (time-driven) or `flush()` (shutdown, end of input).
+
+The per-trace buffer follows the Collector's tail-sampling processor: a bounded map of traces
+(`max_traces`; on overflow the oldest trace is finalized early — never dropped), a wait after the
+local root ends (`quiet_period`, like `decision_wait`), an idle timeout, and a cache of finalized
+trace ids so that late spans are recognized and counted rather than starting a new trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from tracehound.conventions import Message, NormalizedSpan, Part, normalize
+from tracehound.evaluators.base import EvaluationResult, Evaluator, SafeEvaluator, TraceInfo
+from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
+from tracehound.spans import LogView, SpanView
+from tracehound.steps import Step, Trajectory, TrajectoryBuilder
+
+__all__ = ["Engine", "EngineConfig", "EngineStats", "FinalizedTrace", "SpanOutcome"]
+
+FinalizeReason = Literal["quiet", "timeout", "max_traces", "flush"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """Engine limits. Times are seconds; sizes are counts or bytes."""
+
+    quiet_period: float = 2.0
+    """Wait after the local root span ended with no new span before finalizing."""
+    trace_timeout: float = 30.0
+    """Finalize a trace that has been idle this long, root or not."""
+    max_traces: int = 10_000
+    """Traces held at once; past it the oldest is finalized early (counted)."""
+    max_spans_per_trace: int = 10_000
+    """Spans evaluated per trace; later ones pass through unevaluated (trace marked truncated)."""
+    max_text_bytes_per_trace: int = 16 * 1024 * 1024
+    """Message/tool/document text indexed per trace; past it text is dropped (truncated)."""
+    finalized_cache_size: int = 100_000
+    """Finalized trace ids remembered to recognize late spans (16 bytes-ish each)."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.quiet_period >= 0:
+            problems.append("quiet_period must be >= 0")
+        if not self.trace_timeout > 0:
+            problems.append("trace_timeout must be > 0")
+        if self.trace_timeout < self.quiet_period:
+            problems.append("trace_timeout must be >= quiet_period")
+        for name in ("max_traces", "max_spans_per_trace", "max_text_bytes_per_trace"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1")
+        if self.finalized_cache_size < 0:
+            problems.append("finalized_cache_size must be >= 0")
+        if problems:
+            raise ValueError("invalid engine configuration: " + "; ".join(problems))
+
+
+@dataclass(slots=True)
+class EngineStats:
+    """Counters for the pipeline's own health (exported as metrics by the shapes)."""
+
+    spans_received: int = 0
+    spans_genai: int = 0
+    spans_duplicate: int = 0
+    spans_over_limit: int = 0
+    late_spans: int = 0
+    logs_received: int = 0
+    logs_unjoined: int = 0
+    traces_finalized: int = 0
+    traces_finalized_early: int = 0
+    traces_timed_out: int = 0
+    traces_truncated: int = 0
+    mapping_problems: int = 0
+    evaluator_errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SpanOutcome:
+    """What the engine made of one span on arrival."""
+
+    trace_id: str
+    span_id: str
+    genai: bool
+    steps: tuple[Step, ...] = ()
+    results: tuple[EvaluationResult, ...] = ()
+    late: bool = False
+    duplicate: bool = False
+    evaluated: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizedTrace:
+    trace_id: str
+    root_span_id: str
+    trajectory: Trajectory
+    results: tuple[EvaluationResult, ...]
+    reason: FinalizeReason
+    span_count: int
+    truncated: bool
+    attributes: dict[str, Any] = field(default_factory=dict)
+    """Trace-level `tracehound.*` attributes for the root span."""
+
+
+class _TraceState:
+    __slots__ = (
+        "builder",
+        "eval_states",
+        "first_seen",
+        "info",
+        "last_seen",
+        "logs",
+        "names",
+        "parents",
+        "relog",
+        "root_ended",
+        "span_count",
+        "text_bytes",
+        "trace_id",
+        "views",
+    )
+
+    def __init__(self, trace_id: str, now: float) -> None:
+        self.trace_id = trace_id
+        self.builder = TrajectoryBuilder(trace_id)
+        self.parents: dict[str, str] = {}
+        self.names: dict[str, str] = {}
+        self.views: dict[str, SpanView] = {}
+        self.logs: dict[str, list[LogView]] = {}
+        self.relog: set[str] = set()  # GenAI spans whose log events arrived after them
+        self.first_seen = now
+        self.last_seen = now
+        self.root_ended: float | None = None
+        self.span_count = 0
+        self.text_bytes = 0
+        self.info = TraceInfo(trace_id)
+        self.eval_states: list[Any] = []
+
+
+class Engine:
+    """Per-trace state and evaluator dispatch. Not thread-safe: one owner thread."""
+
+    def __init__(
+        self,
+        evaluators: Sequence[Evaluator] = (),
+        config: EngineConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config or EngineConfig()
+        self._evaluators = [SafeEvaluator(e) for e in evaluators]
+        self._clock = clock
+        self._traces: OrderedDict[str, _TraceState] = OrderedDict()
+        self._finalized: OrderedDict[str, None] = OrderedDict()
+        self._ready: list[FinalizedTrace] = []
+        self._late_by_trace: dict[str, int] = {}
+        self.stats = EngineStats()
+
+    @property
+    def evaluators(self) -> list[SafeEvaluator]:
+        return self._evaluators
+
+    @property
+    def active_traces(self) -> int:
+        return len(self._traces)
+
+    # --- input ------------------------------------------------------------------------------
+
+    def add_span(self, view: SpanView) -> SpanOutcome:
+        """Take one ended span; return its per-span results. Never raises on bad data."""
+        stats = self.stats
+        stats.spans_received += 1
+        trace_id, span_id = view.trace_id, view.span_id
+        if trace_id in self._finalized:
+            stats.late_spans += 1
+            self._late_by_trace[trace_id] = self._late_by_trace.get(trace_id, 0) + 1
+            return SpanOutcome(trace_id, span_id, genai=False, late=True, evaluated=False)
+        now = self._clock()
+        state = self._traces.get(trace_id)
+        if state is None:
+            state = self._new_trace(trace_id, now)
+        elif span_id in state.parents:
+            stats.spans_duplicate += 1
+            return SpanOutcome(trace_id, span_id, genai=False, duplicate=True, evaluated=False)
+        state.last_seen = now
+        state.parents[span_id] = view.parent_span_id
+        state.names[span_id] = view.name
+        if not view.parent_span_id or view.parent_is_remote:
+            state.root_ended = now
+            if not state.info.service_name:
+                state.info.service_name = view.service_name
+        state.span_count += 1
+        if state.span_count > self.config.max_spans_per_trace:
+            stats.spans_over_limit += 1
+            state.info.truncated = True
+            return SpanOutcome(trace_id, span_id, genai=False, evaluated=False)
+
+        normalized = normalize(view, state.logs.get(span_id))
+        if normalized is None:
+            return SpanOutcome(trace_id, span_id, genai=False)
+        stats.spans_genai += 1
+        if normalized.problems:
+            stats.mapping_problems += len(normalized.problems)
+        state.views[span_id] = view
+        self._charge_text(state, normalized)
+        steps = tuple(state.builder.add(normalized))
+        results: list[EvaluationResult] = []
+        info = state.info
+        for i, evaluator in enumerate(self._evaluators):
+            new_state, span_results = evaluator.on_span(state.eval_states[i], normalized, steps, info)
+            state.eval_states[i] = new_state
+            results.extend(span_results)
+        return SpanOutcome(trace_id, span_id, genai=True, steps=steps, results=tuple(results))
+
+    def add_log(self, log: LogView) -> None:
+        """Take one log record; GenAI event records are joined to their span by ids."""
+        if not log.event_name.startswith("gen_ai.") or not log.trace_id or not log.span_id:
+            return
+        self.stats.logs_received += 1
+        if log.trace_id in self._finalized:
+            self.stats.logs_unjoined += 1
+            return
+        state = self._traces.get(log.trace_id)
+        if state is None:
+            state = self._new_trace(log.trace_id, self._clock())
+        state.last_seen = self._clock()
+        state.logs.setdefault(log.span_id, []).append(log)
+        if log.span_id in state.parents:
+            state.relog.add(log.span_id)
+
+    # --- output -----------------------------------------------------------------------------
+
+    def poll(self, now: float | None = None) -> list[FinalizedTrace]:
+        """Finalize the traces that are due; return them with those finalized early."""
+        now = self._clock() if now is None else now
+        quiet, timeout = self.config.quiet_period, self.config.trace_timeout
+        due: list[tuple[str, FinalizeReason]] = []
+        for trace_id, state in self._traces.items():
+            idle = now - state.last_seen
+            if state.root_ended is not None and idle >= quiet:
+                due.append((trace_id, "quiet"))
+            elif idle >= timeout:
+                due.append((trace_id, "timeout"))
+        for trace_id, reason in due:
+            self._finalize(trace_id, reason)
+        ready, self._ready = self._ready, []
+        return ready
+
+    def flush(self) -> list[FinalizedTrace]:
+        """Finalize every trace now (shutdown, end of input)."""
+        for trace_id in list(self._traces):
+            self._finalize(trace_id, "flush")
+        ready, self._ready = self._ready, []
+        return ready
+
+    def late_spans_of(self, trace_id: str) -> int:
+        return self._late_by_trace.get(trace_id, 0)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _new_trace(self, trace_id: str, now: float) -> _TraceState:
+        if len(self._traces) >= self.config.max_traces:
+            oldest = next(iter(self._traces))
+            self.stats.traces_finalized_early += 1
+            self._finalize(oldest, "max_traces")
+        state = _TraceState(trace_id, now)
+        state.eval_states = [e.start_trace(state.info) for e in self._evaluators]
+        self._traces[trace_id] = state
+        return state
+
+    def _charge_text(self, state: _TraceState, span: NormalizedSpan) -> None:
+        size = _text_size(span)
+        if state.text_bytes + size > self.config.max_text_bytes_per_trace:
+            if not state.info.truncated:
+                state.info.truncated = True
+            _strip_text(span)
+            return
+        state.text_bytes += size
+
+    def _finalize(self, trace_id: str, reason: FinalizeReason) -> None:
+        state = self._traces.pop(trace_id)
+        stats = self.stats
+        stats.traces_finalized += 1
+        if reason == "timeout":
+            stats.traces_timed_out += 1
+        if state.info.truncated:
+            stats.traces_truncated += 1
+        builder = state.builder
+        if state.relog:
+            builder = self._rebuild_with_logs(state)
+        joined = set(builder.spans)
+        stats.logs_unjoined += sum(len(v) for k, v in state.logs.items() if k not in joined)
+        trajectory = builder.build(state.parents, state.names)
+        results: list[EvaluationResult] = []
+        for i, evaluator in enumerate(self._evaluators):
+            results.extend(evaluator.finish_trace(state.eval_states[i], trajectory, state.info))
+        stats.evaluator_errors = sum(e.errors for e in self._evaluators)
+        root = _root_span_id(state.parents)
+        results = [r if r.span_id is not None else replace(r, span_id=root) for r in results]
+        attributes: dict[str, Any] = {}
+        if state.info.truncated:
+            attributes[ATTR_TRUNCATED] = True
+        late = self._late_by_trace.get(trace_id)
+        if late:
+            attributes[ATTR_LATE_SPANS] = late
+        for result in results:
+            if result.span_id == root:
+                attributes.update(result.attributes)
+        if self.config.finalized_cache_size:
+            self._finalized[trace_id] = None
+            while len(self._finalized) > self.config.finalized_cache_size:
+                evicted, _ = self._finalized.popitem(last=False)
+                self._late_by_trace.pop(evicted, None)
+        self._ready.append(
+            FinalizedTrace(
+                trace_id=trace_id,
+                root_span_id=root,
+                trajectory=trajectory,
+                results=tuple(results),
+                reason=reason,
+                span_count=state.span_count,
+                truncated=state.info.truncated,
+                attributes=attributes,
+            )
+        )
+
+    def _rebuild_with_logs(self, state: _TraceState) -> TrajectoryBuilder:
+        """Re-map the spans whose log events arrived after them, for the final trajectory."""
+        builder = TrajectoryBuilder(state.trace_id)
+        for span_id, old in state.builder.spans.items():
+            if span_id in state.relog:
+                fresh = normalize(state.views[span_id], state.logs.get(span_id))
+                builder.add(fresh if fresh is not None else old)
+            else:
+                builder.add(old)
+        for span_id in state.relog - set(state.builder.spans):
+            view = state.views.get(span_id)
+            if view is not None:
+                fresh = normalize(view, state.logs.get(span_id))
+                if fresh is not None:
+                    builder.add(fresh)
+        return builder
+
+
+def _root_span_id(parents: dict[str, str]) -> str:
+    """The local root: a span whose parent is not in the trace (the earliest such, by id order)."""
+    roots = [s for s, p in parents.items() if not p or p not in parents]
+    for span_id in roots:
+        if not parents[span_id]:
+            return span_id
+    return roots[0] if roots else next(iter(parents), "")
+
+
+def _text_size(span: NormalizedSpan) -> int:
+    size = 0
+    for messages in (span.input_messages, span.output_messages, span.history):
+        for message in messages:
+            for part in message.parts:
+                if part.content:
+                    size += len(part.content)
+    for text in span.system_instructions:
+        size += len(text)
+    for value in (span.tool_arguments, span.tool_result, span.declared_output):
+        if isinstance(value, str):
+            size += len(value)
+    for doc in span.documents:
+        if doc.content:
+            size += len(doc.content)
+    span.text_bytes = size
+    return size
+
+
+def _strip_text(span: NormalizedSpan) -> None:
+    """Keep a span's structure (kinds, tools, ids) but none of its text."""
+
+    def bare(messages: list[Message]) -> list[Message]:
+        return [
+            Message(
+                role=m.role,
+                parts=[Part(type=p.type, id=p.id, name=p.name) for p in m.parts],
+                finish_reason=m.finish_reason,
+            )
+            for m in messages
+        ]
+
+    span.input_messages = bare(span.input_messages)
+    span.output_messages = bare(span.output_messages)
+    span.history = []
+    span.system_instructions = []
+    span.tool_result = None
+    span.declared_output = None
+    span.documents = [replace(d, content=None) for d in span.documents]
+    span.text_bytes = 0

@@ -1,0 +1,225 @@
+"""The evaluator protocol, its result type, the safe wrapper and plugin loading.
+
+An evaluator is a small class with a name, a version and three hooks that do nothing by default
+(like the OTel SDK's `SpanProcessor`):
+
+- `start_trace(trace)` returns the evaluator's per-trace state (incremental evaluators keep their
+  indexes there);
+- `on_span(state, span, steps, trace)` is called when a GenAI span arrives, with the steps it
+  contributed; its results annotate that span;
+- `finish_trace(state, trajectory, trace)` is called once at finalization with the canonical,
+  order-independent trajectory; its results annotate the root span (or the span they name).
+
+Hooks run on the engine's thread and must not block. An evaluator that raises is isolated by
+`SafeEvaluator`: the failure is counted, logged once, and becomes an evaluation error result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+from tracehound.conventions import NormalizedSpan
+from tracehound.spans import AttributeValue
+from tracehound.steps import Step, Trajectory
+
+__all__ = [
+    "PLUGIN_GROUP",
+    "EvaluationResult",
+    "Evaluator",
+    "PluginError",
+    "SafeEvaluator",
+    "TraceInfo",
+    "load_plugins",
+]
+
+_logger = logging.getLogger(__name__)
+
+PLUGIN_GROUP = "tracehound.evaluators"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluationResult:
+    """One evaluation outcome, mirroring the `gen_ai.evaluation.result` event.
+
+    `name` → `gen_ai.evaluation.name`, `score_value` → `gen_ai.evaluation.score.value` (a double),
+    `score_label` → `gen_ai.evaluation.score.label` (low cardinality), `explanation` →
+    `gen_ai.evaluation.explanation`, `error_type` → `error.type` when the evaluation itself failed.
+    `span_id` is the evaluated span (None: the trace's root span). `attributes` are the
+    `tracehound.*` span attributes this result puts on that span.
+    """
+
+    name: str
+    evaluator: str
+    evaluator_version: str
+    span_id: str | None = None
+    score_value: float | None = None
+    score_label: str | None = None
+    explanation: str | None = None
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+    error_type: str | None = None
+
+
+@dataclass(slots=True)
+class TraceInfo:
+    """What an evaluator may know about the trace beyond its steps."""
+
+    trace_id: str
+    service_name: str = ""
+    truncated: bool = False
+
+
+class Evaluator:
+    """Base class: hooks that do nothing. Subclasses set `name` and `version`."""
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+
+    def start_trace(self, trace: TraceInfo) -> Any:
+        """Return per-trace state (anything); called before the trace's first span."""
+        return None
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        """Per-span results, from the steps logically before and in this span. Must not block."""
+        return ()
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        """Trace results from the whole, order-independent trajectory."""
+        return ()
+
+
+class SafeEvaluator:
+    """Wraps an evaluator so that its failure cannot break the pipeline.
+
+    A hook that raises yields one result with `error_type` set; the evaluator is then skipped for
+    the rest of that trace. Failures are counted; the first one per evaluator is logged with its
+    traceback, later ones are only counted (high-frequency events go to metrics, not logs).
+    """
+
+    __slots__ = ("_logged", "errors", "inner")
+
+    _BROKEN = object()
+
+    def __init__(self, inner: Evaluator) -> None:
+        self.inner = inner
+        self.errors = 0
+        self._logged = False
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def version(self) -> str:
+        return self.inner.version
+
+    def _failed(self, exc: Exception, hook: str, span_id: str | None) -> list[EvaluationResult]:
+        self.errors += 1
+        if not self._logged:
+            self._logged = True
+            _logger.warning(
+                "evaluator %s %s failed in %s; it is skipped for the rest of the trace "
+                "(further failures are counted, not logged)",
+                self.inner.name,
+                self.inner.version,
+                hook,
+                exc_info=exc,
+            )
+        return [
+            EvaluationResult(
+                name=self.inner.name,
+                evaluator=self.inner.name,
+                evaluator_version=self.inner.version,
+                span_id=span_id,
+                error_type=type(exc).__name__,
+                explanation=f"evaluator failed in {hook}: {exc}"[:500],
+            )
+        ]
+
+    def start_trace(self, trace: TraceInfo) -> Any:
+        try:
+            return self.inner.start_trace(trace)
+        except Exception as exc:
+            self._failed(exc, "start_trace", None)
+            return self._BROKEN
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> tuple[Any, Sequence[EvaluationResult]]:
+        """Returns (state, results): the state becomes broken after a failure."""
+        if state is self._BROKEN:
+            return state, ()
+        try:
+            return state, self.inner.on_span(state, span, steps, trace)
+        except Exception as exc:
+            return self._BROKEN, self._failed(exc, "on_span", span.span_id)
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        if state is self._BROKEN:
+            return [
+                EvaluationResult(
+                    name=self.inner.name,
+                    evaluator=self.inner.name,
+                    evaluator_version=self.inner.version,
+                    error_type="EvaluatorFailed",
+                    explanation="evaluator failed earlier in this trace",
+                )
+            ]
+        try:
+            return self.inner.finish_trace(state, trajectory, trace)
+        except Exception as exc:
+            return self._failed(exc, "finish_trace", None)
+
+
+class PluginError(Exception):
+    """An evaluator plugin that cannot be loaded (raised at start-up, never later)."""
+
+
+def load_plugins(
+    names: Sequence[str] | None = None,
+    group: str = PLUGIN_GROUP,
+    _entry_points: Callable[..., Any] = entry_points,
+) -> list[Evaluator]:
+    """Instantiate the evaluators registered under the `tracehound.evaluators` entry-point group.
+
+    An entry point names an `Evaluator` subclass or a zero-argument factory returning one. With
+    `names`, only those are loaded, and a missing one is an error.
+    """
+    found = {ep.name: ep for ep in _entry_points(group=group)}
+    wanted = list(found) if names is None else list(names)
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        available = ", ".join(sorted(found)) or "none installed"
+        raise PluginError(f"unknown evaluator plugin(s) {', '.join(missing)} (available: {available})")
+    evaluators: list[Evaluator] = []
+    for name in wanted:
+        ep = found[name]
+        try:
+            target = ep.load()
+            evaluator = target()
+        except Exception as exc:
+            raise PluginError(f"evaluator plugin {name!r} ({ep.value}) failed to load: {exc}") from exc
+        if not isinstance(evaluator, Evaluator) and not _quacks_like_evaluator(evaluator):
+            raise PluginError(
+                f"evaluator plugin {name!r} ({ep.value}) did not produce an Evaluator "
+                f"(got {type(evaluator).__name__})"
+            )
+        if not getattr(evaluator, "name", ""):
+            raise PluginError(f"evaluator plugin {name!r} ({ep.value}) has no name")
+        evaluators.append(evaluator)
+    return evaluators
+
+
+def _quacks_like_evaluator(obj: Any) -> bool:
+    return all(
+        callable(getattr(obj, hook, None)) for hook in ("start_trace", "on_span", "finish_trace")
+    ) and isinstance(getattr(obj, "version", None), str)
