@@ -1,0 +1,389 @@
+"""Engine: finalization rules, limits, late and duplicate spans, log joining, evaluator isolation."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo
+from tracehound.conventions import NormalizedSpan
+from tracehound.evaluators.base import PluginError, load_plugins
+from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
+from tracehound.spans import LogView, SpanView
+from tracehound.steps import Step, Trajectory
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+TRACE2 = "1bf7651916cd43dd8448eb211c80319d"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _attr(key: str, value: Any) -> dict[str, Any]:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def span(
+    span_id: str,
+    parent: str = "",
+    *,
+    trace: str = TRACE,
+    name: str = "op",
+    start: int = 0,
+    end: int = 0,
+    attrs: dict[str, Any] | None = None,
+) -> SpanView:
+    doc = {
+        "traceId": trace,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(end or start + 1),
+        "attributes": [_attr(k, v) for k, v in (attrs or {}).items()],
+    }
+    return SpanView.from_json(doc)
+
+
+def chat(span_id: str, parent: str, start: int, user: str, answer: str, **kw: Any) -> SpanView:
+    return span(
+        span_id,
+        parent,
+        name="chat m",
+        start=start,
+        end=start + 10,
+        attrs={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "m",
+            "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": user}]}]
+            ),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": answer}]}]
+            ),
+        },
+        **kw,
+    )
+
+
+def tool(span_id: str, parent: str, start: int, call_id: str, result: str) -> SpanView:
+    return span(
+        span_id,
+        parent,
+        name="execute_tool search",
+        start=start,
+        end=start + 5,
+        attrs={
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "search",
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": '{"q": "x"}',
+            "gen_ai.tool.call.result": result,
+        },
+    )
+
+
+ROOT = "a" * 16
+
+
+class Recorder(Evaluator):
+    """Records every hook call; returns one result per span and one per trace."""
+
+    name = "recorder"
+    version = "1.0"
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, list[str]]] = []
+        self.finished: list[Trajectory] = []
+
+    def start_trace(self, trace: TraceInfo) -> list[str]:
+        return []
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        state.append(span.span_id)
+        self.spans.append((span.span_id, [s.kind for s in steps]))
+        return [
+            EvaluationResult(
+                name="seen",
+                evaluator=self.name,
+                evaluator_version=self.version,
+                span_id=span.span_id,
+                score_value=float(len(state)),
+            )
+        ]
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        self.finished.append(trajectory)
+        return [
+            EvaluationResult(
+                name="steps",
+                evaluator=self.name,
+                evaluator_version=self.version,
+                score_value=float(len(trajectory.steps)),
+                attributes={"tracehound.test.steps": len(trajectory.steps)},
+            )
+        ]
+
+
+class Exploding(Evaluator):
+    name = "exploding"
+    version = "0.1"
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        raise RuntimeError("boom")
+
+
+def test_quiet_period_after_root_ends() -> None:
+    clock = FakeClock()
+    engine = Engine(config=EngineConfig(quiet_period=2.0, trace_timeout=30.0), clock=clock)
+    engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    clock.now += 5
+    assert engine.poll() == []  # root not ended yet: only the idle timeout applies
+    engine.add_span(span(ROOT, name="invoke_agent a", start=50, end=200))
+    clock.now += 1.9
+    assert engine.poll() == []
+    clock.now += 0.2
+    [done] = engine.poll()
+    assert done.reason == "quiet"
+    assert done.root_span_id == ROOT
+    assert [s.kind for s in done.trajectory.steps] == ["user", "llm", "assistant"]
+    assert engine.active_traces == 0
+
+
+def test_idle_timeout_without_root() -> None:
+    clock = FakeClock()
+    engine = Engine(config=EngineConfig(quiet_period=2.0, trace_timeout=30.0), clock=clock)
+    engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    clock.now += 29.9
+    assert engine.poll() == []
+    clock.now += 0.2
+    [done] = engine.poll()
+    assert done.reason == "timeout"
+    assert engine.stats.traces_timed_out == 1
+
+
+def test_max_traces_finalizes_oldest_early_never_drops() -> None:
+    clock = FakeClock()
+    engine = Engine(config=EngineConfig(max_traces=2), clock=clock)
+    ids = [f"{i:032x}" for i in range(1, 5)]
+    for i, trace_id in enumerate(ids):
+        engine.add_span(chat(f"{i + 1:016x}", "", 100 * i, f"q{i}", f"a{i}", trace=trace_id))
+    early = engine.poll(now=clock.now)  # nothing due by time; the two early ones are returned
+    assert [t.trace_id for t in early] == ids[:2]
+    assert all(t.reason == "max_traces" for t in early)
+    assert engine.stats.traces_finalized_early == 2
+    rest = engine.flush()
+    assert [t.trace_id for t in rest] == ids[2:]
+    assert engine.stats.traces_finalized == 4
+
+
+def test_max_spans_per_trace_marks_truncated() -> None:
+    engine = Engine(config=EngineConfig(max_spans_per_trace=2))
+    outcomes = [engine.add_span(chat(f"{i + 1:016x}", ROOT, 10 * i, f"q{i}", f"a{i}")) for i in range(4)]
+    assert [o.evaluated for o in outcomes] == [True, True, False, False]
+    [done] = engine.flush()
+    assert done.truncated
+    assert done.attributes[ATTR_TRUNCATED] is True
+    assert [s.text for s in done.trajectory.steps if s.kind == "user"] == ["q0", "q1"]
+    assert engine.stats.spans_over_limit == 2
+
+
+def test_text_budget_keeps_structure_drops_text() -> None:
+    engine = Engine(config=EngineConfig(max_text_bytes_per_trace=30))
+    engine.add_span(chat("1" * 16, ROOT, 0, "short", "reply"))  # 10 bytes
+    engine.add_span(tool("2" * 16, ROOT, 20, "c1", "x" * 100))  # over the budget
+    [done] = engine.flush()
+    assert done.truncated
+    kinds = [(s.kind, s.text) for s in done.trajectory.steps]
+    assert kinds == [
+        ("user", "short"),
+        ("llm", None),
+        ("assistant", "reply"),
+        ("tool_call", None),
+        ("tool_result", None),
+    ]
+    tool_call = done.trajectory.steps[3]
+    assert (tool_call.tool, tool_call.call_id, tool_call.arguments) == ("search", "c1", '{"q":"x"}')
+
+
+def test_late_and_duplicate_spans_are_counted_not_reevaluated() -> None:
+    recorder = Recorder()
+    engine = Engine([recorder])
+    engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    dup = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    assert dup.duplicate and not dup.evaluated
+    assert engine.stats.spans_duplicate == 1
+    [first] = engine.flush()
+    late = engine.add_span(chat("c" * 16, ROOT, 300, "again", "again"))
+    assert late.late and not late.evaluated
+    assert engine.stats.late_spans == 1
+    assert engine.late_spans_of(TRACE) == 1
+    assert engine.flush() == []  # the trace is not evaluated twice
+    assert len(recorder.finished) == 1
+    assert first.trace_id == TRACE
+
+
+def test_late_spans_attribute_when_known_before_finalization() -> None:
+    engine = Engine(config=EngineConfig(max_traces=1))
+    engine.add_span(chat("b" * 16, "", 100, "hi", "hello"))
+    engine.add_span(chat("c" * 16, "", 100, "x", "y", trace=TRACE2))  # finalizes TRACE early
+    engine.add_span(chat("d" * 16, "b" * 16, 200, "late", "late"))
+    first, *_ = engine.poll()
+    assert first.trace_id == TRACE and ATTR_LATE_SPANS not in first.attributes
+    assert engine.late_spans_of(TRACE) == 1
+
+
+def test_per_span_and_trace_results_and_root_attributes() -> None:
+    recorder = Recorder()
+    engine = Engine([recorder])
+    o1 = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    o2 = engine.add_span(tool("c" * 16, ROOT, 120, "c1", "result text"))
+    o3 = engine.add_span(span(ROOT, name="app", start=0, end=500))
+    assert [r.score_value for r in o1.results] == [1.0]
+    assert [r.score_value for r in o2.results] == [2.0]
+    assert not o3.genai and o3.results == ()
+    assert [k for k in recorder.spans[1][1]] == ["tool_call", "tool_result"]
+    [done] = engine.flush()
+    [trace_result] = done.results
+    assert trace_result.span_id == ROOT  # trace results default to the local root
+    assert done.attributes["tracehound.test.steps"] == 5
+
+
+def test_failing_evaluator_is_isolated(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = Recorder()
+    engine = Engine([Exploding(), recorder])
+    with caplog.at_level(logging.WARNING):
+        o1 = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+        o2 = engine.add_span(chat("c" * 16, ROOT, 200, "more", "sure"))
+    errors = [r for r in o1.results if r.error_type]
+    assert [(r.evaluator, r.error_type, r.span_id) for r in errors] == [
+        ("exploding", "RuntimeError", "b" * 16)
+    ]
+    assert [r.evaluator for r in o2.results] == ["recorder"]  # skipped for the rest of the trace
+    [done] = engine.flush()
+    assert {r.evaluator for r in done.results} == {"exploding", "recorder"}
+    assert next(r for r in done.results if r.evaluator == "exploding").error_type == "EvaluatorFailed"
+    assert engine.stats.evaluator_errors == 1
+    assert sum("exploding" in rec.getMessage() for rec in caplog.records) == 1  # logged once
+
+
+def test_logs_join_whichever_arrives_first() -> None:
+    body_user = {"content": "What is 2+2?"}
+    legacy_span = span(
+        "b" * 16,
+        ROOT,
+        name="chat m",
+        start=100,
+        end=200,
+        attrs={"gen_ai.operation.name": "chat", "gen_ai.system": "openai"},
+    )
+
+    def log(name: str, body: Any) -> LogView:
+        return LogView(
+            trace_id=TRACE, span_id="b" * 16, event_name=name, time_ns=150, attributes={}, body=body
+        )
+
+    before = Engine()
+    before.add_log(log("gen_ai.user.message", body_user))
+    before.add_span(legacy_span)
+    before.add_log(log("gen_ai.choice", {"index": 0, "message": {"content": "4"}, "finish_reason": "stop"}))
+    [a] = before.flush()
+
+    after = Engine()
+    after.add_span(legacy_span)
+    after.add_log(log("gen_ai.choice", {"index": 0, "message": {"content": "4"}, "finish_reason": "stop"}))
+    after.add_log(log("gen_ai.user.message", body_user))
+    [b] = after.flush()
+    for done in (a, b):
+        assert [(s.kind, s.text) for s in done.trajectory.steps] == [
+            ("user", "What is 2+2?"),
+            ("llm", None),
+            ("assistant", "4"),
+        ]
+        assert done.trajectory.conventions == ("otel_genai_legacy",)
+
+
+def test_non_genai_logs_are_ignored_and_unjoined_logs_counted() -> None:
+    engine = Engine()
+    engine.add_log(
+        LogView(trace_id=TRACE, span_id="b" * 16, event_name="", time_ns=1, attributes={}, body="x")
+    )
+    assert engine.stats.logs_received == 0
+    engine.add_log(
+        LogView(
+            trace_id=TRACE, span_id="e" * 16, event_name="gen_ai.user.message", time_ns=1,
+            attributes={}, body={"content": "orphan"},
+        )
+    )
+    engine.add_span(chat("b" * 16, "", 100, "hi", "hello"))
+    engine.flush()
+    assert engine.stats.logs_received == 1
+    assert engine.stats.logs_unjoined == 1
+
+
+def test_invalid_config_fails_fast() -> None:
+    with pytest.raises(ValueError, match="quiet_period"):
+        EngineConfig(quiet_period=-1)
+    with pytest.raises(ValueError, match="max_traces"):
+        EngineConfig(max_traces=0)
+    with pytest.raises(ValueError, match="trace_timeout must be >= quiet_period"):
+        EngineConfig(quiet_period=10, trace_timeout=5)
+
+
+def _install_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """A real distribution on sys.path with a `tracehound.evaluators` entry point."""
+    (tmp_path / "thplugin.py").write_text(
+        "from tracehound import Evaluator\n"
+        "class Good(Evaluator):\n    name = 'good'\n    version = '2.0'\n"
+        "class Nameless(Evaluator):\n    version = '1'\n"
+        "def broken():\n    raise ImportError('missing dependency')\n"
+    )
+    dist = tmp_path / "thplugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: thplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[tracehound.evaluators]\n{target}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "thplugin", raising=False)
+
+
+def test_plugins_load_from_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _install_plugin(tmp_path, monkeypatch, "good = thplugin:Good")
+    [evaluator] = load_plugins(["good"])
+    assert (evaluator.name, evaluator.version) == ("good", "2.0")
+    with pytest.raises(PluginError, match="unknown evaluator plugin"):
+        load_plugins(["absent"])
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("bad = thplugin:broken", "failed to load: missing dependency"), ("bad = thplugin:Nameless", "has no name")],
+)
+def test_bad_plugins_fail_at_startup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, message: str
+) -> None:
+    _install_plugin(tmp_path, monkeypatch, target)
+    with pytest.raises(PluginError, match=message):
+        load_plugins(["bad"])
