@@ -1,0 +1,134 @@
+"""Shared text handling: normalization, tokens, evidence units.
+
+The rules are fixed so that evidence decisions are reproducible and equal to the `evidenceflow`
+package's on the same steps:
+
+- normalization: Unicode NFKC, lower case, then the token sequence joined by single spaces;
+- a token is a run of letters/digits, optionally joined by single `.` or `-` to further runs, so
+  values such as `3.14`, `2026`, `GPT-5`, `v1.2` stay whole;
+- informative tokens are tokens minus a small fixed stop-word list;
+- a text is cut into units at paragraph breaks (two or more line breaks) and after sentence-ending
+  punctuation followed by whitespace and a word; units with fewer than two informative tokens are
+  dropped.
+
+Each distinct text is tokenized once per trace (`TextCache`); matching works on token sets.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+__all__ = [
+    "STOP_WORDS",
+    "TextCache",
+    "Tokenized",
+    "Unit",
+    "informative_tokens",
+    "normalize_text",
+    "split_units",
+]
+
+STOP_WORDS = frozenset(
+    "a an and are as at be been by for from in is it of on or that the their this to was were with".split()
+)
+
+_TOKEN = re.compile(r"[^\W_]+(?:[.-][^\W_]+)*")
+_UNIT_BOUNDARY = re.compile(r"(?:\r?\n\s*){2,}|(?<=[.!?])\s+(?=[^\W_])")
+
+
+def _normalized_tokens(text: str) -> list[str]:
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return _TOKEN.findall(text.lower())
+
+
+def normalize_text(text: str) -> str:
+    """NFKC, lower case, tokens joined by single spaces."""
+    return " ".join(_normalized_tokens(text))
+
+
+def informative_tokens(text: str) -> tuple[str, ...]:
+    return tuple(t for t in _normalized_tokens(text) if t not in STOP_WORDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Tokenized:
+    """A text as matching sees it."""
+
+    normalized: str
+    token_set: frozenset[str]  # informative tokens, unique
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A sentence or paragraph of evidence with at least two informative tokens."""
+
+    text: str
+    normalized: str
+    tokens: tuple[str, ...]  # informative tokens, in order, with repeats
+    token_set: frozenset[str]
+
+    @property
+    def threshold(self) -> int:
+        """Shared informative tokens a text needs for the overlap rule to be able to hold.
+
+        The overlap rule needs ≥ 2 shared tokens covering ≥ half of the unique ones; a unit with a
+        single unique token can only match by containment, which needs that token too.
+        """
+        n = len(self.token_set)
+        if n == 1:
+            return 1
+        return max(2, (n + 1) // 2)
+
+    def matches(self, other: Tokenized | Unit, overlap: int | None = None) -> bool:
+        """The evidence match rule: normalized containment, or ≥ 2 shared informative tokens
+        covering ≥ half of this unit's unique informative tokens."""
+        if not other.normalized:
+            return False
+        if overlap is None:
+            overlap = len(self.token_set & other.token_set)
+        if overlap >= 2 and 2 * overlap >= len(self.token_set):
+            return True
+        # Containment implies every informative token is shared; with ≥ 2 unique tokens the
+        # overlap rule above already holds, so only single-token units need the string test.
+        if overlap == len(self.token_set) and self.normalized:
+            return f" {self.normalized} " in f" {other.normalized} "
+        return False
+
+
+def split_units(text: str) -> list[Unit]:
+    units: list[Unit] = []
+    for segment in _UNIT_BOUNDARY.split(text.strip()):
+        tokens = _normalized_tokens(segment)
+        informative = tuple(t for t in tokens if t not in STOP_WORDS)
+        if len(informative) < 2:
+            continue
+        units.append(Unit(segment.strip(), " ".join(tokens), informative, frozenset(informative)))
+    return units
+
+
+class TextCache:
+    """Tokenizes each distinct text once (per trace) and splits each evidence text once."""
+
+    __slots__ = ("_tokenized", "_units")
+
+    def __init__(self) -> None:
+        self._tokenized: dict[str, Tokenized] = {}
+        self._units: dict[str, list[Unit]] = {}
+
+    def tokenized(self, text: str) -> Tokenized:
+        cached = self._tokenized.get(text)
+        if cached is None:
+            tokens = _normalized_tokens(text)
+            cached = Tokenized(" ".join(tokens), frozenset(t for t in tokens if t not in STOP_WORDS))
+            self._tokenized[text] = cached
+        return cached
+
+    def units(self, text: str) -> list[Unit]:
+        cached = self._units.get(text)
+        if cached is None:
+            cached = split_units(text)
+            self._units[text] = cached
+        return cached
