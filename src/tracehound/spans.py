@@ -46,6 +46,9 @@ _REMOTE_PARENT_FLAGS = 0x300  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLA
 
 def decode_any_value_proto(value: Any, depth: int = 0) -> AttributeValue:
     """Decode an OTLP protobuf `AnyValue` into plain Python values."""
+    text = value.string_value
+    if text:  # only the set member of the oneof can be non-empty: skip WhichOneof for strings
+        return text
     which = value.WhichOneof("value")
     if which == "string_value":
         return value.string_value
@@ -128,10 +131,19 @@ def _json_keys(items: Any) -> tuple[str, ...]:
     return tuple(kv["key"] for kv in items if isinstance(kv, dict) and isinstance(kv.get("key"), str))
 
 
-def _sdk_value(value: Any) -> AttributeValue:
-    # SDK attribute values are str/bool/int/float or homogeneous tuples of them.
-    if isinstance(value, tuple):
-        return list(value)
+def _sdk_value(value: Any, depth: int = 0) -> AttributeValue:
+    # SDK span attribute values are str/bool/int/float or homogeneous tuples of them; SDK log
+    # record attributes and bodies may nest (the SDK turns every inner list into a tuple, e.g.
+    # `gen_ai.input.messages` on the openai-v2 details event is a tuple of dicts whose `parts`
+    # are tuples again), so convert all the way down.
+    if isinstance(value, (tuple, list)):
+        if depth >= MAX_VALUE_DEPTH:
+            return None
+        return [_sdk_value(v, depth + 1) for v in value]
+    if isinstance(value, Mapping):
+        if depth >= MAX_VALUE_DEPTH:
+            return None
+        return {str(k): _sdk_value(v, depth + 1) for k, v in value.items()}
     return value
 
 
@@ -278,8 +290,9 @@ class SpanView:
         view.kind = span.kind
         view.start_ns = span.start_time_unix_nano
         view.end_ns = span.end_time_unix_nano
-        view.status_code = span.status.code
-        view.status_message = span.status.message
+        status = span.status
+        view.status_code = status.code
+        view.status_message = status.message
         view.parent_is_remote = (span.flags & _REMOTE_PARENT_FLAGS) == _REMOTE_PARENT_FLAGS
         view.scope_name = scope.name if scope is not None else ""
         view.scope_version = scope.version if scope is not None else ""
@@ -348,6 +361,18 @@ class SpanView:
         return view
 
     # --- lazy parts ----------------------------------------------------------------------------
+
+    def _wire_lacks(self, needles: tuple[bytes, ...]) -> bool:
+        """True only if this protobuf span's wire form contains none of `needles`.
+
+        Then no attribute key contains them either. With upb, serializing a small span (~1 µs)
+        is much cheaper than materializing its keys (~0.4 µs per attribute), so detection can
+        skip most non-GenAI spans unread. False whenever it cannot tell (other sources).
+        """
+        if self._source_kind != "proto" or self._keys is not None:
+            return False
+        wire = self._source.SerializeToString()
+        return not any(needle in wire for needle in needles)
 
     @property
     def attribute_keys(self) -> tuple[str, ...]:
@@ -519,9 +544,7 @@ class LogView:
     def from_sdk(cls, record: Any, scope_name: str = "") -> LogView:
         """View over an SDK `LogRecord` (`ReadableLogRecord.log_record` / `LogData.log_record`)."""
         attrs = record.attributes or {}
-        body = record.body
-        if isinstance(body, tuple):
-            body = list(body)
+        body = _sdk_value(record.body)
         return cls(
             trace_id=format(record.trace_id or 0, "032x") if record.trace_id else "",
             span_id=format(record.span_id or 0, "016x") if record.span_id else "",
@@ -560,13 +583,25 @@ def _status_code(value: Any) -> int:
     return _as_int(value)
 
 
-def iter_proto_spans(request: Any) -> Iterable[SpanView]:
-    """Yield a view per span of an `ExportTraceServiceRequest` (or `TracesData`)."""
+def iter_proto_spans(request: Any, errors: list[str] | None = None) -> Iterable[SpanView]:
+    """Yield a view per span of an `ExportTraceServiceRequest` (or `TracesData`).
+
+    Spans whose ids have the wrong size are skipped and described in `errors`, as in
+    `iter_json_spans`.
+    """
     for resource_spans in request.resource_spans:
         resource = ResourceView(resource_spans.resource, "proto")
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope
             for span in scope_spans.spans:
+                if (
+                    len(span.trace_id) != 16
+                    or len(span.span_id) != 8
+                    or len(span.parent_span_id) not in (0, 8)
+                ):
+                    if errors is not None:
+                        errors.append(f"span {span.name!r}: invalid trace/span/parent id size")
+                    continue
                 yield SpanView.from_proto(span, resource, scope)
 
 

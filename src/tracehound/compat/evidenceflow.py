@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tracehound.evaluators._evidence_index import EvidenceAnalysis, Item, analyze_items
+from tracehound.evaluators._evidence_index import (
+    EvidenceAnalysis,
+    Item,
+    analyze_items,
+    summarize,
+)
 
 __all__ = ["analyze"]
 
@@ -54,35 +59,6 @@ def _checked_steps(trace: Any) -> list[dict[str, Any]]:
     return steps
 
 
-def _ratio(part: int, whole: int) -> float:
-    return part / whole if whole else 0.0
-
-
-def _totals(records: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for record in records:
-        name = record[key]
-        if name is None:
-            continue
-        entry = out.get(name)
-        if entry is None:
-            entry = out[name] = {
-                "evidence_sources": 0,
-                "evidence_units": 0,
-                "reused_units": 0,
-                "final_reused_units": 0,
-            }
-        entry["evidence_sources"] += 1
-        for field in ("evidence_units", "reused_units", "final_reused_units"):
-            entry[field] += record[field]
-    for entry in out.values():
-        entry["survival_ratio"] = _ratio(entry["reused_units"], entry["evidence_units"])
-        entry["final_answer_survival_ratio"] = _ratio(
-            entry["final_reused_units"], entry["evidence_units"]
-        )
-    return out
-
-
 def analyze(trace: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Evidence survival for a normalized step list; same result as `evidenceflow.analyze`."""
     steps = _checked_steps(trace)
@@ -115,65 +91,11 @@ def analyze(trace: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _report(steps: list[dict[str, Any]], analysis: EvidenceAnalysis) -> dict[str, Any]:
-    final = analysis.final_position
-    records: list[dict[str, Any]] = []
-    for src in analysis.sources:
-        unit_count = len(src.units)
-        reused = sum(1 for positions in src.reuse_positions if positions)
-        final_reused = 0
-        if final is not None and final > src.position:
-            final_reused = sum(1 for positions in src.reuse_positions if final in positions)
-        reused_at_positions = sorted({p for positions in src.reuse_positions for p in positions})
-        last = reused_at_positions[-1] if reused_at_positions else None
-        records.append(
-            {
-                "evidence_id": src.evidence_id,
-                "step_id": src.step_key,
-                "source_type": src.source_type,
-                "tool": src.tool,
-                "source": src.source,
-                "evidence_units": unit_count,
-                "reused_units": reused,
-                "final_reused_units": final_reused,
-                "survival_ratio": _ratio(reused, unit_count),
-                "final_answer_survival_ratio": _ratio(final_reused, unit_count),
-                "reused_at": [steps[p]["id"] for p in reused_at_positions],
-                "reuse_count": len(reused_at_positions),
-                "last_reuse_step": steps[last]["id"] if last is not None else None,
-                "steps_until_last_reuse": last - src.position if last is not None else None,
-            }
-        )
-    units = sum(r["evidence_units"] for r in records)
-    reused_units = sum(r["reused_units"] for r in records)
-    final_units = sum(r["final_reused_units"] for r in records)
-    unused = [
-        {
-            "evidence_id": r["evidence_id"],
-            "step_id": r["step_id"],
-            "tool": r["tool"],
-            "source": r["source"],
-            "evidence_units": r["evidence_units"],
-        }
-        for r in records
-        if r["reused_units"] == 0
-    ]
-    groups = [
-        [analysis.sources[i].evidence_id for i in group] for group in analysis.index.repeated_groups()
-    ]
+    summary = summarize(analysis, [s["id"] for s in steps])
     return {
         "steps": len(steps),
-        "evidence_sources": len(records),
+        "evidence_sources": len(summary["evidence"]),
         "tool_results": sum(s["type"] == "tool_result" for s in steps),
         "retrieval_steps": sum(s["type"] == "retrieval" for s in steps),
-        "evidence_units": units,
-        "reused_units": reused_units,
-        "final_reused_units": final_units,
-        "overall_survival_ratio": _ratio(reused_units, units),
-        "final_answer_survival_ratio": _ratio(final_units, units),
-        "apparently_unused_sources": len(unused),
-        "evidence": records,
-        "tools": _totals(records, "tool"),
-        "sources": _totals(records, "source"),
-        "unused_evidence": unused,
-        "repeated_evidence_groups": groups,
+        **summary,
     }

@@ -16,10 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tracehound.text import TextCache, Tokenized, Unit
 
-__all__ = ["EvidenceAnalysis", "EvidenceIndex", "EvidenceSource", "Item", "analyze_items"]
+__all__ = [
+    "EvidenceAnalysis",
+    "EvidenceIndex",
+    "EvidenceSource",
+    "Item",
+    "analyze_items",
+    "summarize",
+]
 
 
 @dataclass(slots=True)
@@ -119,12 +127,14 @@ class EvidenceIndex:
                 candidates.update(postings)
         matched: list[int] = []
         units = self._units
-        for unit_id in sorted(candidates):
+        target_set = target.token_set
+        for unit_id in candidates:
             unit = units[unit_id]
-            if unit.matches(target, len(unit.token_set & target.token_set)):
+            if unit.matches(target, len(unit.token_set & target_set)):
                 matched.append(unit_id)
                 owner = self.sources[self._unit_owner[unit_id]]
                 owner.reuse_positions[self._unit_slot[unit_id]].append(position)
+        matched.sort()
         return matched
 
     def owner(self, unit_id: int) -> EvidenceSource:
@@ -145,7 +155,7 @@ class EvidenceIndex:
     def _index(self, unit: Unit, unit_id: int) -> None:
         df = self._df
         keep = len(unit.token_set) - unit.threshold + 1
-        rarest = sorted(unit.token_set, key=lambda t: (df.get(t, 0), t))[:keep]
+        rarest = sorted(unit.token_set, key=lambda t: (df.get(t, 0), -len(t), t))[:keep]
         for token in rarest:
             self._prefix.setdefault(token, []).append(unit_id)
         for token in unit.token_set:
@@ -157,15 +167,22 @@ class EvidenceIndex:
         candidates: set[int] = set()
         # earlier units that `unit` can match: they contain one of its n - t + 1 rarest tokens
         keep = len(unit.token_set) - unit.threshold + 1
-        for token in sorted(unit.token_set, key=lambda t: (self._df.get(t, 0), t))[:keep]:
+        df = self._df
+        for token in sorted(unit.token_set, key=lambda t: (df.get(t, 0), -len(t), t))[:keep]:
             candidates.update(self._full.get(token, ()))
         # earlier units that can match `unit`: one of their indexed tokens is in it
         for token in unit.token_set:
             candidates.update(self._prefix.get(token, ()))
         as_text = Tokenized(unit.normalized, unit.token_set)
-        for unit_id in sorted(candidates):
-            other_source = self._unit_owner[unit_id]
-            if self._find(other_source) == self._find(source_index):
+        owner_of = self._unit_owner
+        root = self._find(source_index)
+        settled: set[int] = set()  # sources already in this source's group
+        for unit_id in candidates:  # group membership does not depend on the order
+            other_source = owner_of[unit_id]
+            if other_source in settled:
+                continue
+            if self._find(other_source) == root:
+                settled.add(other_source)
                 continue
             other = self._units[unit_id]
             overlap = len(other.token_set & unit.token_set)
@@ -173,6 +190,8 @@ class EvidenceIndex:
                 Tokenized(other.normalized, other.token_set), overlap
             ):
                 self._union(other_source, source_index)
+                root = self._find(source_index)
+                settled.add(other_source)
 
     def _find(self, index: int) -> int:
         parent = self._parent
@@ -214,3 +233,92 @@ def analyze_items(
             if matched:
                 reusing[position] = matched
     return EvidenceAnalysis(items, index, final_position, reusing)
+
+
+def _ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def _totals(records: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        name = record[key]
+        if name is None:
+            continue
+        entry = out.get(name)
+        if entry is None:
+            entry = out[name] = {
+                "evidence_sources": 0,
+                "evidence_units": 0,
+                "reused_units": 0,
+                "final_reused_units": 0,
+            }
+        entry["evidence_sources"] += 1
+        for field_name in ("evidence_units", "reused_units", "final_reused_units"):
+            entry[field_name] += record[field_name]
+    for entry in out.values():
+        entry["survival_ratio"] = _ratio(entry["reused_units"], entry["evidence_units"])
+        entry["final_answer_survival_ratio"] = _ratio(
+            entry["final_reused_units"], entry["evidence_units"]
+        )
+    return out
+
+
+def summarize(analysis: EvidenceAnalysis, step_ids: Sequence[str]) -> dict[str, Any]:
+    """Per-source records and totals (the `evidenceflow` result shape, minus step counters)."""
+    final = analysis.final_position
+    records: list[dict[str, Any]] = []
+    for src in analysis.sources:
+        unit_count = len(src.units)
+        reused = sum(1 for positions in src.reuse_positions if positions)
+        final_reused = 0
+        if final is not None and final > src.position:
+            final_reused = sum(1 for positions in src.reuse_positions if final in positions)
+        reused_at = sorted({p for positions in src.reuse_positions for p in positions})
+        last = reused_at[-1] if reused_at else None
+        records.append(
+            {
+                "evidence_id": src.evidence_id,
+                "step_id": src.step_key,
+                "source_type": src.source_type,
+                "tool": src.tool,
+                "source": src.source,
+                "evidence_units": unit_count,
+                "reused_units": reused,
+                "final_reused_units": final_reused,
+                "survival_ratio": _ratio(reused, unit_count),
+                "final_answer_survival_ratio": _ratio(final_reused, unit_count),
+                "reused_at": [step_ids[p] for p in reused_at],
+                "reuse_count": len(reused_at),
+                "last_reuse_step": step_ids[last] if last is not None else None,
+                "steps_until_last_reuse": last - src.position if last is not None else None,
+            }
+        )
+    units = sum(r["evidence_units"] for r in records)
+    reused_units = sum(r["reused_units"] for r in records)
+    final_units = sum(r["final_reused_units"] for r in records)
+    unused = [
+        {
+            "evidence_id": r["evidence_id"],
+            "step_id": r["step_id"],
+            "tool": r["tool"],
+            "source": r["source"],
+            "evidence_units": r["evidence_units"],
+        }
+        for r in records
+        if r["reused_units"] == 0
+    ]
+    groups = [[analysis.sources[i].evidence_id for i in g] for g in analysis.index.repeated_groups()]
+    return {
+        "evidence_units": units,
+        "reused_units": reused_units,
+        "final_reused_units": final_units,
+        "overall_survival_ratio": _ratio(reused_units, units),
+        "final_answer_survival_ratio": _ratio(final_units, units),
+        "apparently_unused_sources": len(unused),
+        "evidence": records,
+        "tools": _totals(records, "tool"),
+        "sources": _totals(records, "source"),
+        "unused_evidence": unused,
+        "repeated_evidence_groups": groups,
+    }
