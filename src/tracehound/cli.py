@@ -1,6 +1,7 @@
-"""Command line: `tracehound inspect` (more commands arrive with their issues).
+"""Command line: `tracehound inspect` and `tracehound eval`.
 
-Exit codes: 0 success, 2 usage error or unreadable input (with the file and the reason).
+Exit codes: 0 success, 1 a `--fail-on` rule tripped (eval), 2 usage error or unreadable input
+(with the file and the reason).
 """
 
 from __future__ import annotations
@@ -8,17 +9,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 from tracehound import __version__
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
+from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
 from tracehound.files import InputError, Telemetry, read_paths, read_stdin
-from tracehound.steps import Run, Step, Trajectory
+from tracehound.importers import ImportError_, import_document
+from tracehound.report import FailRule, TraceReport, parse_fail_rule, result_status
+from tracehound.steps import Step, Trajectory
 
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+# Offline runs read whole files: hold every trace until the end of the input.
+OFFLINE_CONFIG = EngineConfig(max_traces=10_000_000)
 
 
 def example_paths() -> list[Path]:
@@ -44,13 +50,49 @@ def load_input(files: Sequence[str], examples: bool) -> Telemetry:
     return telemetry
 
 
-def run_engine(telemetry: Telemetry, engine: Engine) -> list[FinalizedTrace]:
-    """Feed a whole input to the engine: logs first (so they join on arrival), then spans."""
+def imported_spans(telemetry: Telemetry) -> None:
+    """Turn non-OTLP documents (tracecheck traces, evidenceflow step lists) into spans."""
+    for where, doc in telemetry.other_documents:
+        try:
+            telemetry.spans.extend(import_document(doc, where))
+        except ImportError_ as exc:
+            raise InputError(str(exc)) from None
+    telemetry.other_documents.clear()
+
+
+class _Progress:
+    """A one-line progress counter on stderr, only when it is a terminal and the input is large."""
+
+    def __init__(self, total: int, err: TextIO, what: str = "spans") -> None:
+        self.enabled = total >= 20_000 and err.isatty()
+        self.total, self.err, self.what = total, err, what
+
+    def update(self, done: int) -> None:
+        if self.enabled and (done % 5_000 == 0 or done == self.total):
+            self.err.write(f"\revaluating {self.what}: {done:,}/{self.total:,} ({done / self.total:.0%})")
+            if done == self.total:
+                self.err.write("\n")
+            self.err.flush()
+
+
+def run_engine(
+    telemetry: Telemetry, engine: Engine, err: TextIO | None = None
+) -> tuple[list[FinalizedTrace], dict[str, list[EvaluationResult]]]:
+    """Feed a whole input to the engine: logs first (so they join on arrival), then spans.
+
+    Returns the finalized traces (ordered by start) and the per-span results of each trace.
+    """
     for log in telemetry.logs:
         engine.add_log(log)
-    for span in telemetry.spans:
-        engine.add_span(span)
-    return sorted(engine.flush(), key=lambda t: (_first_start(t.trajectory), t.trace_id))
+    span_results: dict[str, list[EvaluationResult]] = {}
+    progress = _Progress(len(telemetry.spans), err or sys.stderr)
+    for done, span in enumerate(telemetry.spans, 1):
+        outcome = engine.add_span(span)
+        if outcome.results:
+            span_results.setdefault(outcome.trace_id, []).extend(outcome.results)
+        progress.update(done)
+    traces = sorted(engine.flush(), key=lambda t: (_first_start(t.trajectory), t.trace_id))
+    return traces, span_results
 
 
 def _first_start(trajectory: Trajectory) -> int:
@@ -64,8 +106,9 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     telemetry = load_input(args.files, args.examples)
     for problem in telemetry.problems:
         print(f"warning: {problem}", file=err)
-    engine = Engine(config=EngineConfig(max_traces=1_000_000))
-    traces = run_engine(telemetry, engine)
+    imported_spans(telemetry)
+    engine = Engine(config=OFFLINE_CONFIG)
+    traces, _ = run_engine(telemetry, engine, err)
     if args.genai_only:
         traces = [t for t in traces if t.trajectory.steps]
     for trace in traces:
@@ -164,8 +207,109 @@ def write_tree(trace: FinalizedTrace, out: TextIO, width: int = 80) -> None:
     out.write("\n")
 
 
-def _runs_depth_first(runs: Sequence[Run]) -> list[Run]:
-    return sorted(runs, key=lambda r: (r.depth, r.start_ns))
+# --- eval ---------------------------------------------------------------------------------------
+
+
+def _evidence() -> Evaluator:
+    from tracehound.evaluators.evidence import EvidenceEvaluator
+
+    return EvidenceEvaluator()
+
+
+def _loops() -> Evaluator:
+    from tracehound.evaluators.loops import LoopEvaluator
+
+    return LoopEvaluator()
+
+
+BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {"evidence": _evidence, "loops": _loops}
+
+
+def select_evaluators(names: Sequence[str] | None) -> list[Evaluator]:
+    builtins = BUILTIN_EVALUATORS
+    if not names:
+        return [factory() for factory in builtins.values()]
+    plugin_names = [n for n in names if n not in builtins]
+    plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    out: list[Evaluator] = []
+    for name in names:
+        out.append(builtins[name]() if name in builtins else plugins[name])
+    return out
+
+
+def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        rules = [parse_fail_rule(text) for text in args.fail_on]
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    names = [n for chunk in args.evaluators for n in chunk.split(",") if n] if args.evaluators else None
+    try:
+        evaluators = select_evaluators(names)
+    except PluginError as exc:
+        raise InputError(str(exc)) from None
+    telemetry = load_input(args.files, args.examples)
+    for problem in telemetry.problems:
+        print(f"warning: {problem}", file=err)
+    imported_spans(telemetry)
+    engine = Engine(evaluators, config=OFFLINE_CONFIG)
+    traces, span_results = run_engine(telemetry, engine, err)
+    reports = [
+        TraceReport(t, tuple(span_results.get(t.trace_id, ())))
+        for t in traces
+        if t.trajectory.steps or not args.genai_only
+    ]
+    if args.format == "json":
+        for report in reports:
+            out.write(json.dumps(report.to_json(), ensure_ascii=False, default=str) + "\n")
+    else:
+        for report in reports:
+            write_summary(report, out, args.width)
+    if args.html:
+        from tracehound.report.html import render_html
+
+        Path(args.html).write_text(render_html(reports), encoding="utf-8")
+        print(f"wrote {args.html}", file=err)
+    return _verdict(reports, rules, err, engine)
+
+
+def _verdict(reports: list[TraceReport], rules: list[FailRule], err: TextIO, engine: Engine) -> int:
+    counts = {s: sum(1 for r in reports if r.status == s) for s in ("PASS", "WARN", "FAIL")}
+    print(
+        f"{len(reports)} trace(s): {counts['PASS']} PASS, {counts['WARN']} WARN, {counts['FAIL']} FAIL"
+        f" ({engine.stats.spans_received} span(s), {engine.stats.evaluator_errors} evaluator error(s))",
+        file=err,
+    )
+    tripped = False
+    for rule in rules:
+        hits = rule.tripped_by(reports)
+        if hits:
+            tripped = True
+            ids = ", ".join(r.trace_id for r in hits[:5]) + (" …" if len(hits) > 5 else "")
+            print(f"--fail-on {rule.text}: tripped by {len(hits)} trace(s): {ids}", file=err)
+    return EXIT_FAIL if tripped else EXIT_OK
+
+
+def write_summary(report: TraceReport, out: TextIO, width: int) -> None:
+    t = report.trace.trajectory
+    top = t.runs[0].agent_name if t.runs else "-"
+    conventions = ", ".join(t.conventions) or "no GenAI spans"
+    out.write(
+        f"{report.status:<4}  trace {report.trace_id}  {top} · {conventions} · {len(t.steps)} step(s)\n"
+    )
+    for result in report.trace_results:
+        score = f"{result.score_value:.2f}" if result.score_value is not None else "-"
+        label = result.score_label or result.error_type or ""
+        why = _clip(result.explanation, width)
+        out.write(
+            f"      {result_status(result):<4} {result.evaluator:<9} {result.name} = {score} {label}"
+            f"{' — ' + why if why else ''}\n"
+        )
+    for result in report.span_results:
+        if result_status(result) != "PASS":
+            out.write(
+                f"      {result_status(result):<4} {result.evaluator:<9} span {result.span_id}: "
+                f"{_clip(result.explanation, width)}\n"
+            )
 
 
 # --- entry point --------------------------------------------------------------------------------
@@ -194,6 +338,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("--width", type=int, default=80, help="clip texts to this many characters")
     inspect.set_defaults(handler=cmd_inspect)
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="evaluate traces offline (CI): summary, JSON lines, HTML report, exit code",
+        description="Evaluate OTLP traces and logs (JSON, JSON lines or protobuf), tracecheck "
+        "traces or evidenceflow step lists; files, folders or '-' for stdin. Exit code 1 when a "
+        "--fail-on rule trips, 2 for usage errors or unreadable input.",
+    )
+    evaluate.add_argument("files", nargs="*", help="input files or folders; '-' reads stdin")
+    evaluate.add_argument(
+        "--examples", action="store_true", help="also read the example traces bundled with tracehound"
+    )
+    evaluate.add_argument("--format", choices=("text", "json"), default="text")
+    evaluate.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    evaluate.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="exit 1 when a trace matches: loop, fail, warn, error, or NAME OP VALUE "
+        "(evidence<0.2, survival<0.5, loops>=1, drift>=alert); repeatable",
+    )
+    evaluate.add_argument(
+        "--evaluators",
+        action="append",
+        metavar="NAMES",
+        help="comma-separated evaluators to run (built in: evidence, loops; or installed plugins); "
+        "default: all built-in",
+    )
+    evaluate.add_argument("--genai-only", action="store_true", help="skip traces without GenAI steps")
+    evaluate.add_argument("--width", type=int, default=100, help="clip explanations to this width")
+    evaluate.set_defaults(handler=cmd_eval)
     return parser
 
 

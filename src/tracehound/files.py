@@ -116,9 +116,16 @@ def _read_json(data: bytes, name: str) -> Telemetry:
         if not documents:
             raise InputError(f"{name}: not valid JSON or JSON lines") from None
     for where, doc in documents:
-        for item in doc if isinstance(doc, list) else [doc]:
-            _add_json_document(item, where, telemetry)
+        if isinstance(doc, list) and doc and all(_is_otlp(item) for item in doc):
+            for item in doc:  # an array of OTLP requests
+                _add_json_document(item, where, telemetry)
+        else:
+            _add_json_document(doc, where, telemetry)
     return telemetry
+
+
+def _is_otlp(doc: Any) -> bool:
+    return isinstance(doc, dict) and ("resourceSpans" in doc or "resourceLogs" in doc)
 
 
 def _json_lines(text: str, name: str, telemetry: Telemetry) -> Iterator[tuple[str, Any]]:
@@ -156,7 +163,9 @@ def _read_protobuf(data: bytes, name: str) -> Telemetry:
     # A logs request parses as a traces request too (same field numbers at the top), but its
     # "spans" then have no 8-byte span id: that tells the two apart.
     if traces is not None and _looks_like_traces(traces):
-        telemetry.spans.extend(iter_proto_spans(traces))
+        errors: list[str] = []
+        telemetry.spans.extend(iter_proto_spans(traces, errors))
+        telemetry.problems.extend(f"{name}: {e}" for e in errors)
         return telemetry
     logs = ExportLogsServiceRequest()
     try:
@@ -172,14 +181,14 @@ def _read_protobuf(data: bytes, name: str) -> Telemetry:
 
 
 def _looks_like_traces(request: ExportTraceServiceRequest) -> bool:
-    any_span = False
+    # A logs request read as traces never has a span with both ids of the right size; one such
+    # span is enough (spans with bad ids are skipped and reported, not allowed to hide the rest).
     for resource_spans in request.resource_spans:
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                if len(span.span_id) != 8 or len(span.trace_id) != 16:
-                    return False
-                any_span = True
-    return any_span
+                if len(span.span_id) == 8 and len(span.trace_id) == 16:
+                    return True
+    return False
 
 
 def _looks_like_logs(request: ExportLogsServiceRequest) -> bool:

@@ -185,6 +185,8 @@ class EvidenceEvaluator(Evaluator):
                 _compact(report["sources"]), sort_keys=True
             )
         if not sources:
+            # No evidence: survival is undefined, not zero (a gate on it must not trip).
+            attributes = {names.ATTR_EVIDENCE_SOURCES: 0}
             return [
                 EvaluationResult(
                     name=names.EVAL_EVIDENCE_SURVIVAL,

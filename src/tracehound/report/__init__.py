@@ -1,0 +1,188 @@
+"""Per-trace reports for `tracehound eval`: status, JSON lines, gate rules.
+
+A `TraceReport` gathers what the engine produced for one trace: the per-span results computed as
+its spans arrived and the trace results computed at finalization, with the `tracehound.*`
+attributes each result puts on its span — exactly the names the processor and the sidecar emit.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tracehound.engine import FinalizedTrace
+from tracehound.evaluators.base import EvaluationResult
+
+__all__ = ["FailRule", "Status", "TraceReport", "parse_fail_rule", "result_status"]
+
+Status = Literal["PASS", "WARN", "FAIL"]
+_ORDER: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+# Labels are low-cardinality by contract; these decide the verdict printed for a result.
+FAIL_LABELS = frozenset(("fail", "ungrounded", "loop", "alert", "critical", "regressed"))
+WARN_LABELS = frozenset(("warn", "warning", "unused", "drifted", "no_evidence_reuse"))
+
+
+def result_status(result: EvaluationResult) -> Status:
+    if result.error_type:
+        return "WARN"
+    label = (result.score_label or "").lower()
+    if label in FAIL_LABELS:
+        return "FAIL"
+    if label in WARN_LABELS:
+        return "WARN"
+    return "PASS"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceReport:
+    trace: FinalizedTrace
+    span_results: tuple[EvaluationResult, ...]
+
+    @property
+    def trace_id(self) -> str:
+        return self.trace.trace_id
+
+    @property
+    def trace_results(self) -> tuple[EvaluationResult, ...]:
+        return self.trace.results
+
+    @property
+    def status(self) -> Status:
+        statuses = [result_status(r) for r in self.trace.results]
+        return max(statuses, key=_ORDER.__getitem__, default="PASS")
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        return dict(self.trace.attributes)
+
+    def all_results(self) -> list[EvaluationResult]:
+        return [*self.span_results, *self.trace.results]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON-lines shape of `eval --format json`."""
+        return {
+            "trace_id": self.trace_id,
+            "status": self.status,
+            "attributes": _jsonable(self.trace.attributes),
+            "results": [_result_json(r) for r in self.all_results()],
+        }
+
+
+def _result_json(result: EvaluationResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "evaluator": result.evaluator,
+        "name": result.name,
+        "span_id": result.span_id,
+        "score": result.score_value,
+        "label": result.score_label,
+        "explanation": result.explanation,
+        "attributes": _jsonable(result.attributes),
+    }
+    if result.error_type:
+        out["error_type"] = result.error_type
+    return out
+
+
+def _jsonable(attributes: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dict(attributes).items()}
+
+
+# --- gate rules -------------------------------------------------------------------------------------
+
+# Short names for the attributes users gate on most.
+ALIASES = {
+    "evidence": "tracehound.evidence.final_survival_ratio",
+    "final_survival": "tracehound.evidence.final_survival_ratio",
+    "survival": "tracehound.evidence.survival_ratio",
+    "loops": "tracehound.loop.count",
+    "wasted_steps": "tracehound.loop.wasted_steps",
+    "drift": "tracehound.drift.score",
+}
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+_RULE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
+# Named levels that compare by rank (drift severity).
+LEVELS = {"none": 0, "warning": 1, "alert": 2, "critical": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class FailRule:
+    text: str
+    check: Callable[[TraceReport], bool]
+
+    def tripped_by(self, reports: Iterable[TraceReport]) -> list[TraceReport]:
+        return [r for r in reports if self.check(r)]
+
+
+def parse_fail_rule(text: str) -> FailRule:
+    """`loop`, `fail`, `warn`, `error`, or `NAME OP VALUE` (e.g. `evidence<0.2`, `drift>=alert`).
+
+    NAME is an alias (evidence, survival, loops, wasted_steps, drift) or a trace attribute
+    (`tracehound.…`); VALUE is a number, true/false, or a drift level (none < warning < alert <
+    critical). Raises ValueError with the accepted forms on anything else.
+    """
+    word = text.strip().lower()
+    if word in ("loop", "loops"):
+        return FailRule(text, lambda r: bool(r.attributes.get("tracehound.loop.detected")))
+    if word == "fail":
+        return FailRule(text, lambda r: r.status == "FAIL")
+    if word == "warn":
+        return FailRule(text, lambda r: r.status in ("WARN", "FAIL"))
+    if word == "error":
+        return FailRule(text, lambda r: any(x.error_type for x in r.all_results()))
+    match = _RULE.match(text)
+    if not match:
+        raise ValueError(
+            f"invalid --fail-on rule {text!r}: use loop, fail, warn, error, or NAME OP VALUE "
+            "such as evidence<0.2 or drift>=alert"
+        )
+    name, op, raw = match.groups()
+    key = ALIASES.get(name, name)
+    compare = _OPS[op]
+    value = _rule_value(raw, text)
+
+    def check(report: TraceReport) -> bool:
+        actual = report.attributes.get(key)
+        if actual is None:
+            return False  # a rule on something the trace does not have never trips
+        if isinstance(value, str):
+            actual = LEVELS.get(str(actual).lower())
+            if actual is None:
+                return False
+            return compare(actual, LEVELS[value])
+        if isinstance(actual, bool) or isinstance(value, bool):
+            return compare(bool(actual), bool(value))
+        if not isinstance(actual, (int, float)):
+            return False
+        return compare(actual, value)
+
+    return FailRule(text, check)
+
+
+def _rule_value(raw: str, text: str) -> float | bool | str:
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in LEVELS:
+        return low
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(
+            f"invalid --fail-on rule {text!r}: {raw!r} is not a number, true/false, or one of "
+            f"{', '.join(LEVELS)}"
+        ) from None
+
+
+def worst(reports: Sequence[TraceReport]) -> Status:
+    return max((r.status for r in reports), key=_ORDER.__getitem__, default="PASS")
