@@ -155,9 +155,9 @@ def _add_json_document(doc: Any, where: str, telemetry: Telemetry) -> None:
 
 def _read_protobuf(data: bytes, name: str) -> Telemetry:
     telemetry = Telemetry()
-    traces = ExportTraceServiceRequest()
+    traces: ExportTraceServiceRequest | None = ExportTraceServiceRequest()
     try:
-        traces.ParseFromString(data)
+        traces.ParseFromString(data)  # type: ignore[union-attr]
     except DecodeError:
         traces = None
     # A logs request parses as a traces request too (same field numbers at the top), but its

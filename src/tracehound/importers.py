@@ -167,9 +167,10 @@ def _evidenceflow_spans(steps: list[dict[str, Any]], where: str) -> dict[str, An
     for index, step in enumerate(steps):
         t += _STEP_NS
         kind = step.get("type")
-        content = step.get("content") if isinstance(step.get("content"), str) else ""
-        if kind in ("user", "system"):
-            pending_inputs.append(_text_message(kind, content))
+        raw_content = step.get("content")
+        content = raw_content if isinstance(raw_content, str) else ""
+        if kind == "user" or kind == "system":
+            pending_inputs.append(_text_message(str(kind), content))
         elif kind in ("assistant", "reasoning"):
             part_type = "text" if kind == "assistant" else "reasoning"
             writer.add(
@@ -254,7 +255,8 @@ def _tracecheck_spans(trace: dict[str, Any], where: str) -> dict[str, Any]:
         t = max(t + _STEP_NS, end)
         kind = step.get("type")
         name = step.get("name")
-        tokens = step.get("tokens") if isinstance(step.get("tokens"), dict) else {}
+        raw_tokens = step.get("tokens")
+        tokens: dict[str, Any] = raw_tokens if isinstance(raw_tokens, dict) else {}
         if kind == "llm_call" or (kind == "error" and not name):
             inputs = []
             if first_llm and isinstance(user_input, str) and user_input:
