@@ -23,6 +23,7 @@ Rules (DESIGN §2):
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -145,15 +146,24 @@ class Trajectory:
         return [s for s in self.steps if s.run_id in ids]
 
     def final_answer(self, run_id: str | None = None) -> str | None:
-        """The run's declared output, else its last assistant text (top-level run by default)."""
+        """The run's declared output, else its last assistant text (top-level run by default).
+
+        The implicit run stands for the whole trace, so its answer is the last assistant text of
+        the trace, agents inside it included (e.g. a router call, then the agent that answered).
+        An agent run answers with its own last text, else with that of the runs inside it.
+        """
         if not self.runs:
             return None
         run = self.runs[0] if run_id is None else next(r for r in self.runs if r.run_id == run_id)
         if run.declared_output:
             return run.declared_output
-        for step in reversed(self.steps):
-            if step.kind == "assistant" and step.run_id == run.run_id and step.text:
-                return step.text
+        scopes = [self.run_steps(run.run_id, nested=True)]
+        if not run.implicit:
+            scopes.insert(0, self.run_steps(run.run_id))
+        for steps in scopes:
+            for step in reversed(steps):
+                if step.kind == "assistant" and step.text:
+                    return step.text
         return None
 
 
@@ -233,10 +243,14 @@ def build_trajectory(
     that an agent span's subtree is found through pass-through spans; `names` gives span names for
     the implicit run of a trace without agent spans. Both default to what the GenAI spans say.
     """
-    ordered = sorted(spans, key=lambda s: (s.view.start_ns, s.span_id))
+    unique: dict[str, NormalizedSpan] = {}
+    for span in spans:  # a span delivered twice (exporter retry) counts once, as in `add`
+        unique.setdefault(span.span_id, span)
+    ordered = sorted(unique.values(), key=lambda s: (s.view.start_ns, s.span_id))
     parent_of: dict[str, str] = {s.span_id: s.view.parent_span_id for s in ordered}
     if parents:
         parent_of.update(parents)
+    cycle_problems = _break_parent_cycles(parent_of, ordered)
     state = _State()
     drafts: list[_Draft] = []
     for span in ordered:
@@ -251,7 +265,37 @@ def build_trajectory(
     steps = tuple(_freeze(d, _run_for(d.span_id, run_of_span, parent_of, runs)) for d in drafts)
     conventions = tuple(sorted({s.convention for s in ordered}))
     problems = tuple(f"{s.view.name} ({s.span_id}): {p}" for s in ordered for p in s.problems)
-    return Trajectory(trace_id, steps, tuple(runs), conventions, problems)
+    return Trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
+
+
+def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan]) -> list[str]:
+    """Cut each cycle of parent links (bad data) so that runs form a tree; say so.
+
+    The cycle is cut above its earliest GenAI span (by start time, then span id; else its
+    smallest span id), which then counts as a root: the result does not depend on span order.
+    """
+    rank = {s.span_id: (0, s.view.start_ns, s.span_id) for s in ordered}
+    problems: list[str] = []
+    done: set[str] = set()
+    for start in list(parent_of):
+        path: list[str] = []
+        on_path: set[str] = set()
+        current = start
+        while current and current not in done and current not in on_path:
+            path.append(current)
+            on_path.add(current)
+            current = parent_of.get(current, "")
+        if current in on_path:
+            cycle = path[path.index(current) :]
+            cut = min(cycle, key=lambda sid: rank.get(sid, (1, 0, sid)))
+            parent_of[cut] = ""
+            at = cycle.index(cut)
+            cycle = cycle[at:] + cycle[:at]
+            problems.append(
+                f"parent ids form a cycle ({' -> '.join(cycle)}); span {cut} taken as a root"
+            )
+        done.update(path)
+    return sorted(problems)
 
 
 def _freeze(draft: _Draft, run_id: str) -> Step:
@@ -406,18 +450,21 @@ def _tool_call_from_part(
     seq: int,
     occurrences: Counter[tuple[str, ...]] | None,
 ) -> _Draft | None:
-    args = canonical_arguments(arguments)
     if call_id:
         if name:
             state.call_names.setdefault(call_id, name)
         key = ("tool_call", call_id)
         if key in state.seen_ids:
+            # A resent call (the next LLM input repeats it): canonicalize only if it adds arguments.
             existing = state.call_steps.get(call_id)
-            if existing is not None and existing.fields.get("arguments") is None and args is not None:
-                existing.fields["arguments"] = args
+            if existing is not None and existing.fields.get("arguments") is None:
+                args = canonical_arguments(arguments)
+                if args is not None:
+                    existing.fields["arguments"] = args
             return None
         state.seen_ids.add(key)
-    else:
+    args = canonical_arguments(arguments)
+    if not call_id:
         ckey = ("tool_call", name or "", args or "")
         occurrence = 0
         if occurrences is not None:
@@ -481,15 +528,8 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     call_id = span.tool_call_id
     if not call_id:
         # A tool span without an id (e.g. LangChain via OpenInference) executes the oldest
-        # pending call of that tool, preferring one with the same arguments.
-        for pending in state.pending_calls:
-            draft = state.call_steps.get(pending)
-            if state.call_names.get(pending) == name and draft is not None:
-                if draft.fields.get("exec_span_id") is None and (
-                    args is None or draft.fields.get("arguments") in (None, args)
-                ):
-                    call_id = pending
-                    break
+        # pending call of that tool with matching arguments.
+        call_id = _pending_call_for(state, name, args)
     out: list[_Draft] = []
     if call_id and ("tool_call", call_id) in state.seen_ids:
         existing = state.call_steps.get(call_id)
@@ -529,6 +569,46 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
             )
         )
     return out
+
+
+def _pending_call_for(state: _State, name: str, args: str | None) -> str | None:
+    """The oldest pending, not yet executed call of tool `name` that `args` can belong to.
+
+    Same canonical arguments (or unknown on either side) first; else a call whose arguments
+    object has `args` as its only value: LangChain's TOOL spans record a single-argument tool's
+    input as the bare value (`OTel`), the model's call has `{"query": "OTel"}`.
+    """
+    candidates: list[tuple[str, Any]] = []
+    for pending in state.pending_calls:
+        draft = state.call_steps.get(pending)
+        if (
+            state.call_names.get(pending) == name
+            and draft is not None
+            and draft.fields.get("exec_span_id") is None
+        ):
+            candidates.append((pending, draft.fields.get("arguments")))
+    for pending, called in candidates:
+        if args is None or called in (None, args):
+            return pending
+    if args is not None:
+        for pending, called in candidates:
+            if _sole_value(called) == args:
+                return pending
+    return None
+
+
+def _sole_value(arguments: Any) -> str | None:
+    """`{"query":"OTel"}` → `OTel`: the canonical text of a one-key arguments object's value."""
+    if not isinstance(arguments, str) or not arguments.startswith("{"):
+        return None
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(data, dict) and len(data) == 1:
+        value = next(iter(data.values()))
+        return value if isinstance(value, str) else canonical_arguments(value)
+    return None
 
 
 # --- runs ---------------------------------------------------------------------------------------

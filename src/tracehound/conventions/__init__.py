@@ -9,6 +9,7 @@ the OTel GenAI shapes).
 from __future__ import annotations
 
 import logging
+import re
 
 from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
 from tracehound.conventions.base import (
@@ -50,11 +51,37 @@ CONVENTIONS: tuple[Convention, ...] = (
 # Keys from which a span may be GenAI at all: a span with none of them, no GenAI scope and no
 # known span name is skipped after one set intersection.
 _ANY_GENAI_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.", "tool_")
+# Vector-DB spans of OpenLLMetry carry only `db.*` keys; their documents are `db.query.result`
+# span events, which only such spans get to have looked at.
+_VECTOR_DB_KEYS = ("db.system", "db.system.name", "db.vector.query.top_k")
+
+
+# The same gate on a protobuf span's wire bytes, before its keys are read: every attribute key
+# is encoded as field 1 of a KeyValue (tag 0x0a, varint length, UTF-8 bytes), so a span with a key
+# that starts with a prefix or is a vector-DB key has a match. No match: the gate would fail.
+_GATE_WIRE = re.compile(
+    rb"\n[\x80-\xff]{0,9}[\x00-\x7f](?:"
+    + b"|".join(re.escape(t.encode()) for t in (*_ANY_GENAI_PREFIXES, *_VECTOR_DB_KEYS))
+    + rb")"
+)
+# Spans named like OTel GenAI operations (`chat gpt-4o`, `execute_tool x`) nearly always pass, and
+# are large: they skip that pre-check and have their keys read directly.
+_GENAI_NAME_HINTS = tuple(genai.OPERATION_MAP)
 
 
 def detect_convention(view: SpanView) -> Convention | None:
+    if (
+        not view.name.startswith(_GENAI_NAME_HINTS)
+        and not _maybe_by_name(view)
+        and view._wire_lacks(_GATE_WIRE)
+    ):
+        return None
     keys = view.attribute_keys
-    if not any(k.startswith(_ANY_GENAI_PREFIXES) for k in keys) and not _maybe_by_name(view):
+    if (
+        not any(k.startswith(_ANY_GENAI_PREFIXES) for k in keys)
+        and not _maybe_by_name(view)
+        and not any(k in _VECTOR_DB_KEYS for k in keys)
+    ):
         return None
     keyset = frozenset(keys)
     for convention in CONVENTIONS:

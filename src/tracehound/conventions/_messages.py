@@ -48,6 +48,7 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
     if data is None:
         return []
     if isinstance(data, dict):
+        problems.append(f"{what}: an object, not an array of messages; read as one message")
         data = [data]
     if not isinstance(data, list):
         problems.append(f"{what}: expected an array of messages")
@@ -65,10 +66,15 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
                 part = parse_part(rp)
                 if part is not None:
                     parts.append(part)
-        elif "content" in raw:  # plain {role, content} chat message
-            text = to_text(raw.get("content"))
-            if text is not None:
-                parts.append(Part(type="text", content=text))
+                else:
+                    problems.append(f"{what}: a part that is not an object was skipped")
+        else:
+            if raw_parts is not None:
+                problems.append(f"{what}: `parts` that is not an array was skipped")
+            if "content" in raw:  # plain {role, content} chat message
+                text = to_text(raw.get("content"))
+                if text is not None:
+                    parts.append(Part(type="text", content=text))
         finish = raw.get("finish_reason")
         messages.append(Message(role=role, parts=parts, finish_reason=_opt_str(finish)))
     return messages

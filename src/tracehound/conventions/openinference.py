@@ -9,10 +9,19 @@ arguments and result in `input.value` / `output.value`; retriever spans carry
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tracehound.conventions import genai
-from tracehound.conventions.base import Document, Message, NormalizedSpan, Operation, Part, to_text
+from tracehound.conventions.base import (
+    MAX_JSON_BYTES,
+    Document,
+    Message,
+    NormalizedSpan,
+    Operation,
+    Part,
+    to_text,
+)
 from tracehound.spans import LogView, SpanView
 
 NAME = "openinference"
@@ -87,6 +96,26 @@ def _opt(value: Any) -> str | None:
     return str(value)
 
 
+def _tool_output(value: Any) -> Any:
+    """A TOOL span's `output.value`; for LangChain, the content of the serialized ToolMessage.
+
+    The LangChain instrumentation records the tool's return as `{"type": "tool", "data":
+    {"content": ...}}`; the result is that content, the same text the next LLM call receives in
+    its `tool` message.
+    """
+    if not isinstance(value, str) or not value.startswith("{") or len(value) > MAX_JSON_BYTES:
+        return value
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    if isinstance(data, dict) and data.get("type") == "tool":
+        inner = data.get("data")
+        if isinstance(inner, dict) and "content" in inner:
+            return inner["content"]
+    return value
+
+
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     attrs = view.attributes
     kind = str(attrs.get("openinference.span.kind", "")).upper()
@@ -108,7 +137,7 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         span.tool_name = genai.first_str(view, "tool.name") or view.name
         span.tool_call_id = genai.first_str(view, "tool.id", "tool_call.id")
         span.tool_arguments = attrs.get("input.value")
-        span.tool_result = attrs.get("output.value")
+        span.tool_result = _tool_output(attrs.get("output.value"))
     elif span.operation == "retrieval":
         span.query = genai.first_str(view, "input.value")
         span.source = view.name

@@ -9,6 +9,7 @@ spans of current instrumentations use the OTel GenAI attributes; older ones the 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tracehound.conventions import genai
@@ -122,6 +123,19 @@ def _entity_arguments(value: Any, problems: list[str]) -> Any:
     return data if data is not None else value
 
 
+def _entity_output(value: Any) -> Any:
+    """`traceloop.entity.output` is the JSON of the return value: `"\\"Rain\\""` → `Rain`.
+
+    A value that is not JSON (set by hand) is kept as it is.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+
+
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     span = genai.extract(view, logs)
     span.convention = NAME
@@ -145,7 +159,7 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         if span.tool_arguments is None and "traceloop.entity.input" in attrs:
             span.tool_arguments = _entity_arguments(attrs["traceloop.entity.input"], problems)
         if span.tool_result is None and "traceloop.entity.output" in attrs:
-            span.tool_result = attrs["traceloop.entity.output"]
+            span.tool_result = _entity_output(attrs["traceloop.entity.output"])
     if not span.input_messages:
         span.input_messages = _indexed_messages(attrs, "gen_ai.prompt.")
     if not span.output_messages:

@@ -7,6 +7,7 @@ runs the multi-step tool loop and is treated as the agent run, named by `ai.tele
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tracehound.conventions import genai
@@ -83,6 +84,20 @@ def _messages(value: Any, what: str, problems: list[str]) -> list[Message]:
     return messages
 
 
+def _json_text_value(value: Any) -> Any:
+    """`ai.toolCall.result` holds `JSON.stringify(result)`: `"\\"sunny\\""` is the text `sunny`.
+
+    Decoded so that the result reads the same as in the next call's `tool-result` part; a value
+    that is not JSON is kept as it is.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+
+
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     span = genai.extract(view, logs)
     span.convention = NAME
@@ -132,7 +147,9 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         span.tool_name = genai.first_str(view, "ai.toolCall.name")
         span.tool_call_id = genai.first_str(view, "ai.toolCall.id")
         span.tool_arguments = attrs.get("ai.toolCall.args", attrs.get("ai.toolCall.input"))
-        span.tool_result = attrs.get("ai.toolCall.result", attrs.get("ai.toolCall.output"))
+        span.tool_result = _json_text_value(
+            attrs.get("ai.toolCall.result", attrs.get("ai.toolCall.output"))
+        )
     elif op_id in _TOP_LEVEL:
         span.operation = "agent"
         span.agent_name = genai.first_str(view, "ai.telemetry.functionId") or op_id
