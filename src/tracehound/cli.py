@@ -267,7 +267,12 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.html:
         from tracehound.report.html import render_html
 
-        Path(args.html).write_text(render_html(reports), encoding="utf-8")
+        try:
+            Path(args.html).write_text(render_html(reports), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(
+                f"{args.html}: cannot write the HTML report ({exc.strerror or exc})"
+            ) from None
         print(f"wrote {args.html}", file=err)
     return _verdict(reports, rules, err, engine)
 

@@ -45,6 +45,95 @@ ATTR_EVIDENCE_PER_TOOL = "tracehound.evidence.per_tool"
 ATTR_EVIDENCE_PER_SOURCE = "tracehound.evidence.per_source"
 """string (JSON): the same per retrieval source."""
 
+# --- loops evaluator ------------------------------------------------------------------------------
+LOOP_KINDS = (
+    "repeat",
+    "consecutive",
+    "cycle",
+    "no_progress",
+    "near_duplicate",
+    "retry_storm",
+    "output_repeat",
+)
+"""Values of `tracehound.loop.kind` (and labels of `tracehound.loop` results)."""
+FAILURE_MODES = ("context_window_overflow", "tool_call_error")
+"""Values of `tracehound.failure_mode(s)` (tracecheck's names, for users migrating from it)."""
+EVAL_LOOP = "tracehound.loop"
+"""Per span: a loop completed or extended at this span (label = loop kind, score 0)."""
+EVAL_LOOPS = "tracehound.loops"
+"""Per trace: loop summary (score 1.0 without loop, lower with waste; label pass/fail)."""
+EVAL_FAILURE_MODE = "tracehound.failure_mode"
+"""Per span: a failure mode this span shows (label = the mode, score 0)."""
+EVAL_FAILURE_MODES = "tracehound.failure_modes"
+"""Per trace: failure modes found (score 1.0 none / 0.0 some; label pass/fail)."""
+ATTR_LOOP_DETECTED = "tracehound.loop.detected"
+"""bool, per span: this span completes or extends a loop."""
+ATTR_LOOP_KIND = "tracehound.loop.kind"
+"""string, per span: the main loop kind at this span (one of `LOOP_KINDS`)."""
+ATTR_LOOP_KINDS = "tracehound.loop.kinds"
+"""string[], per span: every loop kind completed or extended at this span."""
+ATTR_LOOP_COUNT = "tracehound.loop.count"
+"""int, per span: occurrences so far of the main loop (calls, repetitions of a cycle, ...)."""
+ATTR_LOOP_PERIOD = "tracehound.loop.period"
+"""int, per span: period of the cycle (only when the main kind is `cycle`)."""
+ATTR_LOOP_FIRST_SPAN_ID = "tracehound.loop.first_span_id"
+"""string, per span: the span of the loop's first occurrence."""
+ATTR_FAILURE_MODE = "tracehound.failure_mode"
+"""string, per span: the failure mode this span shows (one of `FAILURE_MODES`)."""
+ATTR_LOOPS_DETECTED = "tracehound.loops.detected"
+"""bool, on the root: some run of the trace loops."""
+ATTR_LOOPS_COUNT = "tracehound.loops.count"
+"""int, on the root: loop instances found (all kinds, all runs)."""
+ATTR_LOOPS_KINDS = "tracehound.loops.kinds"
+"""string[], on the root: the loop kinds found, in `LOOP_KINDS` order."""
+ATTR_LOOPS_BY_KIND = {kind: f"tracehound.loops.by_kind.{kind}" for kind in LOOP_KINDS}
+"""int, on the root, one attribute per kind found: loop instances of that kind."""
+ATTR_LOOPS_WASTED_STEPS = "tracehound.loops.wasted_steps"
+"""int, on the root: tool calls and assistant outputs that only repeated earlier ones."""
+ATTR_LOOPS_WASTED_TOKENS = "tracehound.loops.wasted_tokens"
+"""int, on the root: tokens of the LLM calls whose every product was wasted."""
+ATTR_LOOPS_WASTED_SECONDS = "tracehound.loops.wasted_seconds"
+"""double, on the root: time of those LLM calls plus that of the wasted tool executions."""
+ATTR_LOOPS_SCORE = "tracehound.loops.score"
+"""double, on the root: 1 - wasted steps / (tool calls + assistant outputs); 1.0 without loop."""
+ATTR_FAILURE_MODES = "tracehound.failure_modes"
+"""string[], on the root: failure modes found in the trace, sorted."""
+
+# --- drift evaluator --------------------------------------------------------------------------------
+DRIFT_SEVERITIES = ("none", "warning", "alert", "critical")
+"""Values of `tracehound.drift.severity`: none < 0.3 ≤ warning < 0.6 ≤ alert ≤ 0.8 < critical."""
+DRIFT_CONFIDENCES = ("initializing", "low", "medium", "high")
+"""Values of `tracehound.drift.confidence`: baseline of < 2, < 5, < 10, ≥ 10 runs."""
+DRIFT_DRIVERS = ("tool_mix", "semantic", "complexity")
+"""Values of `tracehound.drift.primary_driver` (the drift components)."""
+EVAL_DRIFT = "tracehound.drift"
+"""Per run (on its agent span; the root for a trace without agents): drift against the agent's
+baseline (score = composite; label = severity, or `initializing` when there is no baseline yet)."""
+ATTR_DRIFT_AGENT = "tracehound.drift.agent"
+"""string: the baseline key of the run (`service.name/agent name` by default)."""
+ATTR_DRIFT_SCORE = "tracehound.drift.score"
+"""double: composite drift in [0, 1] (absent when there was no baseline to compare with)."""
+ATTR_DRIFT_SEVERITY = "tracehound.drift.severity"
+"""string: one of `DRIFT_SEVERITIES` (absent without a score)."""
+ATTR_DRIFT_CONFIDENCE = "tracehound.drift.confidence"
+"""string: one of `DRIFT_CONFIDENCES`, from the baseline's run count."""
+ATTR_DRIFT_TOOL_MIX = "tracehound.drift.tool_mix"
+"""double: tool-mix component in [0, 1]."""
+ATTR_DRIFT_SEMANTIC = "tracehound.drift.semantic"
+"""double: semantic component in [0, 1]."""
+ATTR_DRIFT_COMPLEXITY = "tracehound.drift.complexity"
+"""double: complexity component in [0, 1]."""
+ATTR_DRIFT_SEMANTIC_DISTANCE = "tracehound.drift.semantic_distance"
+"""double: raw cosine distance of the run's text embedding to the baseline centroid."""
+ATTR_DRIFT_PRIMARY_DRIVER = "tracehound.drift.primary_driver"
+"""string: the largest component, one of `DRIFT_DRIVERS`."""
+ATTR_DRIFT_BASELINE_RUNS = "tracehound.drift.baseline_runs"
+"""int: runs in the baseline the run was scored against."""
+ATTR_DRIFT_BASELINE_UPDATED = "tracehound.drift.baseline_updated"
+"""bool: the run was added to its baseline."""
+ATTR_DRIFT_BASELINE_PINNED = "tracehound.drift.baseline_pinned"
+"""bool: the baseline is pinned (a frozen reference; never updated)."""
+
 # --- evaluation event (OTel GenAI semantic conventions) ---------------------------------------------
 EVENT_EVALUATION_RESULT = "gen_ai.evaluation.result"
 ATTR_EVALUATION_NAME = "gen_ai.evaluation.name"
@@ -54,6 +143,59 @@ ATTR_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
 ATTR_ERROR_TYPE = "error.type"
 ATTR_EVALUATOR_NAME = "tracehound.evaluator.name"
 ATTR_EVALUATOR_VERSION = "tracehound.evaluator.version"
+
+# --- emission: in-process processor, redaction, own scope ----------------------------------------
+SCOPE_NAME = "tracehound"
+"""Instrumentation scope of everything tracehound emits (log records, meters); spans and log
+records of this scope (or `tracehound.*`) are never evaluated."""
+ATTR_REDACTED = "tracehound.redacted"
+"""int: content attributes (messages, tool arguments/results, documents) stripped from this
+exported copy after evaluation (redaction option)."""
+
+# --- metrics (OTel Metrics SDK; attributes below are low-cardinality only) ----------------------
+METRIC_EVALUATION_SCORE = "tracehound.evaluation.score"
+"""Histogram (1): every evaluation score; by evaluation name, evaluator, label, agent."""
+METRIC_EVALUATION_ERRORS = "tracehound.evaluation.errors"
+"""Counter ({error}): evaluations that failed (an evaluator raised); by evaluator, error.type."""
+METRIC_EVALUATION_DURATION = "tracehound.evaluation.duration"
+"""Histogram (s): evaluation latency of one GenAI span (stage `span`) or one trace at
+finalization (stage `trace`)."""
+METRIC_LOOPS = "tracehound.loops"
+"""Counter ({loop}): loop instances found in finalized traces; by loop kind, agent."""
+METRIC_LOOPS_WASTED_TOKENS = "tracehound.loops.wasted_tokens"
+"""Counter ({token}): tokens of LLM calls that only repeated earlier work; by agent."""
+METRIC_EVIDENCE_SURVIVAL = "tracehound.evidence.survival"
+"""Histogram (1): evidence survival ratio per trace; `tracehound.evidence.scope` = overall/final."""
+METRIC_DRIFT_SEVERITY = "tracehound.drift.runs"
+"""Counter ({run}): drift results, by `tracehound.drift.severity` (`DRIFT_SEVERITIES`), agent."""
+METRIC_SPANS_QUEUED = "tracehound.processor.spans.queued"
+"""Counter ({span}): spans (and GenAI log records) taken off the processor's queue."""
+METRIC_SPANS_DROPPED = "tracehound.processor.spans.dropped"
+"""Counter ({span}): spans or log records dropped by the processor; by `tracehound.drop.reason`."""
+METRIC_SPANS_EXPORTED = "tracehound.processor.spans.exported"
+"""Counter ({span}): spans handed to the wrapped exporter; by `tracehound.export.outcome`."""
+METRIC_QUEUE_SIZE = "tracehound.processor.queue.size"
+"""Observable gauge ({item}): items waiting in the processor's queue."""
+METRIC_TRACES_ACTIVE = "tracehound.traces.active"
+"""Observable gauge ({trace}): traces held by the engine, not finalized yet."""
+METRIC_TRACES_FINALIZED = "tracehound.traces.finalized"
+"""Counter ({trace}): finalized traces; by `tracehound.finalize.reason`."""
+METRIC_TRACES_FINALIZED_EARLY = "tracehound.traces.finalized_early"
+"""Counter ({trace}): traces finalized early because `max_traces` was reached."""
+METRIC_LATE_SPANS = "tracehound.spans.late"
+"""Counter ({span}): spans that arrived after their trace was finalized."""
+METRIC_ATTR_EVIDENCE_SCOPE = "tracehound.evidence.scope"
+"""Metric attribute: `overall` (any later output) or `final` (the final answer)."""
+METRIC_ATTR_STAGE = "tracehound.stage"
+"""Metric attribute: `span` or `trace`."""
+METRIC_ATTR_DROP_REASON = "tracehound.drop.reason"
+"""Metric attribute: `queue_full` or `shutdown`."""
+METRIC_ATTR_EXPORT_OUTCOME = "tracehound.export.outcome"
+"""Metric attribute: `success`, `failure` (exporter returned FAILURE) or `error` (it raised)."""
+METRIC_ATTR_FINALIZE_REASON = "tracehound.finalize.reason"
+"""Metric attribute: `quiet`, `timeout`, `max_traces` or `flush`."""
+METRIC_ATTR_AGENT = "gen_ai.agent.name"
+"""Metric attribute: the trace's top-level agent (absent when the trace has no agent span)."""
 
 __all__ = [
     "ATTR_CONVENTIONS",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
+from operator import methodcaller
 
 from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
 from tracehound.conventions.base import (
@@ -64,23 +66,25 @@ _GATE_WIRE = re.compile(
     + b"|".join(re.escape(t.encode()) for t in (*_ANY_GENAI_PREFIXES, *_VECTOR_DB_KEYS))
     + rb")"
 )
-# Spans named like OTel GenAI operations (`chat gpt-4o`, `execute_tool x`) nearly always pass, and
-# are large: they skip that pre-check and have their keys read directly.
-_GENAI_NAME_HINTS = tuple(genai.OPERATION_MAP)
+# Spans named like OTel GenAI operations (`chat gpt-4o`, `execute_tool x`) nearly always pass and
+# are mapped next: they skip that pre-check, and their keys come from their decoded attributes
+# (which the mapping needs anyway) rather than from a separate pass over the protobuf.
+_GENAI_OPERATIONS = frozenset(genai.OPERATION_MAP)
+# The gate's key tests, run in C (no generator frame per key).
+_STARTS_GENAI = methodcaller("startswith", _ANY_GENAI_PREFIXES)
+_VECTOR_DB_KEYSET = frozenset(_VECTOR_DB_KEYS)
 
 
 def detect_convention(view: SpanView) -> Convention | None:
-    if (
-        not view.name.startswith(_GENAI_NAME_HINTS)
-        and not _maybe_by_name(view)
-        and view._wire_lacks(_GATE_WIRE)
-    ):
+    hinted = view.name.partition(" ")[0] in _GENAI_OPERATIONS
+    by_name = _maybe_by_name(view)
+    if not hinted and not by_name and view._wire_lacks(_GATE_WIRE):
         return None
-    keys = view.attribute_keys
+    keys: Collection[str] = view.attributes.keys() if hinted else view.attribute_keys
     if (
-        not any(k.startswith(_ANY_GENAI_PREFIXES) for k in keys)
-        and not _maybe_by_name(view)
-        and not any(k in _VECTOR_DB_KEYS for k in keys)
+        not by_name
+        and not any(map(_STARTS_GENAI, keys))
+        and _VECTOR_DB_KEYSET.isdisjoint(keys)
     ):
         return None
     keyset = frozenset(keys)

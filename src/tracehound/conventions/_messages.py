@@ -20,8 +20,8 @@ def parse_part(raw: Any) -> Part | None:
         return Part(type="text", content=raw)
     if not isinstance(raw, dict):
         return None
-    ptype = raw.get("type") or raw.get("kind") or "text"
-    ptype = _PART_TYPE_ALIASES.get(str(ptype), str(ptype))
+    ptype = str(raw.get("type") or raw.get("kind") or "text")
+    ptype = _PART_TYPE_ALIASES.get(ptype, ptype)
     if ptype == "tool_call":
         return Part(
             type="tool_call",
@@ -38,8 +38,10 @@ def parse_part(raw: Any) -> Part | None:
             response=response,
             content=to_text(response),
         )
-    content = raw.get("content", raw.get("text"))
-    return Part(type=ptype, content=to_text(content) if content is not None else None)
+    content = raw["content"] if "content" in raw else raw.get("text")
+    if content is None or isinstance(content, str):  # the usual case; to_text would return it
+        return Part(type=ptype, content=content)
+    return Part(type=ptype, content=to_text(content))
 
 
 def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:

@@ -9,11 +9,14 @@ from tracehound.evaluators.base import (
     TraceInfo,
     load_plugins,
 )
+from tracehound.evaluators.loops import LoopConfig, LoopEvaluator
 
 __all__ = [
     "PLUGIN_GROUP",
     "EvaluationResult",
     "Evaluator",
+    "LoopConfig",
+    "LoopEvaluator",
     "PluginError",
     "SafeEvaluator",
     "TraceInfo",

@@ -184,16 +184,21 @@ class EvidenceEvaluator(Evaluator):
             attributes[names.ATTR_EVIDENCE_PER_SOURCE] = json.dumps(
                 _compact(report["sources"]), sort_keys=True
             )
-        if not sources:
-            # No evidence: survival is undefined, not zero (a gate on it must not trip).
-            attributes = {names.ATTR_EVIDENCE_SOURCES: 0}
+        if not report["evidence_units"]:
+            # No evidence: survival is undefined, not zero (a gate on it must not trip). Sources
+            # too short to hold a unit (`timeout`, `[]`) give nothing to reuse either.
+            attributes = {names.ATTR_EVIDENCE_SOURCES: len(sources)}
             return [
                 EvaluationResult(
                     name=names.EVAL_EVIDENCE_SURVIVAL,
                     evaluator=self.name,
                     evaluator_version=self.version,
                     score_label="no_evidence",
-                    explanation="no tool result or retrieved document with text in this trace",
+                    explanation=(
+                        f"{len(sources)} evidence source(s), none with a sentence to reuse"
+                        if sources
+                        else "no tool result or retrieved document with text in this trace"
+                    ),
                     attributes=attributes,
                 )
             ]

@@ -7,12 +7,14 @@ attributes each result puts on its span — exactly the names the processor and 
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tracehound import names
 from tracehound.engine import FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult
 
@@ -23,7 +25,18 @@ _ORDER: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
 # Labels are low-cardinality by contract; these decide the verdict printed for a result.
 FAIL_LABELS = frozenset(("fail", "ungrounded", "loop", "alert", "critical", "regressed"))
-WARN_LABELS = frozenset(("warn", "warning", "unused", "drifted", "no_evidence_reuse"))
+WARN_LABELS = frozenset(
+    (
+        "warn",
+        "warning",
+        "unused",
+        "drifted",
+        "no_evidence_reuse",
+        # per-span loop and failure-mode results are labelled with the loop kind / the mode
+        *names.LOOP_KINDS,
+        *names.FAILURE_MODES,
+    )
+)
 
 
 def result_status(result: EvaluationResult) -> Status:
@@ -91,17 +104,20 @@ def _jsonable(attributes: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dict(attributes).items()}
 
 
-# --- gate rules -------------------------------------------------------------------------------------
+# --- gate rules ---------------------------------------------------------------------------------
 
 # Short names for the attributes users gate on most.
 ALIASES = {
     "evidence": "tracehound.evidence.final_survival_ratio",
     "final_survival": "tracehound.evidence.final_survival_ratio",
     "survival": "tracehound.evidence.survival_ratio",
-    "loops": "tracehound.loop.count",
-    "wasted_steps": "tracehound.loop.wasted_steps",
+    "loops": names.ATTR_LOOPS_COUNT,
+    "wasted_steps": names.ATTR_LOOPS_WASTED_STEPS,
     "drift": "tracehound.drift.score",
+    "drift_severity": names.ATTR_DRIFT_SEVERITY,
 }
+# A rule comparing a name with a level (drift>=alert) reads this attribute instead.
+LEVEL_ALIASES = {"drift": names.ATTR_DRIFT_SEVERITY}
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<=": operator.le,
     ">=": operator.ge,
@@ -127,13 +143,15 @@ class FailRule:
 def parse_fail_rule(text: str) -> FailRule:
     """`loop`, `fail`, `warn`, `error`, or `NAME OP VALUE` (e.g. `evidence<0.2`, `drift>=alert`).
 
-    NAME is an alias (evidence, survival, loops, wasted_steps, drift) or a trace attribute
-    (`tracehound.…`); VALUE is a number, true/false, or a drift level (none < warning < alert <
-    critical). Raises ValueError with the accepted forms on anything else.
+    NAME is an alias (evidence, final_survival, survival, loops, wasted_steps, drift,
+    drift_severity) or a trace attribute (`tracehound.…`, dotted); VALUE is a number, true/false,
+    or a drift level (none < warning < alert < critical, compared by rank; `drift` compared with
+    a level reads the severity, with a number the score). A rule on an attribute the trace does
+    not have never trips. Raises ValueError with the accepted forms on anything else.
     """
     word = text.strip().lower()
     if word in ("loop", "loops"):
-        return FailRule(text, lambda r: bool(r.attributes.get("tracehound.loop.detected")))
+        return FailRule(text, lambda r: bool(r.attributes.get(names.ATTR_LOOPS_DETECTED)))
     if word == "fail":
         return FailRule(text, lambda r: r.status == "FAIL")
     if word == "warn":
@@ -147,9 +165,17 @@ def parse_fail_rule(text: str) -> FailRule:
             "such as evidence<0.2 or drift>=alert"
         )
     name, op, raw = match.groups()
-    key = ALIASES.get(name, name)
+    if name not in ALIASES and "." not in name:
+        raise ValueError(
+            f"invalid --fail-on rule {text!r}: unknown name {name!r}; use one of "
+            f"{', '.join(ALIASES)} or a full attribute name such as "
+            f"{names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO}"
+        )
     compare = _OPS[op]
     value = _rule_value(raw, text)
+    key = ALIASES.get(name, name)
+    if isinstance(value, str):
+        key = LEVEL_ALIASES.get(name, key)
 
     def check(report: TraceReport) -> bool:
         actual = report.attributes.get(key)
@@ -176,7 +202,10 @@ def _rule_value(raw: str, text: str) -> float | bool | str:
     if low in LEVELS:
         return low
     try:
-        return float(raw)
+        number = float(raw)
+        if math.isnan(number):  # nan compares false with everything: the rule could never trip
+            raise ValueError(raw)
+        return number
     except ValueError:
         raise ValueError(
             f"invalid --fail-on rule {text!r}: {raw!r} is not a number, true/false, or one of "

@@ -1,0 +1,1169 @@
+"""The `loops` evaluator: an agent that repeats itself, and the failure modes that end runs.
+
+Signals, decided per run (an agent invocation, `Step.run_id`) over its tool calls, tool results
+and assistant outputs; every threshold lives in `LoopConfig`:
+
+- `repeat`: the same call — tool name and canonical arguments — made `repeat_threshold` (3)
+  times anywhere in the run, adjacent or not (tracecheck's `infinite_loop` rule). Identical polling
+  calls count too, as they do for tracecheck; their changing results keep them out of
+  `no_progress`, which tells waiting from being stuck.
+- `consecutive`: `consecutive_threshold` (2) identical calls in a row (tracecheck's
+  `step_efficiency` adjacency rule). A call repeated right after it *failed* is a retry, not a
+  consecutive duplicate.
+- `cycle`: the last calls are one pattern of period 2–4 repeated `cycle_repeats` (3) times
+  (A,B,A,B,A,B). A pattern that is itself periodic (A,A or A,B,A,B for period 4) is reported with
+  its smallest period; period 1 is `consecutive`.
+- `near_duplicate`: calls of one tool whose arguments differ only slightly (see
+  `near_arguments`), chained into a group of `near_duplicate_threshold` (3) distinct argument
+  values. Calls issued together (same LLM turn, or overlapping executions) are never compared:
+  a parallel fan-out is not a loop.
+- `no_progress`: one tool returning the same successful result `no_progress_threshold` (3) times
+  in separate turns, whatever the arguments (polling whose result changes is not stuck).
+- `retry_storm`: the same call made again after it failed, `retry_storm_threshold` (2) times in
+  a row (error, retry, error, retry). One retry that succeeds is not a storm.
+- `output_repeat`: the same assistant text (NFKC, case-folded, whitespace-collapsed)
+  `output_repeat_threshold` (3) times.
+
+Calls whose arguments were not recorded (content capture off) match nothing: repeats cannot be
+told from distinct calls without them.
+
+Failure modes (tracecheck's names): `context_window_overflow` — an error whose text or
+`error.type` names a context/token limit, or an LLM call that stopped for `length`;
+`tool_call_error` — any other error (tool, LLM or agent span).
+
+Streaming: each signal is decided when the span that completes it arrives, at O(1) amortized cost
+per tool call (hash maps keyed by call, result and text; one counter per cycle period; a window of
+`near_duplicate_window` argument values per tool and argument shape), and annotates that span:
+the chat span whose output proposed the call (or the tool span when no chat output shows the
+call), the tool span whose result repeats, the chat span whose text repeats. Later occurrences
+of a loop annotate their spans too, with the count so far. While a trace streams
+in, a span's run is taken from its parent (chat and tool spans are children of their agent span,
+which usually ends — and arrives — last); tool results follow their call's run. The trace result
+is computed again at finalization from the canonical trajectory with the real runs, so it does
+not depend on arrival order: loops per kind, wasted steps, tokens and seconds, failure modes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal, get_args
+
+from tracehound import names
+from tracehound.conventions import NormalizedSpan
+from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
+from tracehound.spans import AttributeValue
+from tracehound.steps import Step, Trajectory
+
+__all__ = [
+    "FailureMode",
+    "LoopConfig",
+    "LoopEvaluator",
+    "LoopInstance",
+    "LoopKind",
+    "LoopReport",
+    "LoopSignal",
+    "analyze",
+    "classify_error",
+    "near_arguments",
+]
+
+LoopKind = Literal[
+    "repeat",
+    "consecutive",
+    "cycle",
+    "no_progress",
+    "near_duplicate",
+    "retry_storm",
+    "output_repeat",
+]
+FailureMode = Literal["context_window_overflow", "tool_call_error"]
+
+# Which kind a span's attributes name when several loops complete there: the most specific first.
+_PRIORITY: tuple[LoopKind, ...] = (
+    "retry_storm",
+    "cycle",
+    "near_duplicate",
+    "no_progress",
+    "consecutive",
+    "repeat",
+    "output_repeat",
+)
+
+# Context/token-limit phrasings, compared with letters and digits only ("context_length_exceeded",
+# "Context length exceeded", "ContextWindowExceededError" all contain "contextlength..." /
+# "contextwindow..."). Providers' wordings: OpenAI, Anthropic, Google, Mistral, litellm.
+_OVERFLOW_PHRASES = (
+    "context window",
+    "context length",
+    "context limit",
+    "maximum context",
+    "token limit",
+    "max tokens",
+    "too many tokens",
+    "prompt is too long",
+    "input is too long",
+    "maximum number of tokens",
+    "exceeds the model's context",
+)
+_OVERFLOW_FINISH = ("length", "max_tokens", "model_length")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopConfig:
+    """Thresholds of each signal. Counts are occurrences (calls, results, outputs)."""
+
+    repeat_threshold: int = 3
+    """Same call (tool + canonical arguments) this many times in a run: `repeat`."""
+    consecutive_threshold: int = 2
+    """This many identical calls in a row (not counting retries after an error): `consecutive`."""
+    cycle_repeats: int = 3
+    """A pattern of period `cycle_min_period`..`cycle_max_period` repeated this often: `cycle`."""
+    cycle_min_period: int = 2
+    cycle_max_period: int = 4
+    near_duplicate_threshold: int = 3
+    """Distinct, slightly different argument values of one tool chained this long."""
+    near_duplicate_window: int = 8
+    """Earlier distinct argument values per tool a new call is compared with (bounds the cost)."""
+    near_number_tolerance: float = 0.02
+    """Non-integer numbers within this relative difference are near; integers must be equal."""
+    near_range_overlap: float = 0.5
+    """Date ranges (all date leaves of the arguments) near when their overlap / union ≥ this."""
+    near_datetime_seconds: float = 3600.0
+    """A single timestamp argument is near another within this many seconds."""
+    near_max_edits: int = 3
+    """Largest edit distance for a mistyped word (1 per 4 characters, at most this)."""
+    near_max_chars: int = 4096
+    """Arguments longer than this (canonical JSON) are only compared exactly."""
+    no_progress_threshold: int = 3
+    """Same tool returning the same successful result this many times (separate turns)."""
+    retry_storm_threshold: int = 2
+    """Retries of the same call, each after the previous attempt failed: `retry_storm`."""
+    output_repeat_threshold: int = 3
+    """Same assistant text this many times in a run: `output_repeat`."""
+    disabled: frozenset[str] = frozenset()
+    """Loop kinds not to report."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in (
+            "repeat_threshold",
+            "consecutive_threshold",
+            "cycle_repeats",
+            "near_duplicate_threshold",
+            "no_progress_threshold",
+            "output_repeat_threshold",
+        ):
+            if getattr(self, name) < 2:
+                problems.append(f"{name} must be >= 2")
+        if self.retry_storm_threshold < 1:
+            problems.append("retry_storm_threshold must be >= 1")
+        if not 2 <= self.cycle_min_period <= self.cycle_max_period:
+            problems.append("cycle periods must satisfy 2 <= cycle_min_period <= cycle_max_period")
+        if self.near_duplicate_window < 1:
+            problems.append("near_duplicate_window must be >= 1")
+        if not 0.0 <= self.near_number_tolerance < 1.0:
+            problems.append("near_number_tolerance must be within [0, 1)")
+        if not 0.0 < self.near_range_overlap <= 1.0:
+            problems.append("near_range_overlap must be within (0, 1]")
+        if self.near_datetime_seconds < 0 or self.near_max_edits < 0 or self.near_max_chars < 0:
+            problems.append("near_datetime_seconds, near_max_edits, near_max_chars must be >= 0")
+        unknown = set(self.disabled) - set(names.LOOP_KINDS)
+        if unknown:
+            problems.append(f"unknown loop kind(s) in disabled: {', '.join(sorted(unknown))}")
+        if problems:
+            raise ValueError("invalid loop configuration: " + "; ".join(problems))
+
+
+# --- similarity of arguments ---------------------------------------------------------------------
+
+_TIME_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}"
+    r"(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
+_DAY = 86400.0
+
+
+def _as_time(text: str) -> tuple[float, bool] | None:
+    """(epoch seconds, date only) of an ISO 8601 date or date-time string, else None."""
+    if not 10 <= len(text) <= 35 or not text[:4].isdigit() or not _TIME_RE.fullmatch(text):
+        return None
+    value = text[:-1] + "+00:00" if text.endswith("Z") else text
+    if len(value) > 10 and value[-5] in "+-" and value[-3] != ":":  # +0100 → +01:00
+        value = value[:-2] + ":" + value[-2:]
+    if "." in value:  # fromisoformat (3.10) takes 3 or 6 fraction digits only
+        head, _, tail = value.partition(".")
+        cut = len(tail) - len(tail.lstrip("0123456789"))
+        digits, rest = tail[:cut], tail[cut:]
+        value = f"{head}.{(digits + '000000')[:6]}{rest}"
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp(), len(text) == 10
+
+
+def _fold(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def _within_edits(a: str, b: str, limit: int) -> bool:
+    """Levenshtein distance ≤ limit, computed in a band of width 2·limit+1."""
+    la, lb = len(a), len(b)
+    if abs(la - lb) > limit:
+        return False
+    if la > lb:
+        a, b, la, lb = b, a, lb, la
+    over = limit + 1
+    prev = [j if j <= limit else over for j in range(lb + 1)]
+    for i in range(1, la + 1):
+        cur = [over] * (lb + 1)
+        if i <= limit:
+            cur[0] = i
+        lo, hi = max(1, i - limit), min(lb, i + limit)
+        ca = a[i - 1]
+        best = cur[lo - 1]
+        for j in range(lo, hi + 1):
+            value = min(prev[j - 1] + (ca != b[j - 1]), prev[j] + 1, cur[j - 1] + 1)
+            cur[j] = value if value < over else over
+            best = min(best, cur[j])
+        if best > limit:
+            return False
+        prev = cur
+    return prev[lb] <= limit
+
+
+class _Flat:
+    """Arguments flattened once: their shape (leaf paths and types) and their leaves.
+
+    Leaves are `("n", number)`, `("s", text, folded, digits)`, `("t", (seconds, date_only))` or
+    `("o", bool_or_null)`. Only arguments of the same shape whose rigid parts are equal — integers,
+    booleans and nulls, the digits inside strings — can be near each other, so the comparison
+    window is bucketed by (shape, rigid parts): candidates differ in floats, text or dates only.
+    """
+
+    __slots__ = ("interval", "leaves", "rigid", "shape")
+
+    def __init__(self, value: Any) -> None:
+        shape: list[Any] = []
+        leaves: list[tuple[Any, ...]] = []
+        times: list[tuple[float, bool]] = []
+        _flatten(value, (), shape, leaves, times)
+        self.shape = tuple(shape)
+        self.leaves = leaves
+        self.interval = _interval(times) if times else None
+        rigid: list[Any] = []
+        for leaf in leaves:
+            kind, value = leaf[0], leaf[1]
+            if kind == "o" or (kind == "n" and isinstance(value, int)):
+                rigid.append(value)
+            elif kind == "n":
+                rigid.append(None)  # a float: compared with a tolerance
+            elif kind == "s":
+                rigid.append(leaf[3])
+        self.rigid = tuple(rigid)
+
+
+def _flatten(
+    value: Any,
+    path: tuple[Any, ...],
+    shape: list[Any],
+    leaves: list[tuple[Any, ...]],
+    times: list[tuple[float, bool]],
+) -> None:
+    if isinstance(value, dict):
+        shape.append((path, "{", len(value)))
+        for key in sorted(value):
+            _flatten(value[key], (*path, key), shape, leaves, times)
+    elif isinstance(value, list):
+        shape.append((path, "[", len(value)))
+        for index, item in enumerate(value):
+            _flatten(item, (*path, index), shape, leaves, times)
+    elif isinstance(value, bool) or value is None:
+        shape.append((path, "o"))
+        leaves.append(("o", value))
+    elif isinstance(value, (int, float)):
+        shape.append((path, "n"))
+        leaves.append(("n", value))
+    elif isinstance(value, str):
+        moment = _as_time(value)
+        if moment is not None:
+            shape.append((path, "t"))
+            leaves.append(("t", moment))
+            times.append(moment)
+        else:
+            folded = _fold(value)
+            shape.append((path, "s"))
+            leaves.append(("s", value, folded, "".join(c for c in folded if c.isdigit())))
+    else:
+        shape.append((path, "o"))
+        leaves.append(("o", str(value)))
+
+
+def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bool:
+    _, _, fa, da = a
+    _, _, fb, db = b
+    if fa == fb:
+        return True
+    if da != db:  # strings that differ in their numbers name different things (ids, pages, years)
+        return False
+    wa, wb = _WORD_RE.findall(fa), _WORD_RE.findall(fb)
+    if sorted(wa) == sorted(wb):
+        return True  # the same words (punctuation, order)
+    if len(wa) != len(wb) or len(fa) > 256 or len(fb) > 256:
+        return False
+    pairs = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
+    if len(pairs) > max(1, len(wa) // 2):
+        return False
+    for x, y in pairs:  # typos: a word of 4+ characters, a small edit
+        longest = max(len(x), len(y))
+        if longest < 4 or not _within_edits(x, y, min(config.near_max_edits, longest // 4)):
+            return False
+    return True
+
+
+_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def _near_flat(a: _Flat, b: _Flat, config: LoopConfig) -> bool:
+    if a.shape != b.shape:
+        return False
+    differs = times_differ = False
+    for la, lb in zip(a.leaves, b.leaves, strict=True):
+        va, vb = la[1], lb[1]
+        if va == vb:
+            continue
+        kind = la[0]
+        if kind == "t":
+            times_differ = True
+            continue
+        differs = True
+        if kind == "n":
+            if isinstance(va, int) or isinstance(vb, int):
+                return False
+            if not (math.isfinite(va) and math.isfinite(vb)):
+                return False
+            if abs(va - vb) > config.near_number_tolerance * max(abs(va), abs(vb)):
+                return False
+        elif kind != "s" or not _near_text(la, lb, config):
+            return False
+    if times_differ and a.interval is not None and b.interval is not None:
+        (sa, ea), (sb, eb) = a.interval, b.interval
+        if ea > sa and eb > sb:
+            overlap = min(ea, eb) - max(sa, sb)
+            return (
+                overlap > 0 and overlap / (max(ea, eb) - min(sa, sb)) >= config.near_range_overlap
+            )
+        limit = config.near_datetime_seconds
+        return abs(sa - sb) <= limit and abs(ea - eb) <= limit
+    return differs
+
+
+def _interval(times: list[tuple[float, bool]]) -> tuple[float, float]:
+    return min(t for t, _ in times), max(t + (_DAY if day else 0.0) for t, day in times)
+
+
+def near_arguments(a: Any, b: Any, config: LoopConfig | None = None) -> bool:
+    """True when two (parsed JSON) argument values differ, but only slightly.
+
+    Deterministic rule, applied leaf by leaf on the same structure (same object keys, same list
+    lengths, same leaf types):
+
+    - integers must be equal (they name pages, offsets, ids, counts); other numbers may differ by
+      `near_number_tolerance` relative (2 %), an integer and a non-integer differ; booleans and
+      nulls must be equal;
+    - strings must be equal after NFKC + case folding + whitespace collapsing, or hold the same
+      words (in another order, with other punctuation), or differ by typos: the same number of
+      words, at most half of them (at least one) changed, each changed word of 4+ characters
+      and within 1 edit per 4 characters (at most `near_max_edits`) — and only if their digits
+      are the same: `ORD-1001` and `ORD-1002` are two orders, `/a.txt` and `/b.txt` two files;
+    - ISO dates and date-times are compared together, as the interval they span (a date covers
+      its whole day): two date ranges are near when their overlap covers `near_range_overlap` of
+      their union (a 7-day window shifted by a day: yes; consecutive single days: no); single
+      timestamps when within `near_datetime_seconds`.
+
+    Equal values (after that normalization of numbers: `1` and `1.0`) are not near: they repeat.
+    """
+    return _near_flat(_Flat(a), _Flat(b), config or _DEFAULT)
+
+
+def _overflow_text(text: str | None) -> bool:
+    if not text:
+        return False
+    squashed = "".join(c for c in text.casefold() if c.isalnum())
+    return any(phrase in squashed for phrase in _SQUASHED_PHRASES)
+
+
+_SQUASHED_PHRASES = tuple("".join(c for c in p if c.isalnum()) for p in _OVERFLOW_PHRASES)
+
+
+def classify_error(text: str | None, error_type: Any = None) -> FailureMode:
+    """`context_window_overflow` when the error text or `error.type` names a context limit."""
+    if _overflow_text(text) or (isinstance(error_type, str) and _overflow_text(error_type)):
+        return "context_window_overflow"
+    return "tool_call_error"
+
+
+# --- the per-run detector ------------------------------------------------------------------------
+
+_CallKey = tuple[str, str]
+_Ref = tuple[str, int]  # ("c", call index) | ("o", output index) | ("r", result index)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSignal:
+    """A loop completed (or extended) by one step."""
+
+    kind: LoopKind
+    count: int
+    first_span_id: str
+    span_id: str
+    tool: str | None = None
+    period: int | None = None
+
+
+class _Call:
+    __slots__ = (
+        "end_ns",
+        "error",
+        "exec_ns",
+        "index",
+        "key",
+        "producer",
+        "span_id",
+        "start_ns",
+        "tool",
+        "turn",
+    )
+
+    def __init__(self, step: Step, producer: int | None) -> None:
+        self.index = -1
+        self.tool = step.tool or ""
+        self.key: _CallKey | None = None if step.arguments is None else (self.tool, step.arguments)
+        self.span_id = step.span_id
+        # Calls proposed together by one LLM output share its span: that is their turn.
+        self.turn = step.span_id
+        self.start_ns = step.start_ns
+        self.end_ns: int | None = None
+        self.exec_ns = 0
+        self.error: str | None = None
+        self.producer = producer
+
+
+class _NearEntry:
+    __slots__ = ("call", "flat", "group", "key")
+
+    def __init__(self, call: _Call, flat: _Flat, group: int) -> None:
+        self.call = call
+        self.key = call.key
+        self.flat = flat
+        self.group = group
+
+
+_Cache = dict[str, "_Flat | None"]
+
+
+class _Result:
+    __slots__ = ("call", "end_ns", "start_ns", "turn")
+
+    def __init__(self, call: _Call | None, step: Step) -> None:
+        self.call = call
+        self.turn = call.turn if call is not None else step.span_id
+        self.start_ns = call.start_ns if call is not None else step.start_ns
+        self.end_ns = step.end_ns
+
+
+@dataclass(slots=True)
+class _Instance:
+    kind: LoopKind
+    count: int
+    first_span_id: str
+    last_span_id: str
+    tool: str | None
+    period: int | None
+    wasted: list[_Ref] = field(default_factory=list)
+
+
+def _parallel(earlier: _Call, later_turn: str, later_start: int) -> bool:
+    """Issued together: same LLM turn, or `later` started before `earlier` finished."""
+    if earlier.turn == later_turn:
+        return True
+    return earlier.end_ns is not None and later_start < earlier.end_ns
+
+
+class _RunDetector:
+    """Incremental loop signals over one run's calls, results and outputs."""
+
+    __slots__ = (
+        "by_key",
+        "cache",
+        "calls",
+        "config",
+        "consec_start",
+        "cycle_len",
+        "groups",
+        "instances",
+        "llm_products",
+        "near",
+        "outputs",
+        "result_groups",
+        "results",
+        "retry_chains",
+    )
+
+    def __init__(self, config: LoopConfig, cache: _Cache) -> None:
+        self.config = config
+        self.cache = cache
+        self.calls: list[_Call] = []
+        self.by_key: dict[_CallKey, list[int]] = {}
+        self.consec_start = 0
+        self.cycle_len = [0] * (config.cycle_max_period + 1)
+        self.retry_chains: dict[_CallKey, list[int]] = {}
+        self.near: dict[tuple[str, tuple[Any, ...], tuple[Any, ...]], deque[_NearEntry]] = {}
+        self.groups: list[list[int]] = []
+        self.results: list[_Result] = []
+        self.result_groups: dict[tuple[str, str], list[int]] = {}
+        self.outputs: dict[str, list[tuple[int, str]]] = {}
+        self.instances: dict[tuple[Any, ...], _Instance] = {}
+        self.llm_products: dict[int, list[_Ref]] = {}
+
+    def _emit(
+        self, out: list[LoopSignal], signal: LoopSignal, ident: Any, wasted: Iterable[_Ref]
+    ) -> None:
+        """Record a loop instance (or extend it) and report the signal."""
+        if signal.kind in self.config.disabled:
+            return
+        key = (signal.kind, ident)
+        inst = self.instances.get(key)
+        if inst is None:
+            inst = self.instances[key] = _Instance(
+                signal.kind,
+                signal.count,
+                signal.first_span_id,
+                signal.span_id,
+                signal.tool,
+                signal.period,
+            )
+        inst.count = signal.count
+        inst.last_span_id = signal.span_id
+        inst.wasted.extend(wasted)
+        out.append(signal)
+
+    def _calls(self, indices: Iterable[int]) -> list[_Ref]:
+        return [("c", i) for i in indices]
+
+    def product(self, producer: int | None, ref: _Ref) -> None:
+        if producer is not None:
+            self.llm_products.setdefault(producer, []).append(ref)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def add_call(self, call: _Call) -> list[LoopSignal]:
+        calls = self.calls
+        i = call.index = len(calls)
+        calls.append(call)
+        self.product(call.producer, ("c", i))
+        out: list[LoopSignal] = []
+        if call.key is not None:
+            self._repeat_and_retry(call, out)
+        self._consecutive(call, out)
+        self._cycle(call, out)
+        if call.key is not None:
+            self._near(call, out)
+        return out
+
+    def _repeat_and_retry(self, call: _Call, out: list[LoopSignal]) -> None:
+        """`repeat` (anywhere in the run) and `retry_storm` share the per-call index lists."""
+        config, calls, i = self.config, self.calls, call.index
+        assert call.key is not None
+        seen = self.by_key.setdefault(call.key, [])
+        seen.append(i)
+        n = len(seen)
+        if n >= config.repeat_threshold:
+            wasted = seen[1:] if n == config.repeat_threshold else [i]
+            first = calls[seen[0]].span_id
+            signal = LoopSignal("repeat", n, first, call.span_id, call.tool)
+            self._emit(out, signal, call.key, self._calls(wasted))
+        if n < 2 or calls[seen[-2]].error is None:
+            self.retry_chains.pop(call.key, None)
+            return
+        chain = self.retry_chains.get(call.key)
+        if chain is None or chain[-1] != seen[-2]:
+            chain = self.retry_chains[call.key] = [seen[-2]]
+        chain.append(i)
+        retries = len(chain) - 1
+        if retries >= config.retry_storm_threshold:
+            wasted = chain[1:] if retries == config.retry_storm_threshold else [i]
+            first = calls[chain[0]].span_id
+            signal = LoopSignal("retry_storm", len(chain), first, call.span_id, call.tool)
+            self._emit(out, signal, (call.key, chain[0]), self._calls(wasted))
+
+    def _consecutive(self, call: _Call, out: list[LoopSignal]) -> None:
+        """Identical calls in a row; a retry right after a failure starts a new row."""
+        calls, i = self.calls, call.index
+        prev = calls[i - 1] if i else None
+        if call.key is None or prev is None or prev.key != call.key or prev.error is not None:
+            self.consec_start = i
+            return
+        start = self.consec_start
+        n = i - start + 1
+        threshold = self.config.consecutive_threshold
+        if n >= threshold:
+            wasted = range(start + 1, i + 1) if n == threshold else range(i, i + 1)
+            signal = LoopSignal("consecutive", n, calls[start].span_id, call.span_id, call.tool)
+            self._emit(out, signal, start, self._calls(wasted))
+
+    def _cycle(self, call: _Call, out: list[LoopSignal]) -> None:
+        """`cycle_len[p]`: how many calls in a row equal the call `p` places before them."""
+        config, calls, i, key = self.config, self.calls, call.index, call.key
+        lengths = self.cycle_len
+        for p in range(1, config.cycle_max_period + 1):
+            if key is not None and i >= p and calls[i - p].key == key:
+                lengths[p] += 1
+            else:
+                lengths[p] = 0
+        for p in range(config.cycle_min_period, config.cycle_max_period + 1):
+            run = lengths[p]
+            need = p * (config.cycle_repeats - 1)
+            if run < need or (run - need) % p:
+                continue
+            if any(lengths[q] >= run for q in range(1, p) if p % q == 0):
+                continue  # really a shorter period (or one call repeated)
+            start = i - run - p + 1
+            wasted = range(start + p, i + 1) if run == need else range(i - p + 1, i + 1)
+            signal = LoopSignal(
+                "cycle", (run + p) // p, calls[start].span_id, call.span_id, None, p
+            )
+            self._emit(out, signal, (p, start), self._calls(wasted))
+
+    def _near(self, call: _Call, out: list[LoopSignal]) -> None:
+        """Chain the call to the latest earlier, non-parallel call of its tool it is near to.
+
+        The window holds the last `near_duplicate_window` distinct argument values per tool,
+        argument shape and rigid parts (see `_Flat`), so a call costs O(window).
+        """
+        config = self.config
+        flat = self._flat(call)
+        if flat is None:
+            return
+        bucket = (call.tool, flat.shape, flat.rigid)
+        window = self.near.get(bucket)
+        if window is None:
+            window = self.near[bucket] = deque(maxlen=config.near_duplicate_window)
+        for entry in window:
+            if entry.key == call.key:
+                return  # an exact repeat: `repeat` / `consecutive` territory
+        match: _NearEntry | None = None
+        for entry in reversed(window):
+            if not _parallel(entry.call, call.turn, call.start_ns) and _near_flat(
+                entry.flat, flat, config
+            ):
+                match = entry
+                break
+        if match is None:
+            self.groups.append([call.index])
+            window.append(_NearEntry(call, flat, len(self.groups) - 1))
+            return
+        group = self.groups[match.group]
+        group.append(call.index)
+        window.append(_NearEntry(call, flat, match.group))
+        n = len(group)
+        threshold = config.near_duplicate_threshold
+        if n >= threshold:
+            wasted = group[1:] if n == threshold else [call.index]
+            first = self.calls[group[0]].span_id
+            signal = LoopSignal("near_duplicate", n, first, call.span_id, call.tool)
+            self._emit(out, signal, match.group, self._calls(wasted))
+
+    def _flat(self, call: _Call) -> _Flat | None:
+        """The call's flattened arguments (parsed once per trace, both passes share them)."""
+        text = call.key[1] if call.key is not None else ""
+        if text in self.cache:
+            return self.cache[text]
+        flat: _Flat | None = None
+        if len(text) <= self.config.near_max_chars:
+            value: Any = text
+            if text[:1] in ("{", "["):
+                try:
+                    value = json.loads(text)
+                except (ValueError, RecursionError):
+                    value = text
+            try:
+                flat = _Flat(value)
+            except RecursionError:
+                flat = None
+        self.cache[text] = flat
+        return flat
+
+    # -- results and outputs -------------------------------------------------------------------
+
+    def add_result(self, call: _Call | None, step: Step) -> list[LoopSignal]:
+        """`no_progress`: the same successful result of one tool, in separate turns."""
+        if call is not None:
+            call.error = step.error
+            call.end_ns = step.end_ns
+            call.exec_ns = max(0, step.end_ns - step.start_ns)
+        out: list[LoopSignal] = []
+        if step.error is not None or step.text is None:
+            return out
+        result = _Result(call, step)
+        r = len(self.results)
+        self.results.append(result)
+        tool = step.tool or (call.tool if call is not None else "")
+        ident = (tool, step.text.strip())
+        members = self.result_groups.setdefault(ident, [])
+        if members:
+            last = self.results[members[-1]]
+            if last.turn == result.turn or result.start_ns < last.end_ns:
+                return out  # calls of one turn: one observation
+        members.append(r)
+        n = len(members)
+        threshold = self.config.no_progress_threshold
+        if n >= threshold:
+            wasted = members[1:] if n == threshold else [r]
+            head = self.results[members[0]]
+            first = head.call.span_id if head.call is not None else head.turn
+            signal = LoopSignal("no_progress", n, first, step.span_id, tool)
+            self._emit(out, signal, ident, [self._result_ref(w) for w in wasted])
+        return out
+
+    def _result_ref(self, r: int) -> _Ref:
+        call = self.results[r].call
+        return ("c", call.index) if call is not None else ("r", r)
+
+    def add_output(self, step: Step, index: int, producer: int | None) -> list[LoopSignal]:
+        """`output_repeat`: the same assistant text, folded."""
+        self.product(producer, ("o", index))
+        out: list[LoopSignal] = []
+        text = _fold(step.text or "")
+        if not text:
+            return out
+        members = self.outputs.setdefault(text, [])
+        members.append((index, step.span_id))
+        n = len(members)
+        threshold = self.config.output_repeat_threshold
+        if n >= threshold:
+            wasted = members[1:] if n == threshold else members[-1:]
+            signal = LoopSignal("output_repeat", n, members[0][1], step.span_id)
+            self._emit(out, signal, text, [("o", w) for w, _ in wasted])
+        return out
+
+
+# --- feeding steps: shared by streaming (`on_span`) and the trace analysis -----------------------
+
+
+@dataclass(slots=True)
+class _Llm:
+    tokens: int
+    duration_ns: int
+
+
+class _Tracker:
+    """Routes steps to their run's detector; remembers calls (for results) and LLM calls."""
+
+    __slots__ = (
+        "cache",
+        "calls_by_id",
+        "calls_by_span",
+        "config",
+        "detectors",
+        "exec_end",
+        "last_llm",
+        "llm_by_span",
+        "llms",
+        "outputs",
+    )
+
+    def __init__(self, config: LoopConfig, cache: _Cache | None = None) -> None:
+        self.config = config
+        self.cache: _Cache = {} if cache is None else cache
+        self.detectors: dict[str, _RunDetector] = {}
+        self.calls_by_id: dict[str, tuple[_RunDetector, _Call]] = {}
+        self.calls_by_span: dict[str, tuple[_RunDetector, _Call]] = {}
+        # tool span → its end: a call's execution interval is known before its result is fed
+        self.exec_end: dict[str, int] = {}
+        self.llm_by_span: dict[str, int] = {}
+        self.last_llm: dict[str, int] = {}
+        self.llms: list[_Llm] = []
+        self.outputs = 0
+
+    def feed(
+        self, step: Step, run: str, overflow: set[str], modes: set[FailureMode]
+    ) -> list[LoopSignal]:
+        """Signals completed by `step` (in run `run`); failure modes it shows go to `modes`."""
+        detector = self.detectors.get(run)
+        if detector is None:
+            detector = self.detectors[run] = _RunDetector(self.config, self.cache)
+        kind = step.kind
+        if kind == "tool_call":
+            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
+            call = _Call(step, producer)
+            if step.exec_span_id:
+                call.end_ns = self.exec_end.get(step.exec_span_id)
+            signals = detector.add_call(call)
+            if step.call_id:
+                self.calls_by_id[step.call_id] = (detector, call)
+            if step.exec_span_id:  # an id-less result on that tool span is this call's
+                self.calls_by_span[step.exec_span_id] = (detector, call)
+            return signals
+        if kind == "tool_result":
+            found = self.calls_by_id.get(step.call_id) if step.call_id else None
+            if found is None:
+                found = self.calls_by_span.get(step.span_id)
+            owner = detector if found is None else found[0]
+            if step.error is not None:
+                modes.add(_mode(step, overflow))
+            return owner.add_result(None if found is None else found[1], step)
+        if kind == "assistant":
+            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
+            index = self.outputs
+            self.outputs += 1
+            if step.finish_reason in _OVERFLOW_FINISH:
+                modes.add("context_window_overflow")
+            return detector.add_output(step, index, producer)
+        if kind == "llm":
+            index = len(self.llms)
+            self.llm_by_span[step.span_id] = self.last_llm[run] = index
+            tokens = (step.input_tokens or 0) + (step.output_tokens or 0)
+            self.llms.append(_Llm(tokens, max(0, step.end_ns - step.start_ns)))
+            if step.finish_reason in _OVERFLOW_FINISH:
+                modes.add("context_window_overflow")
+        elif kind == "error":
+            modes.add(_mode(step, overflow))
+        return []
+
+
+def _mode(step: Step, overflow: set[str]) -> FailureMode:
+    if step.span_id in overflow:
+        return "context_window_overflow"
+    return classify_error(step.error)
+
+
+# --- trace-level analysis ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoopInstance:
+    """One loop found in a run."""
+
+    kind: LoopKind
+    run_id: str
+    count: int
+    first_span_id: str
+    last_span_id: str
+    tool: str | None
+    period: int | None
+    wasted_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class LoopReport:
+    """The loops and failure modes of one trace."""
+
+    loops: tuple[LoopInstance, ...]
+    failure_modes: tuple[FailureMode, ...]
+    steps: int
+    """Tool calls and assistant outputs of the trace."""
+    wasted_steps: int
+    wasted_tokens: int
+    wasted_seconds: float
+    score: float
+
+    @property
+    def kinds(self) -> tuple[LoopKind, ...]:
+        found = {loop.kind for loop in self.loops}
+        return tuple(k for k in get_args(LoopKind) if k in found)
+
+    def by_kind(self) -> dict[LoopKind, int]:
+        counts: dict[LoopKind, int] = {}
+        for loop in self.loops:
+            counts[loop.kind] = counts.get(loop.kind, 0) + 1
+        return counts
+
+
+def analyze(
+    trajectory: Trajectory,
+    config: LoopConfig | None = None,
+    overflow_spans: Iterable[str] = (),
+    *,
+    _cache: _Cache | None = None,
+) -> LoopReport:
+    """Loops and failure modes of a whole trajectory (canonical step order, real runs).
+
+    `overflow_spans`: spans known to report a context overflow beyond what their steps say
+    (`error.type`, a finish reason after the first); the evaluator collects them as spans arrive.
+
+    Waste: for each loop, its occurrences after the first (a cycle: the calls after its first
+    period) — counted once when loops overlap. An LLM call is wasted when everything it produced
+    (tool calls, text) was; wasted tokens are those LLM calls' input + output tokens, wasted
+    seconds their duration plus that of the wasted tool executions.
+    """
+    config = config or _DEFAULT
+    overflow = set(overflow_spans)
+    tracker = _Tracker(config, _cache)
+    for step in trajectory.steps:
+        if step.kind == "tool_result" and step.end_ns > step.start_ns:
+            tracker.exec_end[step.span_id] = step.end_ns
+    modes: set[FailureMode] = set()
+    for step in trajectory.steps:
+        tracker.feed(step, step.run_id, overflow, modes)
+    if overflow:
+        modes.add("context_window_overflow")
+
+    loops: list[LoopInstance] = []
+    calls = wasted_steps = wasted_tokens = wasted_ns = 0
+    for run_id, detector in tracker.detectors.items():
+        calls += len(detector.calls)
+        run_wasted: set[_Ref] = set()
+        for inst in detector.instances.values():
+            refs = set(inst.wasted)
+            run_wasted |= refs
+            loops.append(
+                LoopInstance(
+                    kind=inst.kind,
+                    run_id=run_id,
+                    count=inst.count,
+                    first_span_id=inst.first_span_id,
+                    last_span_id=inst.last_span_id,
+                    tool=inst.tool,
+                    period=inst.period,
+                    wasted_steps=sum(1 for r in refs if r[0] != "r"),
+                )
+            )
+        for kind, index in run_wasted:
+            if kind == "c":
+                wasted_steps += 1
+                wasted_ns += detector.calls[index].exec_ns
+            elif kind == "o":
+                wasted_steps += 1
+        for producer, products in detector.llm_products.items():
+            if all(ref in run_wasted for ref in products):
+                wasted_tokens += tracker.llms[producer].tokens
+                wasted_ns += tracker.llms[producer].duration_ns
+    steps = calls + tracker.outputs
+    score = 1.0 if not loops else max(0.0, 1.0 - wasted_steps / max(1, steps))
+    loops.sort(key=lambda x: (x.run_id, _PRIORITY.index(x.kind), x.first_span_id, x.count))
+    return LoopReport(
+        loops=tuple(loops),
+        failure_modes=tuple(sorted(modes)),
+        steps=steps,
+        wasted_steps=wasted_steps,
+        wasted_tokens=wasted_tokens,
+        wasted_seconds=round(wasted_ns / 1e9, 6),
+        score=round(score, 6),
+    )
+
+
+# --- the evaluator -------------------------------------------------------------------------------
+
+
+class _State:
+    __slots__ = ("agents", "overflow", "parents", "tracker")
+
+    def __init__(self, config: LoopConfig) -> None:
+        self.tracker = _Tracker(config)
+        self.parents: dict[str, str] = {}
+        self.agents: set[str] = set()
+        self.overflow: set[str] = set()
+
+    def run_of(self, span_id: str) -> str:
+        """Streaming stand-in for the run: the nearest agent span above, else the first span
+        above that is not a GenAI span seen so far (usually the agent span, not arrived yet)."""
+        if span_id in self.agents:
+            return span_id
+        current = self.parents.get(span_id, "")
+        for _ in range(64):
+            if not current or current in self.agents or current not in self.parents:
+                break
+            current = self.parents[current]
+        return current
+
+
+class LoopEvaluator(Evaluator):
+    """Loops (per span as they complete, per trace at the end) and failure modes."""
+
+    name = "loops"
+    version = "1.0.0"
+
+    def __init__(self, config: LoopConfig | None = None) -> None:
+        self.config = config or LoopConfig()
+
+    def start_trace(self, trace: TraceInfo) -> _State:
+        return _State(self.config)
+
+    def on_span(
+        self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        span_id = span.span_id
+        state.parents[span_id] = span.view.parent_span_id
+        if span.operation == "agent":
+            state.agents.add(span_id)
+        modes: set[FailureMode] = set()
+        if _span_overflows(span):
+            state.overflow.add(span_id)
+            modes.add("context_window_overflow")
+        if span.operation == "tool":
+            state.tracker.exec_end[span_id] = span.view.end_ns
+        run = state.run_of(span_id)
+        signals: list[LoopSignal] = []
+        for step in steps:
+            signals.extend(state.tracker.feed(step, run, state.overflow, modes))
+        if not signals and not modes:
+            return ()
+        return self._span_results(span_id, signals, modes)
+
+    def finish_trace(
+        self, state: _State, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        if isinstance(state, _State):
+            report = analyze(trajectory, self.config, state.overflow, _cache=state.tracker.cache)
+        else:
+            report = analyze(trajectory, self.config)
+        return self.trace_results(report)
+
+    # -- results -----------------------------------------------------------------------------
+
+    def _result(self, name: str, **fields: Any) -> EvaluationResult:
+        return EvaluationResult(
+            name=name, evaluator=self.name, evaluator_version=self.version, **fields
+        )
+
+    def _span_results(
+        self, span_id: str, signals: list[LoopSignal], modes: set[FailureMode]
+    ) -> list[EvaluationResult]:
+        results: list[EvaluationResult] = []
+        strongest: dict[LoopKind, LoopSignal] = {}
+        for signal in signals:
+            held = strongest.get(signal.kind)
+            if held is None or signal.count > held.count:
+                strongest[signal.kind] = signal
+        ordered = [strongest[k] for k in _PRIORITY if k in strongest]
+        for n, signal in enumerate(ordered):
+            attributes: dict[str, AttributeValue] = {}
+            if n == 0:
+                attributes = {
+                    names.ATTR_LOOP_DETECTED: True,
+                    names.ATTR_LOOP_KIND: signal.kind,
+                    names.ATTR_LOOP_KINDS: [s.kind for s in ordered],
+                    names.ATTR_LOOP_COUNT: signal.count,
+                    names.ATTR_LOOP_FIRST_SPAN_ID: signal.first_span_id,
+                }
+                if signal.period is not None:
+                    attributes[names.ATTR_LOOP_PERIOD] = signal.period
+            results.append(
+                self._result(
+                    names.EVAL_LOOP,
+                    span_id=span_id,
+                    score_value=0.0,
+                    score_label=signal.kind,
+                    explanation=_explain(signal),
+                    attributes=attributes,
+                )
+            )
+        for n, mode in enumerate(sorted(modes)):
+            results.append(
+                self._result(
+                    names.EVAL_FAILURE_MODE,
+                    span_id=span_id,
+                    score_value=0.0,
+                    score_label=mode,
+                    explanation=_MODE_TEXT[mode],
+                    attributes={names.ATTR_FAILURE_MODE: mode} if n == 0 else {},
+                )
+            )
+        return results
+
+    def trace_results(self, report: LoopReport) -> list[EvaluationResult]:
+        """The two trace-level results (`tracehound.loops`, `tracehound.failure_modes`)."""
+        by_kind = report.by_kind()
+        attributes: dict[str, AttributeValue] = {
+            names.ATTR_LOOPS_DETECTED: bool(report.loops),
+            names.ATTR_LOOPS_COUNT: len(report.loops),
+            names.ATTR_LOOPS_KINDS: list(report.kinds),
+            names.ATTR_LOOPS_WASTED_STEPS: report.wasted_steps,
+            names.ATTR_LOOPS_WASTED_TOKENS: report.wasted_tokens,
+            names.ATTR_LOOPS_WASTED_SECONDS: report.wasted_seconds,
+            names.ATTR_LOOPS_SCORE: report.score,
+        }
+        for kind in report.kinds:
+            attributes[names.ATTR_LOOPS_BY_KIND[kind]] = by_kind[kind]
+        if report.loops:
+            parts = [f"{kind} x{by_kind[kind]}" for kind in report.kinds]
+            shown = "; ".join(_describe(loop) for loop in report.loops[:5])
+            more = f"; and {len(report.loops) - 5} more" if len(report.loops) > 5 else ""
+            explanation = (
+                f"{len(report.loops)} loop(s) ({', '.join(parts)}): {shown}{more}. "
+                f"Wasted {report.wasted_steps} of {report.steps} steps, "
+                f"{report.wasted_tokens} tokens, {report.wasted_seconds:.3g} s"
+            )
+        else:
+            explanation = f"no loop in {report.steps} tool call(s) and output(s)"
+        modes = list(report.failure_modes)
+        return [
+            self._result(
+                names.EVAL_LOOPS,
+                score_value=report.score,
+                score_label="fail" if report.loops else "pass",
+                explanation=explanation,
+                attributes=attributes,
+            ),
+            self._result(
+                names.EVAL_FAILURE_MODES,
+                score_value=0.0 if modes else 1.0,
+                score_label="fail" if modes else "pass",
+                explanation=("failure modes: " + ", ".join(modes) if modes else "no failure mode"),
+                attributes={names.ATTR_FAILURE_MODES: modes},
+            ),
+        ]
+
+
+def _span_overflows(span: NormalizedSpan) -> bool:
+    """Context overflow stated by the span beyond its steps: `error.type`, any finish reason."""
+    error_type = span.view.get("error.type")
+    if isinstance(error_type, str) and _overflow_text(error_type):
+        return True
+    return any(reason in _OVERFLOW_FINISH for reason in span.finish_reasons)
+
+
+_MODE_TEXT: dict[FailureMode, str] = {
+    "context_window_overflow": "the call hit the model's context or output token limit",
+    "tool_call_error": "the span reports an error",
+}
+
+
+def _explain(signal: LoopSignal) -> str:
+    tool = signal.tool or "a tool"
+    n = signal.count
+    kind = signal.kind
+    if kind == "repeat":
+        text = f"{tool} called with the same arguments {n} times in this run"
+    elif kind == "consecutive":
+        text = f"{tool} called {n} times in a row with the same arguments"
+    elif kind == "cycle":
+        text = f"a pattern of {signal.period} tool calls repeated {n} times"
+    elif kind == "near_duplicate":
+        text = f"{tool} called {n} times with nearly the same arguments"
+    elif kind == "no_progress":
+        text = f"{tool} returned the same result {n} times"
+    elif kind == "retry_storm":
+        text = f"{tool} retried {n - 1} times with the same arguments after failing"
+    else:
+        text = f"the same assistant output {n} times"
+    return f"{text} (first at span {signal.first_span_id})"
+
+
+def _describe(loop: LoopInstance) -> str:
+    where = f"{loop.tool} " if loop.tool else ""
+    period = f" period {loop.period}" if loop.period else ""
+    return f"{loop.kind} {where}x{loop.count}{period}"
+
+
+_DEFAULT = LoopConfig()
