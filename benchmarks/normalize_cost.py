@@ -404,14 +404,14 @@ def stage_parse(batches: list[bytes]) -> None:
 def stage_detect(batches: list[bytes]) -> None:
     parse = ExportTraceServiceRequest.FromString
     for data in batches:
-        for view in iter_proto_spans(parse(data)):
+        for view in iter_proto_spans(parse(data), raw=data):
             detect_convention(view)
 
 
 def stage_normalize(batches: list[bytes]) -> None:
     parse = ExportTraceServiceRequest.FromString
     for data in batches:
-        for view in iter_proto_spans(parse(data)):
+        for view in iter_proto_spans(parse(data), raw=data):
             normalize(view)
 
 
@@ -419,7 +419,7 @@ def stage_trajectory(batches: list[bytes]) -> dict[str, TrajectoryBuilder]:
     parse = ExportTraceServiceRequest.FromString
     builders: dict[str, TrajectoryBuilder] = {}
     for data in batches:
-        for view in iter_proto_spans(parse(data)):
+        for view in iter_proto_spans(parse(data), raw=data):
             span = normalize(view)
             if span is None:
                 continue
@@ -445,7 +445,7 @@ def sanity(batches: list[bytes]) -> dict[str, Any]:
     parse = ExportTraceServiceRequest.FromString
     problems = 0
     for data in batches:
-        for view in iter_proto_spans(parse(data)):
+        for view in iter_proto_spans(parse(data), raw=data):
             span = normalize(view)
             name = "none" if span is None else f"{span.convention}/{span.operation}"
             conventions[name] = conventions.get(name, 0) + 1

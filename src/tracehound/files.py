@@ -164,7 +164,7 @@ def _read_protobuf(data: bytes, name: str) -> Telemetry:
     # "spans" then have no 8-byte span id: that tells the two apart.
     if traces is not None and _looks_like_traces(traces):
         errors: list[str] = []
-        telemetry.spans.extend(iter_proto_spans(traces, errors))
+        telemetry.spans.extend(iter_proto_spans(traces, errors, raw=data))
         telemetry.problems.extend(f"{name}: {e}" for e in errors)
         return telemetry
     logs = ExportLogsServiceRequest()

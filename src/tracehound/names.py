@@ -99,7 +99,7 @@ ATTR_LOOPS_SCORE = "tracehound.loops.score"
 ATTR_FAILURE_MODES = "tracehound.failure_modes"
 """string[], on the root: failure modes found in the trace, sorted."""
 
-# --- drift evaluator --------------------------------------------------------------------------------
+# --- drift evaluator ------------------------------------------------------------------------------
 DRIFT_SEVERITIES = ("none", "warning", "alert", "critical")
 """Values of `tracehound.drift.severity`: none < 0.3 ≤ warning < 0.6 ≤ alert ≤ 0.8 < critical."""
 DRIFT_CONFIDENCES = ("initializing", "low", "medium", "high")

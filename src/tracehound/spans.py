@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+from tracehound._wire import may_hold_genai
 
 __all__ = [
     "AttributeValue",
@@ -226,50 +227,62 @@ class SpanEventView:
         return f"SpanEventView({self.name!r})"
 
 
+def _new_view(cls: type[SpanView]) -> SpanView:
+    return object.__new__(cls)
+
+
 class SpanView:
-    """Read-only view of one span. Identity is eager; attributes, events, resource are lazy."""
+    """Read-only view of one span.
+
+    The identity the engine needs for every span (ids, parent, name) is read eagerly; everything
+    else — kind, times, status, attribute keys and values, events, resource — only when asked,
+    because most spans of a real application are not GenAI spans and are never asked.
+    """
 
     __slots__ = (
         "_attributes",
+        "_end_ns",
         "_events",
+        "_gate",
         "_keys",
+        "_kind",
         "_source",
         "_source_kind",
-        "end_ns",
-        "kind",
+        "_start_ns",
+        "_status_code",
+        "_status_message",
+        "name",
         "parent_is_remote",
         "parent_span_id",
         "resource",
         "scope_name",
         "scope_version",
         "span_id",
-        "start_ns",
-        "status_code",
-        "status_message",
         "trace_id",
-        "name",
     )
 
     trace_id: str
     span_id: str
     parent_span_id: str
     name: str
-    kind: int
-    start_ns: int
-    end_ns: int
-    status_code: int
-    status_message: str
     parent_is_remote: bool
     scope_name: str
     scope_version: str
     resource: ResourceView
 
-    def __init__(self) -> None:
-        self._attributes: dict[str, AttributeValue] | None = None
-        self._events: list[SpanEventView] | None = None
-        self._keys: tuple[str, ...] | None = None
-        self._source: Any = None
-        self._source_kind = ""
+    # Slots other than the identity are filled on first use; an unset slot means "not read yet"
+    # (no __init__: a view of a span that is never asked about costs one allocation).
+    _attributes: dict[str, AttributeValue]
+    _events: list[SpanEventView]
+    _keys: tuple[str, ...]
+    _kind: int
+    _start_ns: int
+    _end_ns: int
+    _status_code: int
+    _status_message: str
+    _gate: bool
+    _source: Any
+    _source_kind: str
 
     # --- constructors -------------------------------------------------------------------------
 
@@ -280,25 +293,80 @@ class SpanView:
         resource: ResourceView | None = None,
         scope: Any = None,
     ) -> SpanView:
-        """View over an `opentelemetry.proto.trace.v1.trace_pb2.Span`."""
-        view = cls()
+        """View over an `opentelemetry.proto.trace.v1.trace_pb2.Span`.
+
+        Raises ValueError when the trace, span or parent id has the wrong size.
+        """
+        return cls._from_proto(
+            span,
+            resource if resource is not None else EMPTY_RESOURCE,
+            scope.name if scope is not None else "",
+            scope.version if scope is not None else "",
+        )
+
+    @classmethod
+    def _from_proto(
+        cls, span: Any, resource: ResourceView, scope_name: str, scope_version: str
+    ) -> SpanView:
+        view = _new_view(cls)
         view._source = span
         view._source_kind = "proto"
-        view.trace_id = span.trace_id.hex()
-        view.span_id = span.span_id.hex()
-        view.parent_span_id = span.parent_span_id.hex()
+        trace_id = view.trace_id = span.trace_id.hex()
+        span_id = view.span_id = span.span_id.hex()
+        parent = view.parent_span_id = span.parent_span_id.hex()
+        if len(trace_id) != 32 or len(span_id) != 16 or len(parent) not in (0, 16):
+            raise ValueError("invalid trace/span/parent id size")
         view.name = span.name
-        view.kind = span.kind
-        view.start_ns = span.start_time_unix_nano
-        view.end_ns = span.end_time_unix_nano
-        status = span.status
-        view.status_code = status.code
-        view.status_message = status.message
         view.parent_is_remote = (span.flags & _REMOTE_PARENT_FLAGS) == _REMOTE_PARENT_FLAGS
-        view.scope_name = scope.name if scope is not None else ""
-        view.scope_version = scope.version if scope is not None else ""
-        view.resource = resource if resource is not None else EMPTY_RESOURCE
+        view.scope_name = scope_name
+        view.scope_version = scope_version
+        view.resource = resource
         return view
+
+    # --- lazy identity details (read from the source on first use) --------------------------
+
+    @property
+    def kind(self) -> int:
+        """OTLP span kind (1 INTERNAL, 2 SERVER, 3 CLIENT, 4 PRODUCER, 5 CONSUMER)."""
+        try:
+            return self._kind
+        except AttributeError:
+            self._kind = int(self._source.kind)
+            return self._kind
+
+    @property
+    def start_ns(self) -> int:
+        try:
+            return self._start_ns
+        except AttributeError:
+            self._start_ns = int(self._source.start_time_unix_nano)
+            return self._start_ns
+
+    @property
+    def end_ns(self) -> int:
+        try:
+            return self._end_ns
+        except AttributeError:
+            self._end_ns = int(self._source.end_time_unix_nano)
+            return self._end_ns
+
+    @property
+    def status_code(self) -> int:
+        try:
+            return self._status_code
+        except AttributeError:
+            status = self._source.status
+            self._status_code = int(status.code)
+            self._status_message = status.message
+            return self._status_code
+
+    @property
+    def status_message(self) -> str:
+        try:
+            return self._status_message
+        except AttributeError:
+            self.status_code  # noqa: B018 - reads code and message together
+            return self._status_message
 
     @classmethod
     def from_json(
@@ -308,7 +376,7 @@ class SpanView:
         scope: Mapping[str, Any] | None = None,
     ) -> SpanView:
         """View over an OTLP/JSON span dict. Raises ValueError on a span without valid ids."""
-        view = cls()
+        view = _new_view(cls)
         view._source = span
         view._source_kind = "json"
         view.trace_id = hex_id(span.get("traceId"), 32)
@@ -318,15 +386,15 @@ class SpanView:
         view.parent_span_id = hex_id(span.get("parentSpanId"), 16)
         name = span.get("name", "")
         view.name = name if isinstance(name, str) else str(name)
-        view.kind = _as_int(span.get("kind", 0))
-        view.start_ns = _as_int(span.get("startTimeUnixNano", 0))
-        view.end_ns = _as_int(span.get("endTimeUnixNano", 0))
+        view._kind = _as_int(span.get("kind", 0))
+        view._start_ns = _as_int(span.get("startTimeUnixNano", 0))
+        view._end_ns = _as_int(span.get("endTimeUnixNano", 0))
         status = span.get("status") or {}
         if not isinstance(status, dict):
             status = {}
-        view.status_code = _status_code(status.get("code", 0))
+        view._status_code = _status_code(status.get("code", 0))
         message = status.get("message", "")
-        view.status_message = message if isinstance(message, str) else str(message)
+        view._status_message = message if isinstance(message, str) else str(message)
         view.parent_is_remote = (
             _as_int(span.get("flags", 0)) & _REMOTE_PARENT_FLAGS
         ) == _REMOTE_PARENT_FLAGS
@@ -339,7 +407,7 @@ class SpanView:
     @classmethod
     def from_readable(cls, span: Any) -> SpanView:
         """View over an OTel SDK `ReadableSpan` (what a SpanProcessor's `on_end` receives)."""
-        view = cls()
+        view = _new_view(cls)
         view._source = span
         view._source_kind = "sdk"
         ctx = span.context
@@ -349,11 +417,11 @@ class SpanView:
         view.parent_span_id = format(parent.span_id, "016x") if parent is not None else ""
         view.parent_is_remote = bool(parent is not None and parent.is_remote)
         view.name = span.name
-        view.kind = span.kind.value + 1  # SDK SpanKind starts at INTERNAL=0; OTLP at INTERNAL=1
-        view.start_ns = span.start_time or 0
-        view.end_ns = span.end_time or 0
-        view.status_code = span.status.status_code.value
-        view.status_message = span.status.description or ""
+        view._kind = span.kind.value + 1  # SDK SpanKind starts at INTERNAL=0; OTLP at INTERNAL=1
+        view._start_ns = span.start_time or 0
+        view._end_ns = span.end_time or 0
+        view._status_code = span.status.status_code.value
+        view._status_message = span.status.description or ""
         scope = span.instrumentation_scope
         view.scope_name = scope.name if scope is not None else ""
         view.scope_version = (scope.version or "") if scope is not None else ""
@@ -363,21 +431,25 @@ class SpanView:
 
     # --- lazy parts ----------------------------------------------------------------------------
 
-    def _wire_lacks(self, pattern: re.Pattern[bytes]) -> bool:
-        """True only if this is a protobuf span whose wire form has no match for `pattern`.
-
-        Detection uses it to rule out keys without reading them: with upb, serializing a small
-        span (~1 µs) and one regex pass cost much less than materializing its keys (~0.4 µs per
-        attribute). False whenever it cannot tell (other sources, keys already read).
-        """
-        if self._source_kind != "proto" or self._keys is not None:
-            return False
-        return pattern.search(self._source.SerializeToString()) is None
+    def may_be_genai(self) -> bool:
+        """Cheap pre-check for detection: False only when the span certainly has no GenAI key
+        prefix and no `db.query.result` event. Exact for dict-backed sources; for protobuf spans
+        it looks at the wire bytes (see `tracehound._wire`) unless a request- or scope-level check
+        already answered."""
+        try:
+            return self._gate
+        except AttributeError:
+            if self._source_kind == "proto" and not hasattr(self, "_keys"):
+                gate = may_hold_genai(self._source.SerializeToString())
+            else:
+                gate = True  # keys are cheap to read here; detection reads them
+            self._gate = gate
+            return gate
 
     @property
     def attribute_keys(self) -> tuple[str, ...]:
         """The attribute keys, without decoding any value (cheap: used for detection)."""
-        if self._keys is None:
+        if not hasattr(self, "_keys"):
             kind = self._source_kind
             if kind == "proto":
                 self._keys = tuple(kv.key for kv in self._source.attributes)
@@ -392,7 +464,7 @@ class SpanView:
 
     @property
     def attributes(self) -> dict[str, AttributeValue]:
-        if self._attributes is None:
+        if not hasattr(self, "_attributes"):
             kind = self._source_kind
             if kind == "proto":
                 self._attributes = {
@@ -433,7 +505,7 @@ class SpanView:
 
     @property
     def events(self) -> list[SpanEventView]:
-        if self._events is None:
+        if not hasattr(self, "_events"):
             kind = self._source_kind
             events: list[SpanEventView] = []
             if kind == "proto":
@@ -583,26 +655,37 @@ def _status_code(value: Any) -> int:
     return _as_int(value)
 
 
-def iter_proto_spans(request: Any, errors: list[str] | None = None) -> Iterable[SpanView]:
+def iter_proto_spans(
+    request: Any, errors: list[str] | None = None, *, raw: bytes | None = None
+) -> Iterable[SpanView]:
     """Yield a view per span of an `ExportTraceServiceRequest` (or `TracesData`).
 
     Spans whose ids have the wrong size are skipped and described in `errors`, as in
-    `iter_json_spans`.
+    `iter_json_spans`. With `raw` (the request's serialized bytes, which a receiver or a file
+    reader has anyway), a request that holds no GenAI key at all marks every view as non-GenAI at
+    the cost of one scan; otherwise each instrumentation scope is checked once, since scopes are
+    nearly always all-GenAI or all-not.
     """
+    from_proto = SpanView._from_proto
+    request_gate = None if raw is None or may_hold_genai(raw) else False
     for resource_spans in request.resource_spans:
         resource = ResourceView(resource_spans.resource, "proto")
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope
+            scope_name, scope_version = scope.name, scope.version
+            gate = request_gate
+            if gate is None:
+                gate = False if not may_hold_genai(scope_spans.SerializeToString()) else None
             for span in scope_spans.spans:
-                if (
-                    len(span.trace_id) != 16
-                    or len(span.span_id) != 8
-                    or len(span.parent_span_id) not in (0, 8)
-                ):
+                try:
+                    view = from_proto(span, resource, scope_name, scope_version)
+                except ValueError as exc:
                     if errors is not None:
-                        errors.append(f"span {span.name!r}: invalid trace/span/parent id size")
+                        errors.append(f"span {span.name!r}: {exc}")
                     continue
-                yield SpanView.from_proto(span, resource, scope)
+                if gate is not None:
+                    view._gate = gate
+                yield view
 
 
 def iter_proto_logs(request: Any) -> Iterable[LogView]:

@@ -9,10 +9,10 @@ the OTel GenAI shapes).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Collection
 from operator import methodcaller
 
+from tracehound._wire import GENAI_KEY_PREFIXES
 from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
 from tracehound.conventions.base import (
     Convention,
@@ -52,39 +52,29 @@ CONVENTIONS: tuple[Convention, ...] = (
 
 # Keys from which a span may be GenAI at all: a span with none of them, no GenAI scope and no
 # known span name is skipped after one set intersection.
-_ANY_GENAI_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.", "tool_")
-# Vector-DB spans of OpenLLMetry carry only `db.*` keys; their documents are `db.query.result`
-# span events, which only such spans get to have looked at.
-_VECTOR_DB_KEYS = ("db.system", "db.system.name", "db.vector.query.top_k")
+_ANY_GENAI_PREFIXES = GENAI_KEY_PREFIXES
+# Vector-DB spans of OpenLLMetry carry only `db.*` keys; what makes them GenAI is their
+# `db.query.result` span events (the retrieved documents).
+_DB_QUERY_RESULT = traceloop.DB_QUERY_RESULT
 
-
-# The same gate on a protobuf span's wire bytes, before its keys are read: every attribute key
-# is encoded as field 1 of a KeyValue (tag 0x0a, varint length, UTF-8 bytes), so a span with a key
-# that starts with a prefix or is a vector-DB key has a match. No match: the gate would fail.
-_GATE_WIRE = re.compile(
-    rb"\n[\x80-\xff]{0,9}[\x00-\x7f](?:"
-    + b"|".join(re.escape(t.encode()) for t in (*_ANY_GENAI_PREFIXES, *_VECTOR_DB_KEYS))
-    + rb")"
-)
 # Spans named like OTel GenAI operations (`chat gpt-4o`, `execute_tool x`) nearly always pass and
 # are mapped next: they skip that pre-check, and their keys come from their decoded attributes
 # (which the mapping needs anyway) rather than from a separate pass over the protobuf.
 _GENAI_OPERATIONS = frozenset(genai.OPERATION_MAP)
-# The gate's key tests, run in C (no generator frame per key).
+# The gate's key test, run in C (no generator frame per key).
 _STARTS_GENAI = methodcaller("startswith", _ANY_GENAI_PREFIXES)
-_VECTOR_DB_KEYSET = frozenset(_VECTOR_DB_KEYS)
 
 
 def detect_convention(view: SpanView) -> Convention | None:
     hinted = view.name.partition(" ")[0] in _GENAI_OPERATIONS
     by_name = _maybe_by_name(view)
-    if not hinted and not by_name and view._wire_lacks(_GATE_WIRE):
+    if not hinted and not by_name and not view.may_be_genai():
         return None
     keys: Collection[str] = view.attributes.keys() if hinted else view.attribute_keys
     if (
         not by_name
         and not any(map(_STARTS_GENAI, keys))
-        and _VECTOR_DB_KEYSET.isdisjoint(keys)
+        and not any(event.name == _DB_QUERY_RESULT for event in view.events)
     ):
         return None
     keyset = frozenset(keys)

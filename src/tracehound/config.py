@@ -1,0 +1,294 @@
+"""Configuration of the in-process processor: `TRACEHOUND_*` environment variables.
+
+Precedence, written down once (DESIGN §8): explicit arguments (constructor, CLI flags) >
+environment variables (`TRACEHOUND_*`; the standard `OTEL_BSP_*` for the queue and batching, read
+exactly as `BatchSpanProcessor` reads them) > defaults.
+
+Bad values follow two rules:
+
+- a value that cannot be *parsed* (`TRACEHOUND_MAX_TRACES=lots`, `TRACEHOUND_REDACT=maybe`,
+  `OTEL_BSP_MAX_QUEUE_SIZE=big`) is logged and the default is used, as the OTel SDK does;
+- a value that parses but is *not allowed* (an unknown mode or evaluator, a negative period, a
+  trace timeout shorter than the quiet period, a batch larger than the queue) raises
+  `ConfigError` at start-up: the user asked for something definite, and running with something
+  else would silently change what is evaluated or exported.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from tracehound.engine import EngineConfig
+from tracehound.evaluators.base import Evaluator, PluginError
+
+__all__ = [
+    "TRACEHOUND_ENABLED",
+    "TRACEHOUND_EVALUATORS",
+    "TRACEHOUND_EVENTS",
+    "TRACEHOUND_FORWARDING",
+    "TRACEHOUND_MAX_SPANS_PER_TRACE",
+    "TRACEHOUND_MAX_TEXT_BYTES_PER_TRACE",
+    "TRACEHOUND_MAX_TRACES",
+    "TRACEHOUND_METRICS",
+    "TRACEHOUND_MODE",
+    "TRACEHOUND_QUIET_PERIOD",
+    "TRACEHOUND_REDACT",
+    "TRACEHOUND_SPAN_EVENTS",
+    "TRACEHOUND_TRACE_TIMEOUT",
+    "BatchSettings",
+    "ConfigError",
+    "Forwarding",
+    "Mode",
+    "ProcessorSettings",
+    "build_evaluators",
+]
+
+_logger = logging.getLogger(__name__)
+
+# --- environment variables ------------------------------------------------------------------------
+
+TRACEHOUND_ENABLED = "TRACEHOUND_ENABLED"
+"""`true` (default) / `false`. Read by the `opentelemetry-instrument` configurator: `false` gives
+the plain OTel SDK set-up, without tracehound."""
+TRACEHOUND_MODE = "TRACEHOUND_MODE"
+"""`wrap` (default) or `observe`. Read by the `opentelemetry-instrument` configurator: `wrap`
+puts tracehound in place of the `BatchSpanProcessor` of every configured span exporter (exported
+spans carry tracehound's attributes); `observe` adds it beside them (results leave as events and
+metrics only; exported spans are unchanged)."""
+TRACEHOUND_FORWARDING = "TRACEHOUND_FORWARDING"
+"""Wrap mode: `stream` (default) exports each span once evaluated and holds only the root span
+until its trace is finalized; `hold` holds whole traces until finalization."""
+TRACEHOUND_EVALUATORS = "TRACEHOUND_EVALUATORS"
+"""Comma-separated evaluators (built in: `evidence`, `loops`; or installed plugins). Default: all
+built-in. An unknown name fails at start-up."""
+TRACEHOUND_QUIET_PERIOD = "TRACEHOUND_QUIET_PERIOD"
+"""Seconds (float) to wait after a trace's root span ended before finalizing it. Default 2."""
+TRACEHOUND_TRACE_TIMEOUT = "TRACEHOUND_TRACE_TIMEOUT"
+"""Seconds (float) after which an idle trace is finalized, root or not. Default 30."""
+TRACEHOUND_MAX_TRACES = "TRACEHOUND_MAX_TRACES"
+"""Traces held at once; past it the oldest is finalized early (counted). Default 10000."""
+TRACEHOUND_MAX_SPANS_PER_TRACE = "TRACEHOUND_MAX_SPANS_PER_TRACE"
+"""Spans evaluated per trace; later ones pass through unevaluated. Default 10000."""
+TRACEHOUND_MAX_TEXT_BYTES_PER_TRACE = "TRACEHOUND_MAX_TEXT_BYTES_PER_TRACE"
+"""Message/tool/document text indexed per trace, in bytes. Default 16 MiB."""
+TRACEHOUND_REDACT = "TRACEHOUND_REDACT"
+"""`true` / `false` (default): strip message content, tool arguments/results and retrieval
+documents from exported copies, after evaluation (wrap mode)."""
+TRACEHOUND_SPAN_EVENTS = "TRACEHOUND_SPAN_EVENTS"
+"""`true` / `false` (default): also write each result as a `gen_ai.evaluation.result` span event
+on the exported copy of the evaluated span (wrap mode)."""
+TRACEHOUND_EVENTS = "TRACEHOUND_EVENTS"
+"""`true` (default) / `false`: emit `gen_ai.evaluation.result` log records (OTel Logs SDK)."""
+TRACEHOUND_METRICS = "TRACEHOUND_METRICS"
+"""`true` (default) / `false`: record tracehound's metrics (OTel Metrics SDK)."""
+
+# The queue and batching use the standard OTEL_BSP_* variables (same names as the SDK's
+# opentelemetry.sdk.environment_variables, spelled here to keep this module import-light).
+OTEL_BSP_SCHEDULE_DELAY = "OTEL_BSP_SCHEDULE_DELAY"
+OTEL_BSP_MAX_QUEUE_SIZE = "OTEL_BSP_MAX_QUEUE_SIZE"
+OTEL_BSP_MAX_EXPORT_BATCH_SIZE = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"
+OTEL_BSP_EXPORT_TIMEOUT = "OTEL_BSP_EXPORT_TIMEOUT"
+
+Mode = Literal["wrap", "observe"]
+Forwarding = Literal["stream", "hold"]
+
+
+class ConfigError(ValueError):
+    """A configuration value that parses but is not allowed (raised at start-up, never later)."""
+
+
+# --- parsing helpers ----------------------------------------------------------------------------
+
+_TRUE = frozenset(("true", "1", "yes", "on"))
+_FALSE = frozenset(("false", "0", "no", "off"))
+
+
+def _raw(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def env_bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = _raw(environ, name)
+    if raw is None:
+        return default
+    low = raw.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    _logger.warning(
+        "Unable to parse value for %s as a boolean: %r. Defaulting to %s.", name, raw, default
+    )
+    return default
+
+
+def env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = _raw(environ, name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        _logger.warning(
+            "Unable to parse value for %s as integer: %r. Defaulting to %s.", name, raw, default
+        )
+        return default
+
+
+def env_float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = _raw(environ, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if math.isnan(value):  # NaN: unparsable, or literally "nan"
+        _logger.warning(
+            "Unable to parse value for %s as a number: %r. Defaulting to %s.", name, raw, default
+        )
+        return default
+    return value
+
+
+def env_choice(
+    environ: Mapping[str, str], name: str, choices: tuple[str, ...], default: str
+) -> str:
+    raw = _raw(environ, name)
+    if raw is None:
+        return default
+    low = raw.lower()
+    if low not in choices:
+        raise ConfigError(f"{name}={raw!r}: expected one of {', '.join(choices)}")
+    return low
+
+
+# --- batching: the BatchSpanProcessor contract ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BatchSettings:
+    """Queue and batch settings: argument → `OTEL_BSP_*` → BatchSpanProcessor's defaults."""
+
+    max_queue_size: int = 2048
+    schedule_delay_millis: float = 5000
+    max_export_batch_size: int = 512
+    export_timeout_millis: float = 30000
+
+    @classmethod
+    def resolve(
+        cls,
+        max_queue_size: int | None = None,
+        schedule_delay_millis: float | None = None,
+        max_export_batch_size: int | None = None,
+        export_timeout_millis: float | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> BatchSettings:
+        """Fill what the caller left None from `OTEL_BSP_*`, then validate as the SDK does."""
+        env = os.environ if environ is None else environ
+        d = cls()
+        settings = cls(
+            max_queue_size=max_queue_size
+            if max_queue_size is not None
+            else env_int(env, OTEL_BSP_MAX_QUEUE_SIZE, d.max_queue_size),
+            schedule_delay_millis=schedule_delay_millis
+            if schedule_delay_millis is not None
+            else env_int(env, OTEL_BSP_SCHEDULE_DELAY, int(d.schedule_delay_millis)),
+            max_export_batch_size=max_export_batch_size
+            if max_export_batch_size is not None
+            else env_int(env, OTEL_BSP_MAX_EXPORT_BATCH_SIZE, d.max_export_batch_size),
+            export_timeout_millis=export_timeout_millis
+            if export_timeout_millis is not None
+            else env_int(env, OTEL_BSP_EXPORT_TIMEOUT, int(d.export_timeout_millis)),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        # The same checks (and messages) as BatchSpanProcessor._validate_arguments.
+        if self.max_queue_size <= 0:
+            raise ValueError("max_queue_size must be a positive integer.")
+        if self.schedule_delay_millis <= 0:
+            raise ValueError("schedule_delay_millis must be positive.")
+        if self.max_export_batch_size <= 0:
+            raise ValueError("max_export_batch_size must be a positive integer.")
+        if self.max_export_batch_size > self.max_queue_size:
+            raise ValueError("max_export_batch_size must be less than or equal to max_queue_size.")
+        if self.export_timeout_millis < 0:
+            raise ValueError("export_timeout_millis must not be negative.")
+
+
+# --- tracehound settings ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProcessorSettings:
+    """What the processor does, beyond batching. `from_env` reads the `TRACEHOUND_*` variables."""
+
+    enabled: bool = True
+    mode: Mode = "wrap"
+    forwarding: Forwarding = "stream"
+    evaluators: tuple[str, ...] | None = None
+    """Evaluator names; None: every built-in evaluator."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    redact: bool = False
+    span_events: bool = False
+    events: bool = True
+    metrics: bool = True
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessorSettings:
+        env = os.environ if environ is None else environ
+        d = EngineConfig()
+        try:
+            engine = EngineConfig(
+                quiet_period=env_float(env, TRACEHOUND_QUIET_PERIOD, d.quiet_period),
+                trace_timeout=env_float(env, TRACEHOUND_TRACE_TIMEOUT, d.trace_timeout),
+                max_traces=env_int(env, TRACEHOUND_MAX_TRACES, d.max_traces),
+                max_spans_per_trace=env_int(
+                    env, TRACEHOUND_MAX_SPANS_PER_TRACE, d.max_spans_per_trace
+                ),
+                max_text_bytes_per_trace=env_int(
+                    env, TRACEHOUND_MAX_TEXT_BYTES_PER_TRACE, d.max_text_bytes_per_trace
+                ),
+                finalized_cache_size=d.finalized_cache_size,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (from TRACEHOUND_* environment variables)") from None
+        raw_evaluators = _raw(env, TRACEHOUND_EVALUATORS)
+        evaluators = (
+            tuple(n.strip() for n in raw_evaluators.split(",") if n.strip())
+            if raw_evaluators is not None
+            else None
+        )
+        mode = env_choice(env, TRACEHOUND_MODE, get_args(Mode), "wrap")
+        forwarding = env_choice(env, TRACEHOUND_FORWARDING, get_args(Forwarding), "stream")
+        return cls(
+            enabled=env_bool(env, TRACEHOUND_ENABLED, True),
+            mode=mode,  # type: ignore[arg-type]  # checked by env_choice
+            forwarding=forwarding,  # type: ignore[arg-type]
+            evaluators=evaluators or None,
+            engine=engine,
+            redact=env_bool(env, TRACEHOUND_REDACT, False),
+            span_events=env_bool(env, TRACEHOUND_SPAN_EVENTS, False),
+            events=env_bool(env, TRACEHOUND_EVENTS, True),
+            metrics=env_bool(env, TRACEHOUND_METRICS, True),
+        )
+
+
+def build_evaluators(evaluator_names: tuple[str, ...] | None) -> list[Evaluator]:
+    """Instantiate evaluators by name (built-in first, then plugins); unknown names fail here."""
+    from tracehound.cli import select_evaluators
+
+    try:
+        return select_evaluators(list(evaluator_names) if evaluator_names else None)
+    except PluginError as exc:
+        raise ConfigError(f"{TRACEHOUND_EVALUATORS}: {exc}") from None
