@@ -7,8 +7,8 @@ both implementations run on the same steps in the same process, interleaved; res
 identical. Prints the median time (min–max), the speed-up, and tracehound's cost per step with its
 ratio to the 10-step cost.
 
-    python benchmarks/evidence_vs_evidenceflow.py                # 10, 50, 200 (+1000 for tracehound)
-    python benchmarks/evidence_vs_evidenceflow.py --full         # also evidenceflow at 1000 (~75 s)
+    python benchmarks/evidence_vs_evidenceflow.py           # 10, 50, 200 (+1000 for tracehound)
+    python benchmarks/evidence_vs_evidenceflow.py --full    # also evidenceflow at 1000 (~75 s)
     python benchmarks/evidence_vs_evidenceflow.py --json
 
 Targets (issue 3): identical results; ≥ 100× faster at 200 steps; cost per step within 2× from
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pydoc_data.topics
 import random
 import re
 import statistics
@@ -28,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import evidenceflow
-import pydoc_data.topics
 
 from tracehound.compat.evidenceflow import analyze
 
@@ -54,7 +54,9 @@ def generate(n_steps: int, pool: list[str], seed: int) -> list[dict[str, Any]]:
         chunk = rng.sample(pool, rng.randint(3, 10))
         evidence.extend(chunk)
         steps.append({"type": "tool_result", "tool": tool, "content": " ".join(chunk)})
-        steps.append({"type": "reasoning", "content": " ".join(rng.sample(evidence, rng.randint(1, 3)))})
+        steps.append(
+            {"type": "reasoning", "content": " ".join(rng.sample(evidence, rng.randint(1, 3)))}
+        )
         reuse = rng.sample(evidence, rng.randint(0, 2))
         steps.append({"type": "assistant", "content": " ".join(reuse) or "Let me look further."})
     steps = steps[: n_steps - 1]
@@ -73,7 +75,9 @@ def timed(fn: Callable[[], Any], reps: int) -> tuple[list[float], Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="10,50,200,1000")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--full", action="store_true", help="run evidenceflow at 1000 steps too")
@@ -92,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         anchor_reps = args.reps if n <= 200 else 1
         for rep in range(max(args.reps, anchor_reps)):
             if rep < args.reps:
-                t, ours = timed(lambda: analyze(steps), 1)
+                t, ours = timed(lambda steps=steps: analyze(steps), 1)
                 ours_times += t
             if run_anchor and rep < anchor_reps:
-                t, theirs = timed(lambda: evidenceflow.analyze(steps), 1)
+                t, theirs = timed(lambda steps=steps: evidenceflow.analyze(steps), 1)
                 anchor_times += t
         ours_med = statistics.median(ours_times)
         per_step = ours_med / n
@@ -122,24 +126,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'steps':>6} {'units':>6} {'evidenceflow ms':>22} {'tracehound ms':>20} {'speed-up':>9} "
-          f"{'µs/step':>8} {'vs 10':>6} identical")
+    print(
+        f"{'steps':>6} {'units':>6} {'evidenceflow ms':>22} {'tracehound ms':>20} {'speed-up':>9} "
+        f"{'µs/step':>8} {'vs 10':>6} identical"
+    )
     for r in rows:
         anchor = (
-            f"{r['evidenceflow_ms']:9.1f} ({r['evidenceflow_ms_min']:.0f}–{r['evidenceflow_ms_max']:.0f})"
-            if "evidenceflow_ms" in r else "not run (--full)"
+            f"{r['evidenceflow_ms']:9.1f} "
+            f"({r['evidenceflow_ms_min']:.0f}–{r['evidenceflow_ms_max']:.0f})"
+            if "evidenceflow_ms" in r
+            else "not run (--full)"
         )
-        ours = f"{r['tracehound_ms']:7.2f} ({r['tracehound_ms_min']:.2f}–{r['tracehound_ms_max']:.2f})"
+        ours = (
+            f"{r['tracehound_ms']:7.2f} ({r['tracehound_ms_min']:.2f}–{r['tracehound_ms_max']:.2f})"
+        )
         speed = f"{r['speedup']:8.0f}x" if "speedup" in r else f"{'-':>9}"
         same = str(r.get("identical", "-"))
-        print(f"{r['steps']:>6} {r['units']:>6} {anchor:>22} {ours:>20} {speed} "
-              f"{r['tracehound_us_per_step']:8.1f} {r['per_step_vs_10']:5.2f}x {same}")
+        print(
+            f"{r['steps']:>6} {r['units']:>6} {anchor:>22} {ours:>20} {speed} "
+            f"{r['tracehound_us_per_step']:8.1f} {r['per_step_vs_10']:5.2f}x {same}"
+        )
     at200 = next((r for r in rows if r["steps"] == 200 and "speedup" in r), None)
     last = rows[-1]
     checks = [
         ("identical results", all(r.get("identical", True) for r in rows)),
         ("≥ 100x faster at 200 steps", at200 is not None and at200["speedup"] >= 100),
-        (f"cost per step within 2x from {rows[0]['steps']} to {last['steps']}", last["per_step_vs_10"] <= 2.0),
+        (
+            f"cost per step within 2x from {rows[0]['steps']} to {last['steps']}",
+            last["per_step_vs_10"] <= 2.0,
+        ),
     ]
     for name, ok in checks:
         print(f"{'PASS' if ok else 'MISS'}  {name}")

@@ -33,15 +33,27 @@ def test_inspect_examples_text(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_inspect_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["inspect", "--format", "json", str(FIXTURES / "pydantic_ai_v6.otlp.json")], capsys)
+    code, out, _ = run(
+        ["inspect", "--format", "json", str(FIXTURES / "pydantic_ai_v6.otlp.json")], capsys
+    )
     assert code == 0
     [line] = out.splitlines()
     record = json.loads(line)
     assert set(record) == {"trace_id", "conventions", "runs", "steps", "problems"}
     assert record["conventions"] == ["pydantic_ai"]
     assert [s["kind"] for s in record["steps"]] == [
-        "agent", "system", "user", "llm", "tool_call", "tool_result",
-        "llm", "tool_call", "tool_result", "llm", "reasoning", "assistant",
+        "agent",
+        "system",
+        "user",
+        "llm",
+        "tool_call",
+        "tool_result",
+        "llm",
+        "tool_call",
+        "tool_result",
+        "llm",
+        "reasoning",
+        "assistant",
     ]
     call = record["steps"][4]
     assert call["tool"] == "search" and call["call_id"] == "call_1"
@@ -58,11 +70,19 @@ def test_inspect_traces_and_logs_by_content_any_order(capsys: pytest.CaptureFixt
     assert out1 == out2
     steps = json.loads(out1)["steps"]
     assert [s["kind"] for s in steps] == [
-        "system", "user", "llm", "tool_call", "tool_result", "llm", "assistant",
+        "system",
+        "user",
+        "llm",
+        "tool_call",
+        "tool_result",
+        "llm",
+        "assistant",
     ]
 
 
-def test_inspect_folder_dedupes_json_and_protobuf_copies(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_inspect_folder_dedupes_json_and_protobuf_copies(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     for suffix in (".otlp.json", ".pb"):
         (tmp_path / f"t{suffix}").write_bytes((FIXTURES / f"pydantic_ai_v5{suffix}").read_bytes())
     code, out, _ = run(["inspect", "--format", "json", str(tmp_path)], capsys)
@@ -70,7 +90,9 @@ def test_inspect_folder_dedupes_json_and_protobuf_copies(capsys: pytest.CaptureF
     assert len(out.splitlines()) == 1
 
 
-def test_unreadable_input_exits_2_with_file_and_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_unreadable_input_exits_2_with_file_and_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     code, _, err = run(["inspect", str(bad)], capsys)
@@ -84,7 +106,10 @@ def test_stdin_subprocess() -> None:
     data = (FIXTURES / "openinference_openai.pb").read_bytes()
     proc = subprocess.run(
         [sys.executable, "-m", "tracehound.cli", "inspect", "--format", "json", "-"],
-        input=data, capture_output=True, check=False, timeout=60,
+        input=data,
+        capture_output=True,
+        check=False,
+        timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)

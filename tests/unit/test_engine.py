@@ -1,4 +1,4 @@
-"""Engine: finalization rules, limits, late and duplicate spans, log joining, evaluator isolation."""
+"""Engine: finalization, limits, late and duplicate spans, log joining, evaluator isolation."""
 
 from __future__ import annotations
 
@@ -202,7 +202,9 @@ def test_max_traces_finalizes_oldest_early_never_drops() -> None:
 
 def test_max_spans_per_trace_marks_truncated() -> None:
     engine = Engine(config=EngineConfig(max_spans_per_trace=2))
-    outcomes = [engine.add_span(chat(f"{i + 1:016x}", ROOT, 10 * i, f"q{i}", f"a{i}")) for i in range(4)]
+    outcomes = [
+        engine.add_span(chat(f"{i + 1:016x}", ROOT, 10 * i, f"q{i}", f"a{i}")) for i in range(4)
+    ]
     assert [o.evaluated for o in outcomes] == [True, True, False, False]
     [done] = engine.flush()
     assert done.truncated
@@ -265,7 +267,7 @@ def test_per_span_and_trace_results_and_root_attributes() -> None:
     assert [r.score_value for r in o1.results] == [1.0]
     assert [r.score_value for r in o2.results] == [2.0]
     assert not o3.genai and o3.results == ()
-    assert [k for k in recorder.spans[1][1]] == ["tool_call", "tool_result"]
+    assert list(recorder.spans[1][1]) == ["tool_call", "tool_result"]
     [done] = engine.flush()
     [trace_result] = done.results
     assert trace_result.span_id == ROOT  # trace results default to the local root
@@ -285,7 +287,9 @@ def test_failing_evaluator_is_isolated(caplog: pytest.LogCaptureFixture) -> None
     assert [r.evaluator for r in o2.results] == ["recorder"]  # skipped for the rest of the trace
     [done] = engine.flush()
     assert {r.evaluator for r in done.results} == {"exploding", "recorder"}
-    assert next(r for r in done.results if r.evaluator == "exploding").error_type == "EvaluatorFailed"
+    assert (
+        next(r for r in done.results if r.evaluator == "exploding").error_type == "EvaluatorFailed"
+    )
     assert engine.stats.evaluator_errors == 1
     assert sum("exploding" in rec.getMessage() for rec in caplog.records) == 1  # logged once
 
@@ -309,12 +313,16 @@ def test_logs_join_whichever_arrives_first() -> None:
     before = Engine()
     before.add_log(log("gen_ai.user.message", body_user))
     before.add_span(legacy_span)
-    before.add_log(log("gen_ai.choice", {"index": 0, "message": {"content": "4"}, "finish_reason": "stop"}))
+    before.add_log(
+        log("gen_ai.choice", {"index": 0, "message": {"content": "4"}, "finish_reason": "stop"})
+    )
     [a] = before.flush()
 
     after = Engine()
     after.add_span(legacy_span)
-    after.add_log(log("gen_ai.choice", {"index": 0, "message": {"content": "4"}, "finish_reason": "stop"}))
+    after.add_log(
+        log("gen_ai.choice", {"index": 0, "message": {"content": "4"}, "finish_reason": "stop"})
+    )
     after.add_log(log("gen_ai.user.message", body_user))
     [b] = after.flush()
     for done in (a, b):
@@ -334,8 +342,12 @@ def test_non_genai_logs_are_ignored_and_unjoined_logs_counted() -> None:
     assert engine.stats.logs_received == 0
     engine.add_log(
         LogView(
-            trace_id=TRACE, span_id="e" * 16, event_name="gen_ai.user.message", time_ns=1,
-            attributes={}, body={"content": "orphan"},
+            trace_id=TRACE,
+            span_id="e" * 16,
+            event_name="gen_ai.user.message",
+            time_ns=1,
+            attributes={},
+            body={"content": "orphan"},
         )
     )
     engine.add_span(chat("b" * 16, "", 100, "hi", "hello"))
@@ -379,7 +391,10 @@ def test_plugins_load_from_entry_points(tmp_path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize(
     ("target", "message"),
-    [("bad = thplugin:broken", "failed to load: missing dependency"), ("bad = thplugin:Nameless", "has no name")],
+    [
+        ("bad = thplugin:broken", "failed to load: missing dependency"),
+        ("bad = thplugin:Nameless", "has no name"),
+    ],
 )
 def test_bad_plugins_fail_at_startup(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, message: str

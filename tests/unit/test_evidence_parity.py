@@ -14,8 +14,28 @@ from tracehound.compat.evidenceflow import analyze
 # A small vocabulary makes overlaps, containment and repeated groups frequent; the punctuation,
 # casing, numbers and Unicode variants exercise normalization and unit splitting.
 WORDS = [
-    "alpha", "beta", "gamma", "delta", "GPT-5", "3.14", "2026", "v1.2", "Straße", "ﬁle",
-    "the", "of", "and", "is", "to", "data", "data", "café", "CAFÉ", "x_y", "e-mail", "①",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "GPT-5",
+    "3.14",
+    "2026",
+    "v1.2",
+    "Straße",
+    "ﬁle",
+    "the",
+    "of",
+    "and",
+    "is",
+    "to",
+    "data",
+    "data",
+    "café",
+    "CAFÉ",
+    "x_y",
+    "e-mail",
+    "①",
 ]
 PUNCT = [" ", " ", " ", ". ", "! ", "? ", "\n\n", ", ", " - ", "...", "\r\n\r\n"]
 
@@ -35,7 +55,19 @@ def traces(draw: st.DrawFn) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     pool: list[str] = []
     for i in range(draw(st.integers(0, 12))):
-        kind = draw(st.sampled_from(["tool_result", "retrieval", "assistant", "reasoning", "user", "tool_call", "system"]))
+        kind = draw(
+            st.sampled_from(
+                [
+                    "tool_result",
+                    "retrieval",
+                    "assistant",
+                    "reasoning",
+                    "user",
+                    "tool_call",
+                    "system",
+                ]
+            )
+        )
         if kind == "tool_call":
             steps.append({"type": kind, "tool": draw(st.sampled_from(["search", "fetch"]))})
             continue
@@ -65,10 +97,26 @@ def test_known_trace() -> None:
     trace = [
         {"type": "user", "content": "What changed in GPT-5?"},
         {"type": "tool_call", "tool": "search"},
-        {"type": "tool_result", "tool": "search", "content": "GPT-5 shipped in 2026 with a 3.14x speedup. Pricing stayed flat."},
-        {"type": "retrieval", "source": "kb", "content": "Pricing stayed flat for enterprise plans.\n\nUnrelated paragraph about cats."},
-        {"type": "reasoning", "content": "The search says gpt-5 shipped in 2026 with a 3.14x speedup."},
-        {"type": "assistant", "content": "GPT-5 shipped in 2026 with a 3.14x speedup; pricing stayed flat."},
+        {
+            "type": "tool_result",
+            "tool": "search",
+            "content": "GPT-5 shipped in 2026 with a 3.14x speedup. Pricing stayed flat.",
+        },
+        {
+            "type": "retrieval",
+            "source": "kb",
+            "content": (
+                "Pricing stayed flat for enterprise plans.\n\nUnrelated paragraph about cats."
+            ),
+        },
+        {
+            "type": "reasoning",
+            "content": "The search says gpt-5 shipped in 2026 with a 3.14x speedup.",
+        },
+        {
+            "type": "assistant",
+            "content": "GPT-5 shipped in 2026 with a 3.14x speedup; pricing stayed flat.",
+        },
     ]
     ours = analyze(trace)
     assert ours == evidenceflow.analyze(trace)
@@ -90,9 +138,21 @@ def test_known_trace() -> None:
         ([1], TypeError),
         ([{"type": "weird", "content": "x"}], ValueError),
         ([{"type": "assistant", "content": 3}], TypeError),
-        ([{"type": "assistant", "content": "a", "id": "x"}, {"type": "user", "content": "b", "id": "x"}], ValueError),
+        (
+            [
+                {"type": "assistant", "content": "a", "id": "x"},
+                {"type": "user", "content": "b", "id": "x"},
+            ],
+            ValueError,
+        ),
         ([{"type": "tool_result", "content": "a", "tool": ""}], ValueError),
-        ([{"type": "tool_result", "content": "a", "evidence_id": "e"}, {"type": "retrieval", "content": "b", "evidence_id": "e"}], ValueError),
+        (
+            [
+                {"type": "tool_result", "content": "a", "evidence_id": "e"},
+                {"type": "retrieval", "content": "b", "evidence_id": "e"},
+            ],
+            ValueError,
+        ),
     ],
 )
 def test_invalid_input_raises_like_evidenceflow(trace: Any, error: type[Exception]) -> None:
