@@ -1,0 +1,114 @@
+"""`MemoryStore`: baselines in a dict (tests, one-shot runs, the evaluator's default)."""
+
+from __future__ import annotations
+
+import builtins
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from tracehound.baselines._base import (
+    BaselineInfo,
+    ImportMode,
+    UpdateResult,
+    apply_update,
+    check_key,
+    export_document,
+    info_of,
+    parse_export,
+)
+from tracehound.drift import Baseline
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A `BaselineStore` in process memory; thread-safe; copies in and out."""
+
+    __slots__ = ("_baselines", "_lock", "_updated")
+
+    def __init__(self) -> None:
+        self._baselines: dict[str, Baseline] = {}
+        self._updated: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def location(self) -> str:
+        return "memory"
+
+    def get(self, key: str) -> Baseline | None:
+        with self._lock:
+            stored = self._baselines.get(check_key(key))
+            return None if stored is None else stored.copy()
+
+    def update(
+        self, key: str, delta: Baseline, *, half_life_runs: float | None = None
+    ) -> UpdateResult:
+        check_key(key)
+        with self._lock:
+            new, result = apply_update(key, self._baselines.get(key), delta, half_life_runs)
+            if new is not None:
+                self._set(key, new)
+            return UpdateResult(result.key, result.outcome, result.baseline.copy())
+
+    def put(self, key: str, baseline: Baseline) -> None:
+        check_key(key)
+        with self._lock:
+            self._set(key, baseline.copy())
+
+    def list(self) -> builtins.list[BaselineInfo]:
+        with self._lock:
+            return [info_of(k, b, self._updated[k]) for k, b in sorted(self._baselines.items())]
+
+    def pin(self, key: str) -> bool:
+        return self._set_pinned(key, True)
+
+    def unpin(self, key: str) -> bool:
+        return self._set_pinned(key, False)
+
+    def reset(self, key: str) -> bool:
+        check_key(key)
+        with self._lock:
+            self._updated.pop(key, None)
+            return self._baselines.pop(key, None) is not None
+
+    def export_baselines(self) -> dict[str, Any]:
+        with self._lock:
+            return export_document(self._baselines.items())
+
+    def import_baselines(
+        self, document: Mapping[str, Any], *, mode: ImportMode = "replace"
+    ) -> builtins.list[str]:
+        if mode not in ("replace", "merge"):
+            raise ValueError("import mode must be 'replace' or 'merge'")
+        incoming = parse_export(document)
+        with self._lock:
+            staged: dict[str, Baseline] = {}
+            for key, baseline in incoming.items():
+                stored = self._baselines.get(key)
+                staged[key] = (
+                    baseline if mode == "replace" or stored is None else stored.merged(baseline)
+                )
+            for key, baseline in staged.items():
+                self._set(key, baseline)
+        return sorted(incoming)
+
+    def close(self) -> None:
+        return None
+
+    def _set(self, key: str, baseline: Baseline) -> None:
+        self._baselines[key] = baseline
+        self._updated[key] = time.time()
+
+    def _set_pinned(self, key: str, pinned: bool) -> bool:
+        check_key(key)
+        with self._lock:
+            stored = self._baselines.get(key)
+            if stored is None:
+                raise KeyError(f"no baseline for agent {key!r}")
+            if stored.pinned == pinned:
+                return False
+            stored.pinned = pinned
+            self._updated[key] = time.time()
+            return True

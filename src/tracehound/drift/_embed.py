@@ -1,0 +1,362 @@
+"""Text embedders for the semantic drift component.
+
+An embedder turns texts into vectors of a fixed dimension made of one or more *blocks*, each
+L2-normalized; the distance between two vectors is the weighted mean of the blocks' cosine
+distances (one block: the plain cosine distance). Its `name`, `dim` and `blocks` are stored with
+every baseline: vectors of two embedders live in different spaces, so a baseline refuses runs
+(and merges) from another embedder.
+
+- `HashingEmbedder` (the default): deterministic, numpy only, no model and no network. Each text
+  is tokenized by `tracehound.text` (the tokens the evidence evaluator uses: NFKC, case-folded,
+  stop words dropped), and its informative unigrams and adjacent bigrams are hashed (CRC-32,
+  memoized per token; signed feature hashing) into `dim - len(STANCE_CATEGORIES)` buckets. The
+  last dimensions hold a small *stance* block: counts of cue words per category (tentative,
+  certainty, negation, refusal, failure — the categories psycholinguistic lexicons such as
+  LIWC use). A bag of words sees *what* a text talks about; the stance block sees *how*: an
+  agent that starts hedging ("maybe", "not sure", "might") while using the same vocabulary moves
+  little in the lexical part and a lot in the stance part. The two parts are separate blocks:
+  distances weigh the stance block by `stance_weight` (default 0.5; 0 turns it off) and the
+  lexical block by the rest, however many texts and runs are summed into a centroid. A text with
+  no cue word has an empty stance block and is compared on its words alone. The cue lists are
+  deliberately short and generic; they are a heuristic, not a model — use the
+  sentence-transformers embedder for semantics proper.
+- `SentenceTransformerEmbedder`: a local sentence-transformers model given by path, behind the
+  `tracehound[embeddings]` extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+import zlib
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from tracehound.text import informative_tokens
+
+__all__ = [
+    "DEFAULT_DIM",
+    "STANCE_CATEGORIES",
+    "Blocks",
+    "Embedder",
+    "HashingEmbedder",
+    "SentenceTransformerEmbedder",
+]
+
+FloatArray = npt.NDArray[np.float64]
+Blocks = tuple[tuple[int, int, float], ...]
+
+DEFAULT_DIM = 1024
+
+# Cue words per stance category (informative tokens as `tracehound.text` produces them). Kept
+# short and generic on purpose: they describe an attitude, not a domain.
+STANCE_CATEGORIES: dict[str, frozenset[str]] = {
+    "tentative": frozenset(
+        (
+            "maybe",
+            "perhaps",
+            "possibly",
+            "possible",
+            "probably",
+            "might",
+            "may",
+            "could",
+            "unsure",
+            "uncertain",
+            "uncertainty",
+            "unclear",
+            "seem",
+            "seems",
+            "seemed",
+            "seemingly",
+            "guess",
+            "tentative",
+            "tentatively",
+            "provisional",
+            "provisionally",
+            "hesitant",
+            "doubt",
+            "doubtful",
+            "ambiguous",
+            "plausible",
+            "apparently",
+            "presumably",
+            "somewhat",
+            "hopefully",
+            "reconsider",
+            "revise",
+            "wonder",
+        )
+    ),
+    "certainty": frozenset(
+        (
+            "clearly",
+            "clear",
+            "definitely",
+            "certainly",
+            "confirmed",
+            "confident",
+            "confidence",
+            "optimal",
+            "always",
+            "exactly",
+            "immediately",
+            "verified",
+            "obviously",
+            "undoubtedly",
+            "decided",
+            "straightforward",
+            "consistent",
+            "standard",
+            "established",
+        )
+    ),
+    "negation": frozenset(
+        (
+            "not",
+            "no",
+            "never",
+            "none",
+            "nothing",
+            "neither",
+            "nor",
+            "cannot",
+            "without",
+        )
+    ),
+    "refusal": frozenset(
+        (
+            "sorry",
+            "apologize",
+            "apologies",
+            "unable",
+            "refuse",
+            "decline",
+        )
+    ),
+    "failure": frozenset(
+        (
+            "error",
+            "errors",
+            "failed",
+            "fail",
+            "failure",
+            "retry",
+            "retrying",
+            "again",
+            "exception",
+            "timeout",
+            "invalid",
+        )
+    ),
+}
+_STANCE_INDEX: dict[str, int] = {
+    word: i for i, words in enumerate(STANCE_CATEGORIES.values()) for word in words
+}
+_N_STANCE = len(STANCE_CATEGORIES)
+
+_BIGRAM_MULT = np.uint64(0x9E3779B1)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SIGN_MULT = np.uint64(0x2545F491)
+_TOKEN_CACHE_LIMIT = 1 << 18
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors (rows); zero rows for texts without content."""
+
+    @property
+    def name(self) -> str:
+        """Stable identifier of the embedding space (stored with baselines)."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension."""
+        ...
+
+    @property
+    def blocks(self) -> Blocks:
+        """The vector's blocks as (start, stop, weight): each block is a space of its own.
+
+        Every block of a row is L2-normalized (or zero); the distance between two vectors is the
+        weighted mean of the blocks' cosine distances (blocks that are zero on either side are
+        left out). Weights sum to 1. A plain embedder has one block, `((0, dim, 1.0),)`.
+        """
+        ...
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        """An array of shape (len(texts), dim): one row per text, each block unit or zero."""
+        ...
+
+
+class HashingEmbedder:
+    """Deterministic feature-hashing embedder (unigrams + bigrams, and a stance block).
+
+    The same text gives the same vector in every process and on every platform: hashes are
+    CRC-32 of UTF-8 tokens (memoized per token, the memo bounded), never Python's randomized
+    `hash()`. The name encodes the configuration, e.g. `hashing-v1(uni+bi,stance=0.5)`.
+    """
+
+    __slots__ = ("_bigrams", "_blocks", "_cache", "_dim", "_lexical_dim", "_name", "_stance_weight")
+
+    def __init__(
+        self, dim: int = DEFAULT_DIM, *, stance_weight: float = 0.5, bigrams: bool = True
+    ) -> None:
+        if not isinstance(dim, int) or dim < 2 * _N_STANCE:
+            raise ValueError(f"HashingEmbedder dim must be an int >= {2 * _N_STANCE}, got {dim!r}")
+        if not 0.0 <= stance_weight < 1.0:
+            raise ValueError("HashingEmbedder stance_weight must be within [0, 1)")
+        self._dim = dim
+        self._stance_weight = float(stance_weight)
+        self._lexical_dim = dim - _N_STANCE if stance_weight > 0 else dim
+        self._bigrams = bigrams
+        self._blocks: Blocks = (
+            (
+                (0, self._lexical_dim, 1.0 - self._stance_weight),
+                (self._lexical_dim, dim, self._stance_weight),
+            )
+            if stance_weight > 0
+            else ((0, dim, 1.0),)
+        )
+        self._name = f"hashing-v1({'uni+bi' if bigrams else 'uni'},stance={self._stance_weight:g})"
+        self._cache: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def blocks(self) -> Blocks:
+        return self._blocks
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        return self.embed_tokens([informative_tokens(text) if text else () for text in texts])
+
+    def embed_tokens(self, token_lists: Sequence[Sequence[str]]) -> FloatArray:
+        """Rows for already tokenized texts (informative tokens, in order), one per list.
+
+        All texts go through numpy together: one hashing pass and one `bincount` for the batch.
+        """
+        n = len(token_lists)
+        out = np.zeros((n, self._dim), dtype=np.float64)
+        lexical_dim = self._lexical_dim
+        cache = self._cache
+        get = cache.get
+        miss = self._hash_miss
+        hashes: list[int] = []
+        rows: list[int] = []
+        for row, tokens in enumerate(token_lists):
+            if tokens:
+                hashes.extend([get(t) or miss(t) for t in tokens])
+                rows.extend([row] * len(tokens))
+        if not hashes:
+            return out
+        unigrams = np.array(hashes, dtype=np.uint64)
+        row_of = np.array(rows, dtype=np.intp)
+        if self._bigrams and len(unigrams) > 1:
+            same_text = row_of[:-1] == row_of[1:]
+            bigrams = ((unigrams[:-1] * _BIGRAM_MULT) ^ (unigrams[1:] + _BIGRAM_MULT)) & _MASK32
+            features = np.concatenate((unigrams, bigrams[same_text]))
+            row_of = np.concatenate((row_of, row_of[:-1][same_text]))
+        else:
+            features = unigrams
+        buckets = (features % np.uint64(lexical_dim)).astype(np.intp)
+        signs = 1.0 - 2.0 * (((features * _SIGN_MULT) >> np.uint64(31)) & np.uint64(1)).astype(
+            np.float64
+        )
+        lexical = np.bincount(
+            row_of * lexical_dim + buckets, weights=signs, minlength=n * lexical_dim
+        ).reshape(n, lexical_dim)
+        norms = np.sqrt(np.einsum("ij,ij->i", lexical, lexical))
+        present = norms > 0.0
+        out[:, :lexical_dim] = lexical / np.where(present, norms, 1.0)[:, None]
+        if self._stance_weight == 0.0:
+            return out
+        stance = np.zeros((n, _N_STANCE), dtype=np.float64)
+        index = _STANCE_INDEX
+        for row, tokens in enumerate(token_lists):
+            if present[row]:
+                for category, count in Counter(map(index.get, tokens)).items():
+                    if category is not None:
+                        stance[row, category] = count
+        stance_norms = np.sqrt(np.einsum("ij,ij->i", stance, stance))
+        out[:, lexical_dim:] = stance / np.where(stance_norms > 0.0, stance_norms, 1.0)[:, None]
+        return out
+
+    def _hash_miss(self, token: str) -> int:
+        cache = self._cache
+        if len(cache) >= _TOKEN_CACHE_LIMIT:
+            cache.clear()
+        value = cache[token] = zlib.crc32(token.encode("utf-8"))
+        return value
+
+
+_INSTALL_HINT = (
+    "the sentence-transformers embedder needs the optional dependency: "
+    "pip install 'tracehound[embeddings]'"
+)
+
+
+class SentenceTransformerEmbedder:
+    """A local sentence-transformers model, loaded from a directory (never downloaded).
+
+    Needs the `tracehound[embeddings]` extra; without it, construction raises `ImportError` with
+    the install command. The baseline name is `st:<directory name>`.
+    """
+
+    __slots__ = ("_dim", "_model", "_name")
+
+    def __init__(self, model_path: str | Path, *, device: str | None = None) -> None:
+        path = Path(model_path).expanduser()
+        if not path.is_dir():
+            raise ValueError(
+                f"sentence-transformers model path {str(path)!r} is not a directory "
+                "(give the local path of a downloaded model)"
+            )
+        try:
+            module: Any = importlib.import_module("sentence_transformers")
+        except ImportError as exc:
+            raise ImportError(_INSTALL_HINT) from exc
+        self._model: Any = module.SentenceTransformer(
+            str(path), device=device, local_files_only=True
+        )
+        dim = self._model.get_sentence_embedding_dimension()
+        if not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"model at {str(path)!r} does not report an embedding dimension")
+        self._dim = dim
+        self._name = f"st:{path.resolve().name}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def blocks(self) -> Blocks:
+        return ((0, self._dim, 1.0),)
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        out = np.zeros((len(texts), self._dim), dtype=np.float64)
+        present = [i for i, text in enumerate(texts) if text and text.strip()]
+        if not present:
+            return out
+        vectors = self._model.encode(
+            [texts[i] for i in present],
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        out[present] = np.asarray(vectors, dtype=np.float64)
+        return out

@@ -1,0 +1,178 @@
+"""What the drift scorer sees of one run: tool counts, complexity dimensions, a text embedding.
+
+A run is an agent invocation with everything inside it (nested agents included: a run's cost is
+the cost of its subtree), or the whole trace for the implicit run of a trace without agent spans.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracehound.drift._embed import Blocks, Embedder, FloatArray
+from tracehound.steps import Run, Step, Trajectory
+
+__all__ = [
+    "COMPLEXITY_DIMENSIONS",
+    "RunFeatures",
+    "complexity_vector",
+    "embed_run",
+    "normalize_blocks",
+    "run_features",
+    "run_texts",
+]
+
+COMPLEXITY_DIMENSIONS: tuple[str, ...] = (
+    "llm_calls",
+    "tool_calls",
+    "distinct_tools",
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "errors",
+    "retries",
+    "duration_s",
+    "depth",
+)
+"""The complexity dimensions, in the order of every complexity vector:
+
+- `llm_calls`: inference calls; `tool_calls`: tool calls; `distinct_tools`: distinct tool names;
+- `steps`: trajectory steps (messages, calls, results, outputs; agent boundaries excluded);
+- `input_tokens`, `output_tokens`: summed over the LLM calls (unknown counts as 0);
+- `errors`: error steps plus failed tool results;
+- `retries`: tool calls repeating an earlier call of the run (same tool, same recorded
+  arguments) — retries after a failure and loops alike; calls without recorded arguments never
+  count;
+- `duration_s`: the run's wall time; `depth`: levels of nested agents below the run (0: none).
+"""
+
+SAMPLE_CHARS = 120
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFeatures:
+    """One observation of an agent: what a run did, reduced to what drift compares."""
+
+    run_id: str
+    trace_id: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+    tools: Mapping[str, int] = field(default_factory=dict)
+    """Tool name → calls in the run."""
+    complexity: tuple[float, ...] = ()
+    """Values of `COMPLEXITY_DIMENSIONS`, in that order."""
+    embedding: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """Embedding of the run's reasoning and assistant text, each block unit (zeros: no text)."""
+    sample: str = ""
+    """The start of the run's first reasoning/assistant text (for explanations)."""
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.embedding.size) and bool(np.any(self.embedding))
+
+
+def run_texts(steps: Sequence[Step]) -> list[str]:
+    """The reasoning and assistant texts of the steps, in order."""
+    return [s.text for s in steps if s.kind in ("reasoning", "assistant") and s.text]
+
+
+def complexity_vector(run: Run, steps: Sequence[Step], runs: Sequence[Run]) -> tuple[float, ...]:
+    """The run's values of `COMPLEXITY_DIMENSIONS` (steps: the run's subtree)."""
+    llm_calls = tool_calls = errors = retries = n_steps = 0
+    input_tokens = output_tokens = 0
+    tools: set[str] = set()
+    seen_calls: set[tuple[str, str]] = set()
+    for step in steps:
+        kind = step.kind
+        if kind == "agent":
+            continue
+        n_steps += 1
+        if kind == "llm":
+            llm_calls += 1
+            input_tokens += step.input_tokens or 0
+            output_tokens += step.output_tokens or 0
+        elif kind == "tool_call":
+            tool_calls += 1
+            name = step.tool or ""
+            tools.add(name)
+            if step.arguments is not None:
+                key = (name, step.arguments)
+                if key in seen_calls:
+                    retries += 1
+                else:
+                    seen_calls.add(key)
+        elif kind == "error" or (kind == "tool_result" and step.error):
+            errors += 1
+    inside = _subtree_run_ids(run, runs)
+    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
+    duration = max(0, run.end_ns - run.start_ns) / 1e9
+    return (
+        float(llm_calls),
+        float(tool_calls),
+        float(len(tools)),
+        float(n_steps),
+        float(input_tokens),
+        float(output_tokens),
+        float(errors),
+        float(retries),
+        duration,
+        float(depth),
+    )
+
+
+def _subtree_run_ids(run: Run, runs: Sequence[Run]) -> set[str]:
+    ids = {run.run_id}
+    for other in runs:  # parents come before their children
+        if other.parent_run_id in ids:
+            ids.add(other.run_id)
+    return ids
+
+
+def run_features(trajectory: Trajectory, run: Run, embedder: Embedder) -> RunFeatures:
+    """The drift observation of one run of a trajectory (its whole subtree)."""
+    steps = trajectory.run_steps(run.run_id, nested=True)
+    tools = Counter(s.tool or "" for s in steps if s.kind == "tool_call")
+    texts = run_texts(steps)
+    embedding = embed_run(texts, embedder)
+    return RunFeatures(
+        run_id=run.run_id,
+        trace_id=trajectory.trace_id,
+        start_ns=run.start_ns,
+        end_ns=run.end_ns,
+        tools=dict(tools),
+        complexity=complexity_vector(run, steps, trajectory.runs),
+        embedding=embedding,
+        sample=make_sample(texts),
+    )
+
+
+def embed_run(texts: Sequence[str], embedder: Embedder) -> FloatArray:
+    """The mean of the texts' embeddings, each block normalized (zeros without text)."""
+    if not texts:
+        return np.zeros(embedder.dim, dtype=np.float64)
+    total = np.asarray(embedder.embed(texts), dtype=np.float64).sum(axis=0)
+    return normalize_blocks(total, embedder.blocks)
+
+
+def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
+    """A copy with each block scaled to unit length (zero blocks stay zero)."""
+    out = np.array(vector, dtype=np.float64, copy=True)
+    for start, stop, _ in blocks:
+        part = out[start:stop]
+        norm = math.sqrt(float(part @ part))
+        if norm > 0.0:
+            out[start:stop] = part / norm
+    return out
+
+
+def make_sample(texts: Sequence[str]) -> str:
+    """A short, one-line sample of the first text."""
+    for text in texts:
+        line = " ".join(text.split())
+        if line:
+            return line if len(line) <= SAMPLE_CHARS else line[: SAMPLE_CHARS - 1] + "…"
+    return ""

@@ -1,0 +1,694 @@
+"""Scoring one run against its agent's baseline.
+
+Three components, each in [0, 1] (the components, default weights and tiers of `reasontrace`):
+
+- **tool mix** (weight 0.35): cosine distance between the run's normalized tool-frequency vector
+  and the baseline's tool centroid, over the union of both tool sets — a run that uses only tools
+  the baseline never saw is at distance 1.0, and so is a run without tools against a baseline with
+  tools (and the reverse). Unlike `reasontrace`, new tools are not projected away: a run that adds
+  a new tool to its usual ones moves by the share the new tool takes.
+- **semantic** (weight 0.40): cosine distance between the run's text embedding (its reasoning and
+  assistant text) and the baseline centroid, as in `reasontrace`. For an embedder made of blocks
+  (the hashing embedder: lexical + stance), the weighted mean of the blocks' cosine distances, so
+  that each block keeps its weight however many texts and runs are summed. A run or a baseline
+  without text scores 0 (nothing to compare). Explanations also give the mean distance of the
+  recent baseline runs to the centroid, for scale: raw distances depend on the embedder.
+- **complexity** (weight 0.25): z-scores of the run's `COMPLEXITY_DIMENSIONS` against the
+  baseline's weighted Welford statistics, each capped at `z_cap` (3) standard deviations and
+  divided by it, combined as a root mean square — `‖min(|z|, 3)‖ / (3 √D)`, which is
+  `reasontrace`'s `‖z‖ / √(9·3)` for its three dimensions when no z exceeds 3. D counts the
+  dimensions the agent uses: one that is zero in every baseline run and in this run (no nested
+  agents, never an error) is left out rather than diluting the others. Standard deviations
+  are the sample ones (Bessel-corrected: a handful of baseline runs underestimates spread), never
+  below a floor — `sigma_floors` (absolute) or `relative_sigma_floors` times the baseline mean,
+  whichever is larger — so one extra call against a constant baseline is one standard deviation,
+  not infinitely many, and latency jitter of a few percent is not drift.
+
+Composite = weighted sum (weights normalized to sum 1). Severity: `none` < 0.3 ≤ `warning` < 0.6 ≤
+`alert` ≤ 0.8 < `critical`. Baseline confidence from its run count: `initializing` (< 2), `low`
+(< 5), `medium` (< 10), `high`. A run against no baseline (or an empty one) is not scored.
+The primary driver is the largest component (as in `reasontrace`; ties go to the first of tool
+mix, semantic, complexity). The explanation names the tools that appeared, disappeared or shifted
+share, the complexity dimensions that moved most (baseline mean → this run, in σ), the semantic
+distance with a sample of the run's text, the recent baseline runs the run diverged from most
+(the composite's weights applied to run-to-run distances), and a recommendation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from tracehound.drift._baseline import Baseline, BaselineMismatchError
+from tracehound.drift._embed import Blocks, Embedder, FloatArray
+from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
+
+__all__ = [
+    "COMPONENTS",
+    "CONFIDENCES",
+    "DEFAULT_RELATIVE_SIGMA_FLOORS",
+    "DEFAULT_SIGMA_FLOORS",
+    "SEVERITIES",
+    "DimensionShift",
+    "Divergence",
+    "DriftConfig",
+    "DriftExplanation",
+    "DriftScore",
+    "DriftScorer",
+    "ToolShift",
+    "block_distances",
+    "confidence_of",
+    "embedding_distance",
+    "severity_of",
+    "severity_rank",
+]
+
+Component = Literal["tool_mix", "semantic", "complexity"]
+COMPONENTS: tuple[Component, ...] = ("tool_mix", "semantic", "complexity")
+"""Component names, in the order of `DriftConfig.weights` (also the primary-driver values)."""
+SEVERITIES = ("none", "warning", "alert", "critical")
+CONFIDENCES = ("initializing", "low", "medium", "high")
+
+DEFAULT_SIGMA_FLOORS: Mapping[str, float] = {
+    "llm_calls": 1.0,
+    "tool_calls": 1.0,
+    "distinct_tools": 1.0,
+    "steps": 1.0,
+    "input_tokens": 1.0,
+    "output_tokens": 1.0,
+    "errors": 1.0,
+    "retries": 1.0,
+    "duration_s": 0.01,
+    "depth": 1.0,
+}
+"""Smallest standard deviation assumed per complexity dimension (counts: one; time: 10 ms)."""
+
+DEFAULT_RELATIVE_SIGMA_FLOORS: Mapping[str, float] = {
+    **dict.fromkeys(COMPLEXITY_DIMENSIONS, 0.1),
+    "duration_s": 0.25,
+}
+"""Smallest standard deviation as a fraction of the baseline mean (latency jitters more)."""
+
+_LABELS: Mapping[str, str] = {
+    "tool_mix": "tool mix",
+    "semantic": "semantic",
+    "complexity": "complexity",
+}
+
+
+def severity_of(score: float) -> str:
+    """`none` < 0.3 ≤ `warning` < 0.6 ≤ `alert` ≤ 0.8 < `critical`."""
+    if score < 0.3:
+        return "none"
+    if score < 0.6:
+        return "warning"
+    if score <= 0.8:
+        return "alert"
+    return "critical"
+
+
+def severity_rank(severity: str) -> int:
+    """0 for `none` … 3 for `critical` (`ValueError` for anything else)."""
+    try:
+        return SEVERITIES.index(severity)
+    except ValueError:
+        raise ValueError(
+            f"unknown drift severity {severity!r} (one of {', '.join(SEVERITIES)})"
+        ) from None
+
+
+def confidence_of(runs: int) -> str:
+    """`initializing` (< 2 runs), `low` (< 5), `medium` (< 10), else `high`."""
+    if runs < 2:
+        return "initializing"
+    if runs < 5:
+        return "low"
+    if runs < 10:
+        return "medium"
+    return "high"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriftConfig:
+    """Scoring parameters. Invalid values raise `ValueError` at construction."""
+
+    weights: tuple[float, float, float] = (0.35, 0.40, 0.25)
+    """Weights of (tool mix, semantic, complexity); normalized to sum 1."""
+    z_cap: float = 3.0
+    """Standard deviations at which a complexity dimension (and the semantic excess) saturates."""
+    relative_sigma_floors: Mapping[str, float] = field(
+        default_factory=lambda: dict(DEFAULT_RELATIVE_SIGMA_FLOORS)
+    )
+    """Smallest complexity standard deviation per dimension, as a fraction of the baseline mean."""
+    sigma_floors: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SIGMA_FLOORS))
+    """Smallest complexity standard deviation per dimension (absolute)."""
+    shift_threshold: float = 0.15
+    """Explanations list a tool as shifted when its share moved at least this much."""
+    explain_top: int = 3
+    """Complexity dimensions and diverging baseline runs named in explanations."""
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        weights = self.weights
+        if len(weights) != 3 or not all(
+            isinstance(w, (int, float)) and math.isfinite(w) and w >= 0 for w in weights
+        ):
+            problems.append(
+                "weights must be three finite numbers >= 0 (tool mix, semantic, complexity)"
+            )
+        elif sum(weights) <= 0:
+            problems.append("weights must not all be 0")
+        if not (math.isfinite(self.z_cap) and self.z_cap > 0):
+            problems.append("z_cap must be > 0")
+        for label, floors, minimum in (
+            ("sigma_floors", self.sigma_floors, "> 0"),
+            ("relative_sigma_floors", self.relative_sigma_floors, ">= 0"),
+        ):
+            unknown = set(floors) - set(COMPLEXITY_DIMENSIONS)
+            if unknown:
+                problems.append(f"{label} has unknown dimensions: {', '.join(sorted(unknown))}")
+            for value in floors.values():
+                if not math.isfinite(value) or value < 0 or (minimum == "> 0" and value == 0):
+                    problems.append(f"{label} values must be {minimum}")
+                    break
+        if not 0 < self.shift_threshold <= 1:
+            problems.append("shift_threshold must be within (0, 1]")
+        if self.explain_top < 0:
+            problems.append("explain_top must be >= 0")
+        if problems:
+            raise ValueError("invalid drift configuration: " + "; ".join(problems))
+
+    @property
+    def normalized_weights(self) -> tuple[float, float, float]:
+        total = float(sum(self.weights))
+        return (self.weights[0] / total, self.weights[1] / total, self.weights[2] / total)
+
+    def floors(self) -> tuple[FloatArray, FloatArray]:
+        """(absolute, relative) floors per dimension, in `COMPLEXITY_DIMENSIONS` order."""
+        absolute = {**DEFAULT_SIGMA_FLOORS, **self.sigma_floors}
+        relative = {**DEFAULT_RELATIVE_SIGMA_FLOORS, **self.relative_sigma_floors}
+        return (
+            np.array([absolute[d] for d in COMPLEXITY_DIMENSIONS], dtype=np.float64),
+            np.array([relative[d] for d in COMPLEXITY_DIMENSIONS], dtype=np.float64),
+        )
+
+
+# --- results -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolShift:
+    tool: str
+    baseline_share: float
+    run_share: float
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionShift:
+    dimension: str
+    baseline_mean: float
+    value: float
+    z: float
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """A recent baseline run and how far this run is from it (the composite's weights)."""
+
+    trace_id: str
+    run_id: str
+    divergence: float
+    sample: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriftExplanation:
+    primary_driver: Component
+    tools_appeared: tuple[str, ...] = ()
+    tools_disappeared: tuple[str, ...] = ()
+    tools_shifted: tuple[ToolShift, ...] = ()
+    complexity_moved: tuple[DimensionShift, ...] = ()
+    semantic_distance: float | None = None
+    semantic_typical: float | None = None
+    sample: str = ""
+    diverged_from: tuple[Divergence, ...] = ()
+    recommendation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "primary_driver": self.primary_driver,
+            "tools_appeared": list(self.tools_appeared),
+            "tools_disappeared": list(self.tools_disappeared),
+            "tools_shifted": [
+                {"tool": s.tool, "baseline_share": s.baseline_share, "run_share": s.run_share}
+                for s in self.tools_shifted
+            ],
+            "complexity_moved": [
+                {
+                    "dimension": m.dimension,
+                    "baseline_mean": m.baseline_mean,
+                    "value": m.value,
+                    "z": m.z,
+                }
+                for m in self.complexity_moved
+            ],
+            "semantic_distance": self.semantic_distance,
+            "semantic_typical": self.semantic_typical,
+            "sample": self.sample,
+            "diverged_from": [
+                {
+                    "trace_id": d.trace_id,
+                    "run_id": d.run_id,
+                    "divergence": d.divergence,
+                    "sample": d.sample,
+                }
+                for d in self.diverged_from
+            ],
+            "recommendation": self.recommendation,
+        }
+
+    def text(self) -> str:
+        """One paragraph for `gen_ai.evaluation.explanation`."""
+        parts = [f"primary driver: {_LABELS[self.primary_driver]}."]
+        tools: list[str] = []
+        if self.tools_appeared:
+            tools.append("appeared " + ", ".join(self.tools_appeared))
+        if self.tools_disappeared:
+            tools.append("disappeared " + ", ".join(self.tools_disappeared))
+        if self.tools_shifted:
+            tools.append(
+                "shifted "
+                + ", ".join(
+                    f"{s.tool} {s.baseline_share:.0%}→{s.run_share:.0%}" for s in self.tools_shifted
+                )
+            )
+        parts.append(("Tools: " + "; ".join(tools) + ".") if tools else "Tools: same mix.")
+        if self.complexity_moved:
+            parts.append(
+                "Complexity: "
+                + ", ".join(
+                    f"{m.dimension} {_num(m.baseline_mean)}→{_num(m.value)} ({m.z:+.1f}σ)"
+                    for m in self.complexity_moved
+                )
+                + "."
+            )
+        else:
+            parts.append("Complexity: within one standard deviation.")
+        if self.semantic_distance is not None:
+            typical = (
+                "" if self.semantic_typical is None else f", typical {self.semantic_typical:.2f}"
+            )
+            sample = f' — "{self.sample}"' if self.sample else ""
+            parts.append(f"Semantic distance {self.semantic_distance:.2f}{typical}{sample}.")
+        else:
+            parts.append("Semantic: no text to compare.")
+        if self.diverged_from:
+            parts.append(
+                "Diverged most from baseline runs "
+                + ", ".join(
+                    f"{d.trace_id}/{d.run_id} ({d.divergence:.2f})" for d in self.diverged_from
+                )
+                + "."
+            )
+        parts.append(self.recommendation)
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriftScore:
+    """The drift of one run. Without a baseline, `composite` and the components are None."""
+
+    composite: float | None
+    severity: str | None
+    """`none` / `warning` / `alert` / `critical`; None when the run could not be scored."""
+    confidence: str
+    baseline_runs: int
+    tool_mix: float | None = None
+    semantic: float | None = None
+    complexity: float | None = None
+    primary_driver: Component | None = None
+    semantic_distance: float | None = None
+    """Raw cosine distance to the baseline centroid (None: no text on one side)."""
+    semantic_typical: float | None = None
+    """Mean distance of the recent baseline runs to the centroid (None: no text, or scored
+    without explanation)."""
+    complexity_z: Mapping[str, float] = field(default_factory=dict)
+    explanation: DriftExplanation | None = None
+
+    @property
+    def scored(self) -> bool:
+        return self.composite is not None
+
+    def components(self) -> dict[str, float]:
+        if not self.scored:
+            return {}
+        return {
+            "tool_mix": self.tool_mix or 0.0,
+            "semantic": self.semantic or 0.0,
+            "complexity": self.complexity or 0.0,
+        }
+
+    def explanation_text(self) -> str:
+        if self.explanation is None or self.composite is None:
+            return "no baseline yet for this agent: this run starts it; no score."
+        head = (
+            f"drift {self.composite:.2f} ({self.severity}; baseline of {self.baseline_runs} "
+            f"run{'s' if self.baseline_runs != 1 else ''}, confidence {self.confidence}); "
+        )
+        return head + self.explanation.text()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "composite": self.composite,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "baseline_runs": self.baseline_runs,
+            "components": self.components(),
+            "primary_driver": self.primary_driver,
+            "semantic_distance": self.semantic_distance,
+            "semantic_typical": self.semantic_typical,
+            "complexity_z": dict(self.complexity_z),
+            "explanation": None if self.explanation is None else self.explanation.to_dict(),
+        }
+
+
+# --- the scorer ----------------------------------------------------------------------------------
+
+
+class DriftScorer:
+    """Scores `RunFeatures` against a `Baseline`. Stateless apart from its configuration."""
+
+    __slots__ = ("_absolute_floors", "_relative_floors", "config")
+
+    def __init__(self, config: DriftConfig | None = None) -> None:
+        self.config = config or DriftConfig()
+        self._absolute_floors, self._relative_floors = self.config.floors()
+
+    def score(
+        self,
+        features: RunFeatures,
+        baseline: Baseline | None,
+        *,
+        embedder: Embedder | None = None,
+        explain: bool = True,
+    ) -> DriftScore:
+        """The run's drift against the baseline (None or empty: not scored).
+
+        With `embedder` (the one that produced `features.embedding`), a baseline of another
+        embedder raises `BaselineMismatchError`; so does any baseline whose dimension differs
+        from the run's embedding.
+        """
+        if baseline is None or baseline.runs == 0 or baseline.weight <= 0.0:
+            runs = 0 if baseline is None else baseline.runs
+            return DriftScore(
+                composite=None, severity=None, confidence=confidence_of(runs), baseline_runs=runs
+            )
+        if embedder is not None:
+            baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
+        if features.embedding.size != baseline.dim:
+            raise BaselineMismatchError(
+                f"run embedding has {features.embedding.size} dimensions, baseline "
+                f"({baseline.embedder!r}) has {baseline.dim}"
+            )
+        config = self.config
+        has_text = features.has_text
+        sigmas = self.sigmas(baseline)
+        tool = tool_mix_distance(features.tools, baseline.tools)
+        distance = None
+        if has_text and baseline.text_weight > 0.0:
+            distance = embedding_distance(
+                features.embedding, baseline.centroid_sum, baseline.blocks
+            )
+        semantic = 0.0 if distance is None else distance
+        complexity, z = self._complexity(features, baseline, sigmas)
+        w_tool, w_sem, w_cx = config.normalized_weights
+        composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
+        values: dict[Component, float] = {
+            "tool_mix": tool,
+            "semantic": semantic,
+            "complexity": complexity,
+        }
+        primary = max(COMPONENTS, key=lambda c: values[c])  # first of equals: the order above
+        severity = severity_of(composite)
+        z_by_dim = dict(zip(baseline.dimensions, z.tolist(), strict=True))
+        explanation = None
+        typical = None
+        if explain:
+            divergences, typical = self._recent(features, baseline, sigmas, has_text)
+            explanation = self._explain(
+                features,
+                baseline=baseline,
+                primary=primary,
+                severity=severity,
+                distance=distance,
+                typical=typical,
+                z=z_by_dim,
+                divergences=divergences,
+            )
+        return DriftScore(
+            composite=composite,
+            severity=severity,
+            confidence=confidence_of(baseline.runs),
+            baseline_runs=baseline.runs,
+            tool_mix=tool,
+            semantic=semantic,
+            complexity=complexity,
+            primary_driver=primary,
+            semantic_distance=distance,
+            semantic_typical=typical,
+            complexity_z=z_by_dim,
+            explanation=explanation,
+        )
+
+    # --- components --------------------------------------------------------------------------
+
+    def sigmas(self, baseline: Baseline) -> FloatArray:
+        """The standard deviations z-scores use: the baseline's sample ones, floored."""
+        stats = baseline.complexity
+        floors = np.maximum(self._absolute_floors, self._relative_floors * np.abs(stats.mean))
+        return np.maximum(stats.sample_std, floors)
+
+    def _complexity(
+        self, features: RunFeatures, baseline: Baseline, sigmas: FloatArray
+    ) -> tuple[float, FloatArray]:
+        stats = baseline.complexity
+        x = np.asarray(features.complexity, dtype=np.float64)
+        z = (x - stats.mean) / sigmas
+        # Dimensions the agent never uses (zero in every baseline run and in this run: no
+        # sub-agents, no errors...) say nothing about it and are left out of the mean.
+        active = (x != 0.0) | (stats.mean != 0.0) | (stats.m2 > 0.0)
+        n_active = int(active.sum())
+        if n_active == 0:
+            return 0.0, z
+        capped = np.minimum(np.abs(z[active]), self.config.z_cap) / self.config.z_cap
+        return _clip01(math.sqrt(float(capped @ capped) / n_active)), z
+
+    def _recent(
+        self, features: RunFeatures, baseline: Baseline, sigmas: FloatArray, has_text: bool
+    ) -> tuple[tuple[Divergence, ...], float | None]:
+        """The recent runs by divergence from this run; their mean distance to the centroid."""
+        recent = baseline.recent
+        if not recent:
+            return (), None
+        w_tool, w_sem, w_cx = self.config.normalized_weights
+        cap = self.config.z_cap
+        x = np.asarray(features.complexity, dtype=np.float64)
+        others = np.array([r.complexity for r in recent], dtype=np.float64)
+        diff = np.minimum(np.abs(others - x) / sigmas, cap) / cap
+        complexity = np.sqrt(np.einsum("ij,ij->i", diff, diff) / diff.shape[1])
+        semantic = np.zeros(len(recent))
+        typical = None
+        if any(r.embedding is not None for r in recent):
+            zeros = np.zeros(baseline.dim)
+            ring = np.array([zeros if r.embedding is None else r.embedding for r in recent])
+            targets = np.array([baseline.centroid_sum, features.embedding if has_text else zeros])
+            distances = block_distances(ring, targets, baseline.blocks)
+            own = distances[:, 0][~np.isnan(distances[:, 0])]
+            typical = float(own.mean()) if own.size else None
+            semantic = np.nan_to_num(distances[:, 1])
+        partial = (w_sem * semantic + w_cx * complexity).tolist()
+        tools = features.tools
+        out = [
+            Divergence(
+                run.trace_id,
+                run.run_id,
+                w_tool * tool_mix_distance(tools, run.tools) + partial[i],
+                run.sample,
+            )
+            for i, run in enumerate(recent)
+        ]
+        out.sort(key=lambda d: (-d.divergence, d.trace_id, d.run_id))
+        return tuple(out), typical
+
+    # --- explanation -------------------------------------------------------------------------
+
+    def _explain(
+        self,
+        features: RunFeatures,
+        *,
+        baseline: Baseline,
+        primary: Component,
+        severity: str,
+        distance: float | None,
+        typical: float | None,
+        z: Mapping[str, float],
+        divergences: tuple[Divergence, ...],
+    ) -> DriftExplanation:
+        config = self.config
+        base_shares = baseline.tool_shares()
+        total = sum(features.tools.values())
+        run_shares = {k: v / total for k, v in features.tools.items()} if total else {}
+        appeared = tuple(
+            sorted(
+                (t for t in run_shares if base_shares.get(t, 0.0) <= 0.0),
+                key=lambda t: (-run_shares[t], t),
+            )
+        )
+        disappeared = tuple(
+            sorted(
+                (t for t, s in base_shares.items() if s >= 0.05 and t not in run_shares),
+                key=lambda t: (-base_shares[t], t),
+            )[:5]
+        )
+        shifted = tuple(
+            ToolShift(t, base_shares[t], run_shares[t])
+            for t in sorted(
+                (t for t in run_shares if t in base_shares),
+                key=lambda t: (-abs(run_shares[t] - base_shares[t]), t),
+            )
+            if abs(run_shares[t] - base_shares[t]) >= config.shift_threshold
+        )
+        means = baseline.complexity_means()
+        values = dict(zip(baseline.dimensions, features.complexity, strict=True))
+        moved = tuple(
+            DimensionShift(d, means[d], float(values[d]), z[d])
+            for d in sorted(z, key=lambda d: (-abs(z[d]), d))[: config.explain_top]
+            if abs(z[d]) >= 1.0
+        )
+        return DriftExplanation(
+            primary_driver=primary,
+            tools_appeared=appeared,
+            tools_disappeared=disappeared,
+            tools_shifted=shifted,
+            complexity_moved=moved,
+            semantic_distance=distance,
+            semantic_typical=typical,
+            sample=features.sample if distance is not None else "",
+            diverged_from=divergences[: config.explain_top],
+            recommendation=_recommendation(severity, primary, appeared, disappeared, moved),
+        )
+
+
+def block_distances(matrix: FloatArray, targets: FloatArray, blocks: Blocks) -> FloatArray:
+    """`embedding_distance` of each row of `matrix` to each row of `targets`: shape (m, k).
+
+    NaN where no block is non-zero on both sides.
+    """
+    total = np.zeros((matrix.shape[0], targets.shape[0]))
+    weights = np.zeros_like(total)
+    for start, stop, weight in blocks:
+        if weight <= 0.0:
+            continue
+        x = matrix[:, start:stop]
+        y = targets[:, start:stop]
+        denominator = np.outer(
+            np.sqrt(np.einsum("ij,ij->i", x, x)), np.sqrt(np.einsum("ij,ij->i", y, y))
+        )
+        both = denominator > 0.0
+        cosine = (x @ y.T) / np.where(both, denominator, 1.0)
+        w = weight * both
+        total += w * (1.0 - cosine)
+        weights += w
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: FloatArray = np.clip(total / weights, 0.0, 1.0)
+    out[weights == 0.0] = np.nan
+    return out
+
+
+def tool_mix_distance(
+    run_tools: Mapping[str, int | float], baseline_tools: Mapping[str, float]
+) -> float:
+    """Cosine distance of two tool-frequency vectors over the union of their tools.
+
+    Both empty: 0 (nothing to compare). One empty: 1 (tools appeared or disappeared entirely).
+    """
+    run_total = float(sum(run_tools.values()))
+    base_total = float(sum(baseline_tools.values()))
+    if run_total <= 0.0 and base_total <= 0.0:
+        return 0.0
+    if run_total <= 0.0 or base_total <= 0.0:
+        return 1.0
+    dot = run_sq = base_sq = 0.0
+    for name in run_tools.keys() | baseline_tools.keys():
+        r = run_tools.get(name, 0) / run_total
+        b = baseline_tools.get(name, 0.0) / base_total
+        dot += r * b
+        run_sq += r * r
+        base_sq += b * b
+    return _clip01(1.0 - dot / math.sqrt(run_sq * base_sq))
+
+
+def embedding_distance(a: FloatArray, b: FloatArray, blocks: Blocks) -> float | None:
+    """Weighted mean of the blocks' cosine distances, over blocks non-zero on both sides.
+
+    None when no block can be compared (no text on one side).
+    """
+    total = weight_sum = 0.0
+    for start, stop, weight in blocks:
+        x = a[start:stop]
+        y = b[start:stop]
+        nx = math.sqrt(float(x @ x))
+        ny = math.sqrt(float(y @ y))
+        if nx == 0.0 or ny == 0.0 or weight <= 0.0:
+            continue
+        total += weight * (1.0 - float(x @ y) / (nx * ny))
+        weight_sum += weight
+    if weight_sum == 0.0:
+        return None
+    return _clip01(total / weight_sum)
+
+
+def _recommendation(
+    severity: str,
+    primary: Component,
+    appeared: Sequence[str],
+    disappeared: Sequence[str],
+    moved: Sequence[DimensionShift],
+) -> str:
+    label = _LABELS[primary]
+    if severity == "none":
+        return "No action needed: the run is consistent with its baseline."
+    if primary == "tool_mix":
+        what = "Check whether the available tools or the tool-selection prompt changed"
+        if appeared:
+            what += f" (new: {', '.join(appeared[:3])})"
+    elif primary == "semantic":
+        what = (
+            "Compare this run's reasoning with the baseline runs it diverged from; "
+            "check for a prompt or model change"
+        )
+    else:
+        dims = ", ".join(m.dimension for m in moved[:2]) or "cost"
+        what = f"Look for retries, loops or errors behind the change in {dims}"
+    if severity == "warning":
+        return f"Minor {label} drift: watch the next runs to see whether it persists. {what}."
+    if severity == "alert":
+        return f"Significant {label} drift: {what[0].lower()}{what[1:]}."
+    return (
+        f"Critical {label} drift: the agent behaves unlike its baseline. {what}; "
+        "pin a known-good baseline to gate releases on it."
+    )
+
+
+def _clip01(value: float) -> float:
+    if math.isnan(value):
+        return 0.0
+    return 0.0 if value < 0.0 else 1.0 if value > 1.0 else value
+
+
+def _num(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:.1f}"

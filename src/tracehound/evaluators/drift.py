@@ -1,0 +1,169 @@
+"""The `drift` evaluator: each run scored against its agent's baseline, which it then updates.
+
+One observation per run: each agent run of the trace (an `invoke_agent` subtree, nested agents
+each observed on their own), or the whole trace when it has no agent span. The run's baseline key
+is `service.name/agent name` by default (`DriftEvaluatorConfig.key`; the implicit run's agent
+name is the trace's root span name).
+
+For each run, at finalization: features (`tracehound.drift.run_features`), score against the
+stored baseline (`DriftScorer`), then — unless updates are disabled, the baseline is pinned, the
+run scored at or above `no_update_at` (`alert` by default: a drifted run must not become the new
+normal), or the trace was truncated (its runs are incomplete) — the run is merged into the
+baseline through the store's atomic `update`.
+
+Results are trace-level: one `tracehound.drift` result per run, on the run's agent span (the
+trace root for a trace without agent spans), with `tracehound.drift.*` attributes. Runs of a
+trace are scored in trajectory order, so a second run of the same agent in one trace sees the
+first one in its baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tracehound import names
+from tracehound.baselines import BaselineStore, BaselineStoreError, MemoryStore
+from tracehound.drift import (
+    Baseline,
+    BaselineMismatchError,
+    DriftConfig,
+    DriftScore,
+    DriftScorer,
+    Embedder,
+    HashingEmbedder,
+    run_features,
+    severity_rank,
+)
+from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
+from tracehound.spans import AttributeValue
+from tracehound.steps import Run, Trajectory
+
+__all__ = ["AgentKey", "DriftEvaluator", "DriftEvaluatorConfig", "default_agent_key"]
+
+AgentKey = Callable[[Run, TraceInfo], str]
+
+
+def default_agent_key(run: Run, trace: TraceInfo) -> str:
+    """`service.name/agent name` (the trace's service when the run's span has none)."""
+    return f"{run.service_name or trace.service_name}/{run.agent_name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DriftEvaluatorConfig:
+    scoring: DriftConfig = field(default_factory=DriftConfig)
+    update: bool = True
+    """Merge scored runs into their baselines (False: score only, as a CI gate does)."""
+    no_update_at: str | None = "alert"
+    """Runs scoring at or above this severity do not update the baseline (None: all do)."""
+    half_life_runs: float | None = None
+    """Exponential decay of the baseline, as a half-life in runs (None: no decay)."""
+    key: AgentKey = default_agent_key
+    """Baseline key of a run."""
+
+    def __post_init__(self) -> None:
+        if self.no_update_at is not None:
+            severity_rank(self.no_update_at)
+        if self.half_life_runs is not None and not self.half_life_runs > 0:
+            raise ValueError("half_life_runs must be > 0 (or None for no decay)")
+
+
+class DriftEvaluator(Evaluator):
+    """Drift of each run against its agent's baseline in `store` (a `MemoryStore` by default)."""
+
+    name = "drift"
+    version = "1.0.0"
+
+    def __init__(
+        self,
+        store: BaselineStore | None = None,
+        *,
+        embedder: Embedder | None = None,
+        config: DriftEvaluatorConfig | None = None,
+    ) -> None:
+        self.store: BaselineStore = store if store is not None else MemoryStore()
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        self.config = config or DriftEvaluatorConfig()
+        self.scorer = DriftScorer(self.config.scoring)
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        agent_runs = [r for r in trajectory.runs if not r.implicit]
+        runs = agent_runs or list(trajectory.runs)
+        return [self.evaluate_run(trajectory, run, trace) for run in runs]
+
+    def evaluate_run(self, trajectory: Trajectory, run: Run, trace: TraceInfo) -> EvaluationResult:
+        """Score one run, update its baseline as configured, and describe both."""
+        key = self.config.key(run, trace)
+        span_id = None if run.implicit else run.span_id
+        embedder = self.embedder
+        features = run_features(trajectory, run, embedder)
+        try:
+            baseline = self.store.get(key)
+            score = self.scorer.score(features, baseline, embedder=embedder)
+            updated = False
+            if self._should_update(score, baseline, trace):
+                delta = Baseline.from_run(features, embedder)
+                outcome = self.store.update(key, delta, half_life_runs=self.config.half_life_runs)
+                updated = outcome.applied
+        except (BaselineMismatchError, BaselineStoreError) as exc:
+            return EvaluationResult(
+                name=names.EVAL_DRIFT,
+                evaluator=self.name,
+                evaluator_version=self.version,
+                span_id=span_id,
+                error_type=type(exc).__name__,
+                explanation=f"drift of {key!r} not evaluated: {exc}"[:1000],
+                attributes={names.ATTR_DRIFT_AGENT: key},
+            )
+        return EvaluationResult(
+            name=names.EVAL_DRIFT,
+            evaluator=self.name,
+            evaluator_version=self.version,
+            span_id=span_id,
+            score_value=score.composite,
+            score_label=score.severity or "initializing",
+            explanation=score.explanation_text(),
+            attributes=drift_attributes(
+                key, score, updated, baseline is not None and baseline.pinned
+            ),
+        )
+
+    def _should_update(
+        self, score: DriftScore, baseline: Baseline | None, trace: TraceInfo
+    ) -> bool:
+        config = self.config
+        if not config.update or trace.truncated or (baseline is not None and baseline.pinned):
+            return False
+        if score.severity is None or config.no_update_at is None:
+            return True
+        return severity_rank(score.severity) < severity_rank(config.no_update_at)
+
+
+def drift_attributes(
+    key: str, score: DriftScore, updated: bool, pinned: bool
+) -> dict[str, AttributeValue]:
+    """The `tracehound.drift.*` attributes of one scored run."""
+    attributes: dict[str, AttributeValue] = {
+        names.ATTR_DRIFT_AGENT: key,
+        names.ATTR_DRIFT_CONFIDENCE: score.confidence,
+        names.ATTR_DRIFT_BASELINE_RUNS: score.baseline_runs,
+        names.ATTR_DRIFT_BASELINE_UPDATED: updated,
+        names.ATTR_DRIFT_BASELINE_PINNED: pinned,
+    }
+    if (
+        score.composite is not None
+        and score.severity is not None
+        and score.primary_driver is not None
+    ):
+        attributes[names.ATTR_DRIFT_SCORE] = score.composite
+        attributes[names.ATTR_DRIFT_SEVERITY] = score.severity
+        attributes[names.ATTR_DRIFT_PRIMARY_DRIVER] = score.primary_driver
+        attributes[names.ATTR_DRIFT_TOOL_MIX] = score.tool_mix or 0.0
+        attributes[names.ATTR_DRIFT_SEMANTIC] = score.semantic or 0.0
+        attributes[names.ATTR_DRIFT_COMPLEXITY] = score.complexity or 0.0
+        if score.semantic_distance is not None:
+            attributes[names.ATTR_DRIFT_SEMANTIC_DISTANCE] = score.semantic_distance
+    return attributes
