@@ -18,7 +18,7 @@ from tracehound import __version__
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
 from tracehound.files import InputError, Telemetry, read_paths, read_stdin
-from tracehound.importers import ImportError_, import_document
+from tracehound.importers import UnknownFormatError, import_document
 from tracehound.report import FailRule, TraceReport, parse_fail_rule, result_status
 from tracehound.steps import Step, Trajectory
 
@@ -55,7 +55,7 @@ def imported_spans(telemetry: Telemetry) -> None:
     for where, doc in telemetry.other_documents:
         try:
             telemetry.spans.extend(import_document(doc, where))
-        except ImportError_ as exc:
+        except UnknownFormatError as exc:
             raise InputError(str(exc)) from None
     telemetry.other_documents.clear()
 

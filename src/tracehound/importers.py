@@ -28,7 +28,7 @@ from typing import Any
 
 from tracehound.spans import SpanView, iter_json_spans
 
-__all__ = ["ImportError_", "import_document", "is_evidenceflow_steps", "is_tracecheck_trace"]
+__all__ = ["UnknownFormatError", "import_document", "is_evidenceflow_steps", "is_tracecheck_trace"]
 
 _EVIDENCEFLOW_TYPES = frozenset(
     ("user", "assistant", "tool_call", "tool_result", "retrieval", "system", "reasoning")
@@ -38,7 +38,7 @@ _STEP_NS = 1_000_000  # 1 ms between imported steps when they carry no timestamp
 _BASE_NS = 1_700_000_000_000_000_000
 
 
-class ImportError_(ValueError):  # noqa: N801 - ImportError is a builtin
+class UnknownFormatError(ValueError):
     """A document that looks like an importable format but is not valid."""
 
 
@@ -61,7 +61,7 @@ def is_tracecheck_trace(doc: Any) -> bool:
 
 
 def import_document(doc: Any, where: str) -> list[SpanView]:
-    """Spans for one non-OTLP JSON document; raises ImportError_ if it is no known format."""
+    """Spans for one non-OTLP JSON document; raises UnknownFormatError if it is no known format."""
     if is_tracecheck_trace(doc):
         return _views(_tracecheck_spans(doc, where))
     if isinstance(doc, list) and doc and all(is_tracecheck_trace(d) for d in doc):
@@ -72,7 +72,7 @@ def import_document(doc: Any, where: str) -> list[SpanView]:
     if is_evidenceflow_steps(doc):
         steps = doc["steps"] if isinstance(doc, dict) else doc
         return _views(_evidenceflow_spans(steps, where))
-    raise ImportError_(
+    raise UnknownFormatError(
         f"{where}: JSON that is neither OTLP (resourceSpans/resourceLogs), a tracecheck trace, "
         "nor an evidenceflow step list"
     )
@@ -142,7 +142,9 @@ class _SpanWriter:
         return {
             "resourceSpans": [
                 {
-                    "resource": {"attributes": [{"key": "service.name", "value": _value(self.service)}]},
+                    "resource": {
+                        "attributes": [{"key": "service.name", "value": _value(self.service)}]
+                    },
                     "scopeSpans": [{"scope": {"name": "tracehound.import"}, "spans": self.spans}],
                 }
             ]
@@ -169,7 +171,7 @@ def _evidenceflow_spans(steps: list[dict[str, Any]], where: str) -> dict[str, An
         kind = step.get("type")
         raw_content = step.get("content")
         content = raw_content if isinstance(raw_content, str) else ""
-        if kind == "user" or kind == "system":
+        if kind in ("user", "system"):
             pending_inputs.append(_text_message(str(kind), content))
         elif kind in ("assistant", "reasoning"):
             part_type = "text" if kind == "assistant" else "reasoning"
@@ -192,8 +194,16 @@ def _evidenceflow_spans(steps: list[dict[str, Any]], where: str) -> dict[str, An
         elif kind == "tool_result":
             generated += 1
             call_id = step.get("evidence_id") or f"call_{generated}"
-            tool = step.get("tool") or (pending_call[1].get("tool") if pending_call else None) or "tool"
-            args = pending_call[1].get("arguments", pending_call[1].get("input")) if pending_call else None
+            tool = (
+                step.get("tool")
+                or (pending_call[1].get("tool") if pending_call else None)
+                or "tool"
+            )
+            args = (
+                pending_call[1].get("arguments", pending_call[1].get("input"))
+                if pending_call
+                else None
+            )
             writer.add(
                 f"execute_tool {tool}",
                 t - (_STEP_NS if pending_call else 0),
@@ -225,7 +235,11 @@ def _evidenceflow_spans(steps: list[dict[str, Any]], where: str) -> dict[str, An
         "invoke_agent imported",
         _BASE_NS,
         t + _STEP_NS,
-        {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "imported", "tracehound.import.trace_id": where},
+        {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": "imported",
+            "tracehound.import.trace_id": where,
+        },
         root=True,
     )
     return writer.document()
@@ -267,7 +281,10 @@ def _tracecheck_spans(trace: dict[str, Any], where: str) -> dict[str, Any]:
             outputs = []
             if step.get("output") is not None:
                 outputs.append(
-                    {"role": "assistant", "parts": [{"type": "text", "content": _as_text(step.get("output"))}]}
+                    {
+                        "role": "assistant",
+                        "parts": [{"type": "text", "content": _as_text(step.get("output"))}],
+                    }
                 )
             writer.add(
                 f"chat {name or 'model'}",
@@ -295,8 +312,12 @@ def _tracecheck_spans(trace: dict[str, Any], where: str) -> dict[str, Any]:
                     "gen_ai.operation.name": "execute_tool",
                     "gen_ai.tool.name": name or "tool",
                     "gen_ai.tool.call.id": f"call_{index}",
-                    "gen_ai.tool.call.arguments": None if arguments is None else json.dumps(arguments, sort_keys=True, default=str),
-                    "gen_ai.tool.call.result": None if step.get("output") is None else _as_text(step.get("output")),
+                    "gen_ai.tool.call.arguments": None
+                    if arguments is None
+                    else json.dumps(arguments, sort_keys=True, default=str),
+                    "gen_ai.tool.call.result": None
+                    if step.get("output") is None
+                    else _as_text(step.get("output")),
                     "error.type": "error" if kind == "error" else None,
                 },
                 error=_error_text(step) if kind == "error" else None,

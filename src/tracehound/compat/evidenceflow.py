@@ -23,7 +23,9 @@ from tracehound.evaluators._evidence_index import (
 
 __all__ = ["analyze"]
 
-_TYPES = frozenset(("user", "assistant", "tool_call", "tool_result", "retrieval", "system", "reasoning"))
+_TYPES = frozenset(
+    ("user", "assistant", "tool_call", "tool_result", "retrieval", "system", "reasoning")
+)
 _EVIDENCE = frozenset(("tool_result", "retrieval"))
 _TARGETS = frozenset(("assistant", "reasoning"))
 
@@ -86,7 +88,9 @@ def analyze(trace: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             items.append(Item(key=step["id"], role="target", text=step["content"]))
         else:
             items.append(Item(key=step["id"], role="other"))
-    final = next((i for i in range(len(steps) - 1, -1, -1) if steps[i]["type"] == "assistant"), None)
+    final = next(
+        (i for i in range(len(steps) - 1, -1, -1) if steps[i]["type"] == "assistant"), None
+    )
     return _report(steps, analyze_items(items, final))
 
 

@@ -199,7 +199,9 @@ def load_plugins(
     missing = [n for n in wanted if n not in found]
     if missing:
         available = ", ".join(sorted(found)) or "none installed"
-        raise PluginError(f"unknown evaluator plugin(s) {', '.join(missing)} (available: {available})")
+        raise PluginError(
+            f"unknown evaluator plugin(s) {', '.join(missing)} (available: {available})"
+        )
     evaluators: list[Evaluator] = []
     for name in wanted:
         ep = found[name]
@@ -207,7 +209,9 @@ def load_plugins(
             target = ep.load()
             evaluator = target()
         except Exception as exc:
-            raise PluginError(f"evaluator plugin {name!r} ({ep.value}) failed to load: {exc}") from exc
+            raise PluginError(
+                f"evaluator plugin {name!r} ({ep.value}) failed to load: {exc}"
+            ) from exc
         if not isinstance(evaluator, Evaluator) and not _quacks_like_evaluator(evaluator):
             raise PluginError(
                 f"evaluator plugin {name!r} ({ep.value}) did not produce an Evaluator "
