@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tracehound import __version__
+from tracehound.cli_baseline import EvalExtras, add_baseline_parser, add_eval_arguments, result_line
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
 from tracehound.files import InputError, Telemetry, read_paths, read_stdin
@@ -247,12 +248,14 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         evaluators = select_evaluators(names)
     except PluginError as exc:
         raise InputError(str(exc)) from None
+    extras = EvalExtras(args, err)  # --baselines (drift), --against (golden traces)
     telemetry = load_input(args.files, args.examples)
     for problem in telemetry.problems:
         print(f"warning: {problem}", file=err)
     imported_spans(telemetry)
-    engine = Engine(evaluators, config=OFFLINE_CONFIG)
-    traces, span_results = run_engine(telemetry, engine, err)
+    with extras.evaluators() as more:
+        engine = Engine([*evaluators, *more], config=OFFLINE_CONFIG)
+        traces, span_results = run_engine(telemetry, engine, err)
     reports = [
         TraceReport(t, tuple(span_results.get(t.trace_id, ())))
         for t in traces
@@ -264,6 +267,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     else:
         for report in reports:
             write_summary(report, out, args.width)
+    extras.write_report(reports, out, args.width)
     if args.html:
         from tracehound.report.html import render_html
 
@@ -274,7 +278,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 f"{args.html}: cannot write the HTML report ({exc.strerror or exc})"
             ) from None
         print(f"wrote {args.html}", file=err)
-    return _verdict(reports, rules, err, engine)
+    return extras.verdict(reports, err, _verdict(reports, rules, err, engine))
 
 
 def _verdict(reports: list[TraceReport], rules: list[FailRule], err: TextIO, engine: Engine) -> int:
@@ -302,6 +306,10 @@ def write_summary(report: TraceReport, out: TextIO, width: int) -> None:
         f"{report.status:<4}  trace {report.trace_id}  {top} · {conventions} · {len(t.steps)} step(s)\n"
     )
     for result in report.trace_results:
+        special = result_line(result, width)  # drift and golden results
+        if special is not None:
+            out.write(special)
+            continue
         score = f"{result.score_value:.2f}" if result.score_value is not None else "-"
         label = result.score_label or result.error_type or ""
         why = _clip(result.explanation, width)
@@ -363,7 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="RULE",
         help="exit 1 when a trace matches: loop, fail, warn, error, or NAME OP VALUE "
-        "(evidence<0.2, survival<0.5, loops>=1, drift>=alert); repeatable",
+        "(evidence<0.2, survival<0.5, loops>=1, drift>=alert); with --against: regressed, "
+        "drifted; repeatable",
     )
     evaluate.add_argument(
         "--evaluators",
@@ -374,7 +383,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--genai-only", action="store_true", help="skip traces without GenAI steps")
     evaluate.add_argument("--width", type=int, default=100, help="clip explanations to this width")
+    add_eval_arguments(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
+    add_baseline_parser(sub)
+    from tracehound.server.cli import add_serve_parser  # the sidecar's own module
+
+    add_serve_parser(sub)
     return parser
 
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from tracehound.conventions import Message, NormalizedSpan, Part, normalize
 from tracehound.evaluators.base import EvaluationResult, Evaluator, SafeEvaluator, TraceInfo
+from tracehound.evaluators.summary import derived_attributes
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
 from tracehound.spans import LogView, SpanView
 from tracehound.steps import Step, Trajectory, TrajectoryBuilder
@@ -313,6 +314,7 @@ class Engine:
         for result in results:
             if result.span_id == root:
                 attributes.update(result.attributes)
+        attributes.update(derived_attributes(attributes, results))
         if self.config.finalized_cache_size:
             self._finalized[trace_id] = None
             while len(self._finalized) > self.config.finalized_cache_size:

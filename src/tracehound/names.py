@@ -133,8 +133,47 @@ ATTR_DRIFT_BASELINE_UPDATED = "tracehound.drift.baseline_updated"
 """bool: the run was added to its baseline."""
 ATTR_DRIFT_BASELINE_PINNED = "tracehound.drift.baseline_pinned"
 """bool: the baseline is pinned (a frozen reference; never updated)."""
+ATTR_DRIFT_MAX_SEVERITY = "tracehound.drift.max_severity"
+"""string, trace level (`tracehound eval` reports): the worst `tracehound.drift.severity` over all
+runs of the trace, nested agents included — what `--fail-on drift>=alert` reads."""
+ATTR_DRIFT_MAX_SCORE = "tracehound.drift.max_score"
+"""double, trace level (`tracehound eval` reports): the highest drift score over all runs."""
+ATTR_DRIFT_MAX_AGENT = "tracehound.drift.max_agent"
+"""string, trace level (`tracehound eval` reports): the baseline key of the run that scored it."""
 
-# --- evaluation event (OTel GenAI semantic conventions) ---------------------------------------------
+# --- golden-trace comparison (`tracehound eval --against GOLDEN`) -------------------------------
+GOLDEN_VERDICTS = ("unchanged", "drifted", "regressed")
+"""Values of `tracehound.golden.verdict`, from best to worst."""
+EVAL_GOLDEN = "tracehound.golden"
+"""Per run (on its agent span; the root for a trace without agents): the run's path compared with
+the golden trace of the same agent key (label = verdict, or `no_golden`; no score)."""
+ATTR_GOLDEN_AGENT = "tracehound.golden.agent"
+"""string: the agent key (`service.name/agent name`, as for drift baselines)."""
+ATTR_GOLDEN_VERDICT = "tracehound.golden.verdict"
+"""string: one of `GOLDEN_VERDICTS` (absent when the agent has no golden trace)."""
+ATTR_GOLDEN_PATH_CHANGED = "tracehound.golden.path_changed"
+"""bool: the run's set of child steps (LLM calls, tools, retrieval sources, sub-agents) differs."""
+ATTR_GOLDEN_ITERATION_COUNT_CHANGED = "tracehound.golden.iteration_count_changed"
+"""bool: same set of child steps, different repeat counts."""
+ATTR_GOLDEN_ADDED = "tracehound.golden.added"
+"""string[]: child steps the golden run did not have (`tool:NAME`, `retrieval:SOURCE`, ...)."""
+ATTR_GOLDEN_REMOVED = "tracehound.golden.removed"
+"""string[]: child steps of the golden run this run did not take."""
+ATTR_GOLDEN_COUNT_CHANGES = "tracehound.golden.count_changes"
+"""string (JSON): `{step: [golden count, run count]}` for every child step whose count changed."""
+ATTR_GOLDEN_ERRORS = "tracehound.golden.errors"
+"""int: error steps (failed tool calls, error spans) of the run."""
+ATTR_GOLDEN_ERRORS_APPEARED = "tracehound.golden.errors_appeared"
+"""bool: the run has more error steps than the golden run."""
+ATTR_GOLDEN_ANSWER_LOST = "tracehound.golden.answer_lost"
+"""bool: the golden run produced a final answer and this run did not."""
+ATTR_GOLDEN_TRACE_ID = "tracehound.golden.trace_id"
+"""string: the golden trace the run was compared with."""
+ATTR_GOLDEN_WORST_VERDICT = "tracehound.golden.worst_verdict"
+"""string, trace level (`tracehound eval` reports): the worst verdict over the trace's runs — what
+`--fail-on regressed` / `--fail-on drifted` read."""
+
+# --- evaluation event (OTel GenAI semantic conventions) -------------------------------------------
 EVENT_EVALUATION_RESULT = "gen_ai.evaluation.result"
 ATTR_EVALUATION_NAME = "gen_ai.evaluation.name"
 ATTR_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
@@ -195,6 +234,37 @@ METRIC_ATTR_EXPORT_OUTCOME = "tracehound.export.outcome"
 METRIC_ATTR_FINALIZE_REASON = "tracehound.finalize.reason"
 """Metric attribute: `quiet`, `timeout`, `max_traces` or `flush`."""
 METRIC_ATTR_AGENT = "gen_ai.agent.name"
+
+# --- sidecar (`tracehound serve`) self-metrics ------------------------------------------------
+# Instruments of `tracehound.server._telemetry.ServerMetrics` (not `tracehound.emit.INSTRUMENTS`,
+# which holds the instruments `MetricsRecorder` creates).
+SERVE_METRIC_REQUESTS = "tracehound.server.requests"
+"""Counter ({request}): OTLP export requests answered; by `tracehound.signal`,
+`tracehound.transport`, `tracehound.outcome` (`success`, `partial`, `refused`, `invalid`,
+`too_large`)."""
+SERVE_METRIC_ITEMS = "tracehound.server.items"
+"""Counter ({item}): spans, log records or metrics received; by `tracehound.signal` and
+`tracehound.outcome` (`accepted`, `rejected` — bad ids, reported in partial_success — or
+`refused` — the queue was full, the sender was told to retry)."""
+SERVE_METRIC_SPANS_DUPLICATE = "tracehound.server.spans.duplicate"
+"""Counter ({span}): spans received again (same trace and span id) and dropped."""
+SERVE_METRIC_QUEUE_SIZE = "tracehound.server.queue.size"
+"""Observable gauge (By): bytes accepted and not yet forwarded; by `tracehound.signal`."""
+SERVE_METRIC_HELD_SPANS = "tracehound.server.spans.held"
+"""Observable gauge ({span}): spans held until their trace is finalized (roots in `stream` mode,
+whole traces in `hold` mode)."""
+SERVE_METRIC_FORWARD_ITEMS = "tracehound.forward.items"
+"""Counter ({item}): items forwarded downstream; by `tracehound.signal`,
+`tracehound.export.outcome` (`success` / `dropped`) and, when dropped, `tracehound.drop.reason`
+(`rejected` by the downstream, `retries_exhausted`, `queue_full`, `shutdown`)."""
+SERVE_METRIC_FORWARD_RETRIES = "tracehound.forward.retries"
+"""Counter ({retry}): forward attempts retried after a retryable failure; by `tracehound.signal`."""
+METRIC_ATTR_SIGNAL = "tracehound.signal"
+"""Metric attribute: `traces`, `logs` or `metrics`."""
+METRIC_ATTR_TRANSPORT = "tracehound.transport"
+"""Metric attribute: `grpc` or `http`."""
+METRIC_ATTR_OUTCOME = "tracehound.outcome"
+"""Metric attribute: how a request or item was answered (see each metric)."""
 """Metric attribute: the trace's top-level agent (absent when the trace has no agent span)."""
 
 __all__ = [

@@ -71,6 +71,16 @@ def decode_any_value_proto(value: Any, depth: int = 0) -> AttributeValue:
     return None
 
 
+def _proto_attributes(items: Iterable[Any]) -> dict[str, AttributeValue]:
+    """Decode a repeated `KeyValue` field; most values are strings, read without a call."""
+    out: dict[str, AttributeValue] = {}
+    for kv in items:
+        value = kv.value
+        text = value.string_value
+        out[kv.key] = text if text else decode_any_value_proto(value)
+    return out
+
+
 def decode_any_value_json(value: Any, depth: int = 0) -> AttributeValue:
     """Decode an OTLP/JSON `AnyValue` dict. Wrong shapes decode to None rather than raise."""
     if not isinstance(value, dict):
@@ -194,9 +204,9 @@ class ResourceView:
     def attributes(self) -> dict[str, AttributeValue]:
         if self._attributes is None:
             if self._source_kind == "proto":
-                self._attributes = {
-                    kv.key: decode_any_value_proto(kv.value) for kv in self._source.attributes
-                }
+                self._attributes = _proto_attributes(self._source.attributes)
+            elif self._source_kind == "sdk":
+                self._attributes = {k: _sdk_value(v) for k, v in self._source.items()}
             elif self._source_kind == "json":
                 src = self._source if isinstance(self._source, dict) else {}
                 self._attributes = _json_attributes(src.get("attributes"))
@@ -231,6 +241,26 @@ def _new_view(cls: type[SpanView]) -> SpanView:
     return object.__new__(cls)
 
 
+class _ScopeGate:
+    """The byte-level pre-check of one instrumentation scope, run when a span of it first asks.
+
+    Spans named like GenAI operations (`chat gpt-4o`) never ask, so a scope of them is not
+    re-serialized; a scope of other spans is scanned once for all of them.
+    """
+
+    __slots__ = ("_answer", "_scope_spans")
+
+    def __init__(self, scope_spans: Any) -> None:
+        self._scope_spans = scope_spans
+        self._answer: bool | None = None
+
+    def may_hold_genai(self) -> bool:
+        if self._answer is None:
+            self._answer = may_hold_genai(self._scope_spans.SerializeToString())
+            self._scope_spans = None
+        return self._answer
+
+
 class SpanView:
     """Read-only view of one span.
 
@@ -246,6 +276,7 @@ class SpanView:
         "_gate",
         "_keys",
         "_kind",
+        "_scope_gate",
         "_source",
         "_source_kind",
         "_start_ns",
@@ -281,6 +312,7 @@ class SpanView:
     _status_code: int
     _status_message: str
     _gate: bool
+    _scope_gate: _ScopeGate
     _source: Any
     _source_kind: str
 
@@ -308,7 +340,7 @@ class SpanView:
     def _from_proto(
         cls, span: Any, resource: ResourceView, scope_name: str, scope_version: str
     ) -> SpanView:
-        view = _new_view(cls)
+        view = object.__new__(cls)  # per span on the receiver's hot path: no helper call
         view._source = span
         view._source_kind = "proto"
         trace_id = view.trace_id = span.trace_id.hex()
@@ -426,7 +458,8 @@ class SpanView:
         view.scope_name = scope.name if scope is not None else ""
         view.scope_version = (scope.version or "") if scope is not None else ""
         res = span.resource
-        view.resource = ResourceView.from_mapping(res.attributes) if res is not None else EMPTY_RESOURCE
+        # Converted on first use (root spans only, in practice), not once per span.
+        view.resource = ResourceView(res.attributes, "sdk") if res is not None else EMPTY_RESOURCE
         return view
 
     # --- lazy parts ----------------------------------------------------------------------------
@@ -440,7 +473,10 @@ class SpanView:
             return self._gate
         except AttributeError:
             if self._source_kind == "proto" and not hasattr(self, "_keys"):
-                gate = may_hold_genai(self._source.SerializeToString())
+                scope_gate = getattr(self, "_scope_gate", None)
+                gate = (scope_gate is None or scope_gate.may_hold_genai()) and may_hold_genai(
+                    self._source.SerializeToString()
+                )
             else:
                 gate = True  # keys are cheap to read here; detection reads them
             self._gate = gate
@@ -467,9 +503,7 @@ class SpanView:
         if not hasattr(self, "_attributes"):
             kind = self._source_kind
             if kind == "proto":
-                self._attributes = {
-                    kv.key: decode_any_value_proto(kv.value) for kv in self._source.attributes
-                }
+                self._attributes = _proto_attributes(self._source.attributes)
             elif kind == "json":
                 self._attributes = _json_attributes(self._source.get("attributes"))
             elif kind == "sdk":
@@ -514,7 +548,7 @@ class SpanView:
                         SpanEventView(
                             ev.name,
                             ev.time_unix_nano,
-                            {kv.key: decode_any_value_proto(kv.value) for kv in ev.attributes},
+                            _proto_attributes(ev.attributes),
                         )
                     )
             elif kind == "json":
@@ -663,19 +697,26 @@ def iter_proto_spans(
     Spans whose ids have the wrong size are skipped and described in `errors`, as in
     `iter_json_spans`. With `raw` (the request's serialized bytes, which a receiver or a file
     reader has anyway), a request that holds no GenAI key at all marks every view as non-GenAI at
-    the cost of one scan; otherwise each instrumentation scope is checked once, since scopes are
-    nearly always all-GenAI or all-not.
+    the cost of one scan. Otherwise each instrumentation scope is checked once, when one of its
+    spans first needs it (scopes are nearly always all-GenAI or all-not); a request of a single
+    scope needs no scope check beside the request's.
     """
     from_proto = SpanView._from_proto
     request_gate = None if raw is None or may_hold_genai(raw) else False
-    for resource_spans in request.resource_spans:
+    resource_spans_list = request.resource_spans
+    single_scope = (
+        raw is not None
+        and len(resource_spans_list) == 1
+        and len(resource_spans_list[0].scope_spans) == 1
+    )
+    for resource_spans in resource_spans_list:
         resource = ResourceView(resource_spans.resource, "proto")
         for scope_spans in resource_spans.scope_spans:
             scope = scope_spans.scope
             scope_name, scope_version = scope.name, scope.version
-            gate = request_gate
-            if gate is None:
-                gate = False if not may_hold_genai(scope_spans.SerializeToString()) else None
+            scope_gate = None
+            if request_gate is None and not single_scope:
+                scope_gate = _ScopeGate(scope_spans)
             for span in scope_spans.spans:
                 try:
                     view = from_proto(span, resource, scope_name, scope_version)
@@ -683,8 +724,10 @@ def iter_proto_spans(
                     if errors is not None:
                         errors.append(f"span {span.name!r}: {exc}")
                     continue
-                if gate is not None:
-                    view._gate = gate
+                if request_gate is not None:
+                    view._gate = request_gate
+                elif scope_gate is not None:
+                    view._scope_gate = scope_gate
                 yield view
 
 

@@ -98,25 +98,34 @@ class Unit:
         return False
 
 
+def _segment_unit(segment: str) -> Unit | None:
+    tokens = _normalized_tokens(segment)
+    informative = tuple(t for t in tokens if t not in STOP_WORDS)
+    if len(informative) < 2:
+        return None
+    return Unit(segment.strip(), " ".join(tokens), informative, frozenset(informative))
+
+
 def split_units(text: str) -> list[Unit]:
     units: list[Unit] = []
     for segment in _UNIT_BOUNDARY.split(text.strip()):
-        tokens = _normalized_tokens(segment)
-        informative = tuple(t for t in tokens if t not in STOP_WORDS)
-        if len(informative) < 2:
-            continue
-        units.append(Unit(segment.strip(), " ".join(tokens), informative, frozenset(informative)))
+        unit = _segment_unit(segment)
+        if unit is not None:
+            units.append(unit)
     return units
 
 
 class TextCache:
-    """Tokenizes each distinct text once (per trace) and splits each evidence text once."""
+    """Tokenizes each distinct text once (per trace) and splits each evidence text once; a
+    sentence that recurs in other evidence texts (the same document fetched again, boilerplate)
+    is tokenized once too."""
 
-    __slots__ = ("_tokenized", "_units")
+    __slots__ = ("_segments", "_tokenized", "_units")
 
     def __init__(self) -> None:
         self._tokenized: dict[str, Tokenized] = {}
         self._units: dict[str, list[Unit]] = {}
+        self._segments: dict[str, Unit | None] = {}
 
     def tokenized(self, text: str) -> Tokenized:
         cached = self._tokenized.get(text)
@@ -129,6 +138,14 @@ class TextCache:
     def units(self, text: str) -> list[Unit]:
         cached = self._units.get(text)
         if cached is None:
-            cached = split_units(text)
+            cached = []
+            segments = self._segments
+            for segment in _UNIT_BOUNDARY.split(text.strip()):
+                if segment in segments:
+                    unit = segments[segment]
+                else:
+                    unit = segments[segment] = _segment_unit(segment)
+                if unit is not None:
+                    cached.append(unit)
             self._units[text] = cached
         return cached

@@ -10,6 +10,7 @@ import pytest
 from tracehound import names
 from tracehound.engine import FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult
+from tracehound.evaluators.summary import derived_attributes
 from tracehound.report import (
     ALIASES,
     LEVELS,
@@ -47,7 +48,11 @@ def report(
         reason="flush",
         span_count=1,
         truncated=False,
-        attributes=dict(attributes or {}),
+        # as the engine finalizes: root attributes plus the per-run summaries
+        attributes={
+            **(attributes or {}),
+            **derived_attributes(attributes or {}, results),
+        },
     )
     return TraceReport(trace, tuple(span_results))
 
@@ -101,7 +106,8 @@ def test_alias_targets() -> None:
     # the loop evaluator's trace attributes (on the root span) are `tracehound.loops.*`
     assert ALIASES["loops"] == names.ATTR_LOOPS_COUNT == "tracehound.loops.count"
     assert ALIASES["wasted_steps"] == names.ATTR_LOOPS_WASTED_STEPS
-    assert ALIASES["drift"] == "tracehound.drift.score"
+    # drift: the worst run of the trace (`TraceReport.attributes` derives it from every run)
+    assert ALIASES["drift"] == names.ATTR_DRIFT_MAX_SCORE == "tracehound.drift.max_score"
 
 
 def test_booleans() -> None:

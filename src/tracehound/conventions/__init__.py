@@ -65,11 +65,31 @@ _GENAI_OPERATIONS = frozenset(genai.OPERATION_MAP)
 _STARTS_GENAI = methodcaller("startswith", _ANY_GENAI_PREFIXES)
 
 
+# What a span name alone says, memoized: span names repeat (`GET /api/orders/{id}`, `SELECT
+# users`), and this runs for every span of an application. Bounded: cleared when full.
+_HINTED, _BY_NAME = 1, 2
+_NAME_FLAGS: dict[str, int] = {}
+_NAME_FLAGS_MAX = 4096
+
+
+def _name_flags(name: str) -> int:
+    flags = _NAME_FLAGS.get(name)
+    if flags is None:
+        flags = _HINTED if name.partition(" ")[0] in _GENAI_OPERATIONS else 0
+        if name in ("agent run", "running tool") or name.startswith("ai."):
+            flags |= _BY_NAME
+        if len(_NAME_FLAGS) >= _NAME_FLAGS_MAX:
+            _NAME_FLAGS.clear()
+        _NAME_FLAGS[name] = flags
+    return flags
+
+
 def detect_convention(view: SpanView) -> Convention | None:
-    hinted = view.name.partition(" ")[0] in _GENAI_OPERATIONS
-    by_name = _maybe_by_name(view)
-    if not hinted and not by_name and not view.may_be_genai():
+    flags = _name_flags(view.name)
+    if not flags and view.scope_name != "pydantic-ai" and not view.may_be_genai():
         return None
+    hinted = flags & _HINTED
+    by_name = flags & _BY_NAME or view.scope_name == "pydantic-ai"
     keys: Collection[str] = view.attributes.keys() if hinted else view.attribute_keys
     if (
         not by_name
@@ -82,12 +102,6 @@ def detect_convention(view: SpanView) -> Convention | None:
         if convention.detect(view, keyset):
             return convention
     return None
-
-
-def _maybe_by_name(view: SpanView) -> bool:
-    return view.scope_name == "pydantic-ai" or view.name in ("agent run", "running tool") or (
-        view.name.startswith("ai.")
-    )
 
 
 def normalize(view: SpanView, logs: list[LogView] | None = None) -> NormalizedSpan | None:

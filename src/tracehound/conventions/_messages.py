@@ -16,32 +16,39 @@ _PART_TYPE_ALIASES = {"thinking": "reasoning", "tool_result": "tool_call_respons
 
 
 def parse_part(raw: Any) -> Part | None:
-    if isinstance(raw, str):
-        return Part(type="text", content=raw)
-    if not isinstance(raw, dict):
-        return None
-    ptype = str(raw.get("type") or raw.get("kind") or "text")
+    # Positional Part(type, content, id, name, arguments, response): this runs for every part of
+    # every message of every chat span.
+    if type(raw) is not dict:
+        if isinstance(raw, str):
+            return Part("text", raw)
+        if not isinstance(raw, dict):
+            return None
+    ptype = raw.get("type") or raw.get("kind") or "text"
+    if type(ptype) is not str:
+        ptype = str(ptype)
     ptype = _PART_TYPE_ALIASES.get(ptype, ptype)
     if ptype == "tool_call":
         return Part(
-            type="tool_call",
-            id=_opt_str(raw.get("id")),
-            name=_opt_str(raw.get("name")),
-            arguments=raw.get("arguments"),
+            "tool_call",
+            None,
+            _opt_str(raw.get("id")),
+            _opt_str(raw.get("name")),
+            raw.get("arguments"),
         )
     if ptype == "tool_call_response":
         response = raw.get("response", raw.get("result"))
         return Part(
-            type="tool_call_response",
-            id=_opt_str(raw.get("id")),
-            name=_opt_str(raw.get("name")),
-            response=response,
-            content=to_text(response),
+            "tool_call_response",
+            to_text(response),
+            _opt_str(raw.get("id")),
+            _opt_str(raw.get("name")),
+            None,
+            response,
         )
     content = raw["content"] if "content" in raw else raw.get("text")
-    if content is None or isinstance(content, str):  # the usual case; to_text would return it
-        return Part(type=ptype, content=content)
-    return Part(type=ptype, content=to_text(content))
+    if content is None or type(content) is str:  # the usual case; to_text would return it
+        return Part(ptype, content)
+    return Part(ptype, to_text(content))
 
 
 def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
@@ -60,16 +67,18 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
         if not isinstance(raw, dict):
             problems.append(f"{what}: a message that is not an object was skipped")
             continue
-        role = str(raw.get("role") or "assistant")
+        role = raw.get("role") or "assistant"
+        if type(role) is not str:
+            role = str(role)
         raw_parts = raw.get("parts")
         parts: list[Part] = []
         if isinstance(raw_parts, list):
             for rp in raw_parts:
                 part = parse_part(rp)
-                if part is not None:
-                    parts.append(part)
-                else:
+                if part is None:
                     problems.append(f"{what}: a part that is not an object was skipped")
+                    continue
+                parts.append(part)
         else:
             if raw_parts is not None:
                 problems.append(f"{what}: `parts` that is not an array was skipped")
@@ -78,7 +87,7 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
                 if text is not None:
                     parts.append(Part(type="text", content=text))
         finish = raw.get("finish_reason")
-        messages.append(Message(role=role, parts=parts, finish_reason=_opt_str(finish)))
+        messages.append(Message(role, parts, None if finish is None else _opt_str(finish)))
     return messages
 
 

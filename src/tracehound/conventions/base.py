@@ -113,6 +113,22 @@ class Convention:
     extract: Callable[[SpanView, list[LogView]], NormalizedSpan]
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _loads(text: str) -> Any:
+    """`json.loads(text)`, minus its per-call checks and whitespace scans for a document that
+    starts with its value and ends with it (what instrumentations write); anything else, valid
+    or not, goes through `json.loads` itself."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
+
+
 def parse_json_value(value: Any, what: str, problems: list[str]) -> Any:
     """Return the structured value of an attribute that may be a JSON string or already structured.
 
@@ -133,7 +149,7 @@ def parse_json_value(value: Any, what: str, problems: list[str]) -> Any:
             problems.append(f"{what}: {len(value)} bytes, over the {MAX_JSON_BYTES} byte limit")
             return None
         try:
-            return json.loads(value)
+            return _loads(value)
         except (ValueError, RecursionError):
             problems.append(f"{what}: not valid JSON")
             return None

@@ -63,16 +63,20 @@ def detect(view: SpanView, keys: frozenset[str]) -> bool:
 
 
 def operation_of(view: SpanView) -> Operation:
-    op = view.get("gen_ai.operation.name")
+    return _operation(view.attributes)
+
+
+def _operation(attrs: dict[str, Any]) -> Operation:
+    op = attrs.get("gen_ai.operation.name")
     if isinstance(op, str) and op in OPERATION_MAP:
         return OPERATION_MAP[op]
     if isinstance(op, str) and op:
         return "other"
-    if "gen_ai.tool.name" in view.attributes:
+    if "gen_ai.tool.name" in attrs:
         return "tool"
-    if "gen_ai.input.messages" in view.attributes or "gen_ai.output.messages" in view.attributes:
+    if "gen_ai.input.messages" in attrs or "gen_ai.output.messages" in attrs:
         return "llm"
-    if "gen_ai.request.model" in view.attributes:
+    if "gen_ai.request.model" in attrs:
         return "llm"
     return "other"
 
@@ -104,10 +108,23 @@ def first_int(view: SpanView, *keys: str) -> int | None:
 
 
 def first_str(view: SpanView, *keys: str) -> str | None:
+    return _first_str(view.attributes, keys)
+
+
+def _first_str(attrs: dict[str, Any], keys: tuple[str, ...]) -> str | None:
     for key in keys:
-        value = view.get(key)
+        value = attrs.get(key)
         if isinstance(value, str) and value:
             return value
+    return None
+
+
+def _first_int(view: SpanView, attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        if key in attrs:  # absent keys are the common case: skip the typed read
+            value = view.get_int(key)
+            if value is not None:
+                return value
     return None
 
 
@@ -186,18 +203,23 @@ def fill_from_output_messages(span: NormalizedSpan) -> None:
         span.finish_reasons = [m.finish_reason for m in span.output_messages if m.finish_reason]
 
 
+_AGENT_NAME_KEYS = ("gen_ai.agent.name",)
+_MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model")
+_PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system")
+_INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+_OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+
+
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     attrs = view.attributes
     legacy = "gen_ai.provider.name" not in attrs and "gen_ai.system" in attrs
-    span = NormalizedSpan(view=view, convention=LEGACY_NAME if legacy else NAME, operation=operation_of(view))
+    span = NormalizedSpan(view=view, convention=LEGACY_NAME if legacy else NAME, operation=_operation(attrs))
     problems = span.problems
-    span.agent_name = first_str(view, "gen_ai.agent.name")
-    span.model = first_str(view, "gen_ai.request.model", "gen_ai.response.model")
-    span.provider = first_str(view, "gen_ai.provider.name", "gen_ai.system")
-    span.input_tokens = first_int(view, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
-    span.output_tokens = first_int(
-        view, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"
-    )
+    span.agent_name = _first_str(attrs, _AGENT_NAME_KEYS)
+    span.model = _first_str(attrs, _MODEL_KEYS)
+    span.provider = _first_str(attrs, _PROVIDER_KEYS)
+    span.input_tokens = _first_int(view, attrs, _INPUT_TOKEN_KEYS)
+    span.output_tokens = _first_int(view, attrs, _OUTPUT_TOKEN_KEYS)
     span.finish_reasons = finish_reasons_of(attrs.get("gen_ai.response.finish_reasons"))
     if "gen_ai.system_instructions" in attrs:
         span.system_instructions = parse_instructions(

@@ -5,20 +5,30 @@ later output (assistant text, reasoning) is tokenized once and looked up in the 
 of a step depends on its own size and on how many units share its rarer tokens — not on the
 length of the trace.
 
+Units with the same normalized text match exactly the same texts, so the index holds each such
+text once (a *class*; agents re-read the same documents, tools return the same boilerplate) and a
+match is recorded for every unit of the class seen so far.
+
 Exactness comes from prefix filtering: a unit with n unique informative tokens can only match a
 text sharing at least t of them (`Unit.threshold`), so indexing any n - t + 1 of its tokens
-guarantees that every text it can match shares at least one indexed token. The tokens indexed are
-the rarest at insertion time (fewest units so far), which keeps posting lists short for common
-words. Every candidate is then checked with the exact match rule.
+guarantees that every text it can match shares at least one indexed token. The rarest ones at
+insertion (fewest classes so far) are chosen, to keep posting sets short for common words. Every
+candidate is then checked with the exact match rule.
+
+Repeated-evidence groups (sources with units that match each other either way) are kept as a
+union-find over sources: each new class is checked against the earlier classes it can match
+either way — a lookup like a text's, plus, for larger units that may hold half of it, a lookup in
+a full index — skipping those already in its source's group.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from tracehound.text import TextCache, Tokenized, Unit
+from tracehound.text import TextCache, Unit
 
 __all__ = [
     "EvidenceAnalysis",
@@ -28,7 +38,6 @@ __all__ = [
     "analyze_items",
     "summarize",
 ]
-
 
 @dataclass(slots=True)
 class EvidenceSource:
@@ -64,10 +73,16 @@ class EvidenceIndex:
 
     __slots__ = (
         "_cache",
+        "_class_of",
+        "_class_units",
         "_df",
         "_full",
-        "_parent",
+        "_group",
+        "_group_classes",
+        "_members",
         "_prefix",
+        "_thresholds",
+        "_unit_class",
         "_unit_owner",
         "_unit_slot",
         "_units",
@@ -80,10 +95,18 @@ class EvidenceIndex:
         self._units: list[Unit] = []
         self._unit_owner: list[int] = []  # unit id -> source index
         self._unit_slot: list[int] = []  # unit id -> its index within the source
-        self._prefix: dict[str, list[int]] = {}  # token -> unit ids indexed under it
-        self._full: dict[str, list[int]] = {}  # token -> every unit id containing it
-        self._df: dict[str, int] = {}
-        self._parent: list[int] = []  # union-find over sources, for repeated-evidence groups
+        self._unit_class: list[int] = []  # unit id -> class id
+        # Classes: units with one normalized text, indexed once.
+        self._class_of: dict[str, int] = {}  # normalized text -> class id
+        self._class_units: list[list[int]] = []  # class id -> its unit ids, ascending
+        self._thresholds: list[int] = []  # class id -> Unit.threshold
+        self._df: dict[str, int] = {}  # token -> classes containing it
+        self._prefix: dict[str, set[int]] = {}  # token -> classes indexed under it
+        self._full: dict[str, list[int]] = {}  # token -> every class containing it
+        # Repeated-evidence groups: a union-find over sources, with each group's classes.
+        self._group: list[int] = []  # source index -> group id
+        self._members: dict[int, list[int]] = {}  # group id -> source indexes
+        self._group_classes: dict[int, set[int]] = {}  # group id -> classes of its units
 
     @property
     def cache(self) -> TextCache:
@@ -102,16 +125,29 @@ class EvidenceIndex:
             units=units,
         )
         self.sources.append(source)
-        self._parent.append(source_index)
-        for unit in units:
-            self._link_repeats(unit, source_index)
+        self._group.append(source_index)
+        self._members[source_index] = [source_index]
+        self._group_classes[source_index] = set()
+        class_of = self._class_of
+        for slot, unit in enumerate(units):
             unit_id = len(self._units)
             self._units.append(unit)
             self._unit_owner.append(source_index)
-            self._unit_slot.append(len(source.unit_ids))
+            self._unit_slot.append(slot)
             source.unit_ids.append(unit_id)
             source.reuse_positions.append([])
-            self._index(unit, unit_id)
+            class_id = class_of.get(unit.normalized)
+            if class_id is None:
+                class_id = class_of[unit.normalized] = len(self._class_units)
+                self._class_units.append([unit_id])
+                self._add_class(unit, class_id, source_index)
+            else:
+                # Same text as earlier units: it matches them, and exactly what they match, whose
+                # sources are already in their group.
+                first = self._class_units[class_id][0]
+                self._class_units[class_id].append(unit_id)
+                self._union(self._unit_owner[first], source_index)
+            self._unit_class.append(class_id)
         return source
 
     def match_output(self, text: str, position: int) -> list[int]:
@@ -119,21 +155,20 @@ class EvidenceIndex:
         target = self._cache.tokenized(text)
         if not target.normalized:
             return []
-        candidates: set[int] = set()
-        prefix = self._prefix
-        for token in target.token_set:
-            postings = prefix.get(token)
-            if postings:
-                candidates.update(postings)
-        matched: list[int] = []
-        units = self._units
         target_set = target.token_set
-        for unit_id in candidates:
-            unit = units[unit_id]
-            if unit.matches(target, len(unit.token_set & target_set)):
-                matched.append(unit_id)
-                owner = self.sources[self._unit_owner[unit_id]]
-                owner.reuse_positions[self._unit_slot[unit_id]].append(position)
+        matched: list[int] = []
+        units, class_units, thresholds = self._units, self._class_units, self._thresholds
+        sources, owner_of, slot_of = self.sources, self._unit_owner, self._unit_slot
+        for class_id in self._candidates(target_set):
+            threshold = thresholds[class_id]
+            unit_ids = class_units[class_id]
+            unit = units[unit_ids[0]]
+            overlap = len(unit.token_set & target_set)
+            # the match rule is `overlap >= threshold`, plus containment for one-token units
+            if overlap >= threshold and (threshold > 1 or unit.matches(target, overlap)):
+                matched.extend(unit_ids)
+                for unit_id in unit_ids:
+                    sources[owner_of[unit_id]].reuse_positions[slot_of[unit_id]].append(position)
         matched.sort()
         return matched
 
@@ -145,65 +180,84 @@ class EvidenceIndex:
 
     def repeated_groups(self) -> list[list[int]]:
         """Groups (≥ 2) of sources sharing a matching unit, by first member; members in order."""
-        groups: dict[int, list[int]] = {}
-        for index in range(len(self.sources)):
-            groups.setdefault(self._find(index), []).append(index)
-        return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+        return sorted(sorted(g) for g in self._members.values() if len(g) > 1)
 
     # --- internals --------------------------------------------------------------------------
 
-    def _index(self, unit: Unit, unit_id: int) -> None:
-        df = self._df
-        keep = len(unit.token_set) - unit.threshold + 1
-        rarest = sorted(unit.token_set, key=lambda t: (df.get(t, 0), -len(t), t))[:keep]
-        for token in rarest:
-            self._prefix.setdefault(token, []).append(unit_id)
-        for token in unit.token_set:
-            self._full.setdefault(token, []).append(unit_id)
-            df[token] = df.get(token, 0) + 1
-
-    def _link_repeats(self, unit: Unit, source_index: int) -> None:
-        """Union this source with earlier sources that have a unit matching `unit` either way."""
+    def _candidates(self, tokens: AbstractSet[str]) -> set[int]:
+        """Classes that a text with these tokens may match (a superset, never missing one)."""
+        prefix = self._prefix
         candidates: set[int] = set()
-        # earlier units that `unit` can match: they contain one of its n - t + 1 rarest tokens
-        keep = len(unit.token_set) - unit.threshold + 1
-        df = self._df
-        for token in sorted(unit.token_set, key=lambda t: (df.get(t, 0), -len(t), t))[:keep]:
-            candidates.update(self._full.get(token, ()))
-        # earlier units that can match `unit`: one of their indexed tokens is in it
-        for token in unit.token_set:
-            candidates.update(self._prefix.get(token, ()))
-        as_text = Tokenized(unit.normalized, unit.token_set)
-        owner_of = self._unit_owner
-        root = self._find(source_index)
-        settled: set[int] = set()  # sources already in this source's group
-        for unit_id in candidates:  # group membership does not depend on the order
-            other_source = owner_of[unit_id]
-            if other_source in settled:
-                continue
-            if self._find(other_source) == root:
-                settled.add(other_source)
-                continue
-            other = self._units[unit_id]
-            overlap = len(other.token_set & unit.token_set)
-            if other.matches(as_text, overlap) or unit.matches(
-                Tokenized(other.normalized, other.token_set), overlap
-            ):
-                self._union(other_source, source_index)
-                root = self._find(source_index)
-                settled.add(other_source)
+        candidates.update(*[prefix[token] for token in tokens if token in prefix])
+        return candidates
 
-    def _find(self, index: int) -> int:
-        parent = self._parent
-        while parent[index] != index:
-            parent[index] = parent[parent[index]]
-            index = parent[index]
-        return index
+    def _rarest(self, unit: Unit, keep: int) -> list[str]:
+        """The unit's `keep` rarest tokens by current frequency (ties: text order)."""
+        return sorted(dict.fromkeys(unit.tokens), key=self._df.__getitem__)[:keep]
+
+    def _add_class(self, unit: Unit, class_id: int, source: int) -> None:
+        df = self._df
+        tokens = unit.token_set
+        for token in tokens:
+            df[token] = df.get(token, 0) + 1
+        threshold = unit.threshold
+        self._thresholds.append(threshold)
+        self._link(unit, class_id, threshold, source)
+        full = self._full
+        for token in tokens:
+            full.setdefault(token, []).append(class_id)
+        self._group_classes[self._group[source]].add(class_id)
+        prefix = self._prefix
+        for token in self._rarest(unit, len(tokens) - threshold + 1):
+            postings = prefix.get(token)
+            if postings is None:
+                prefix[token] = {class_id}
+            else:
+                postings.add(class_id)
+
+    def _link(self, unit: Unit, class_id: int, threshold: int, source: int) -> None:
+        """Join `source` with the sources of the earlier classes matching this one either way."""
+        tokens = unit.token_set
+        # Earlier classes that can match this unit are candidates of it as a text; so are those
+        # it can match, unless their threshold is higher: a larger unit can hold half of this
+        # one without its own indexed tokens. Those hold one of any n - t + 1 of this unit's
+        # tokens, which `_full` (every class under each of its tokens) finds.
+        candidates = self._candidates(tokens)
+        full, thresholds = self._full, self._thresholds
+        for token in self._rarest(unit, len(tokens) - threshold + 1):
+            if token in full:
+                candidates.update([other for other in full[token] if thresholds[other] > threshold])
+        # Classes already in this source's group need no check (`-` walks the small candidate
+        # set; `-=` would walk the whole group).
+        group = self._group
+        candidates = candidates - self._group_classes[group[source]]
+        units, class_units, owner_of = self._units, self._class_units, self._unit_owner
+        for other_class in candidates:  # group membership does not depend on the order
+            first = class_units[other_class][0]
+            other_source = owner_of[first]
+            if group[other_source] == group[source]:  # joined during this loop
+                continue
+            other = units[first]
+            other_threshold = thresholds[other_class]
+            overlap = len(other.token_set & tokens)
+            if (
+                overlap >= other_threshold
+                and (other_threshold > 1 or other.matches(unit, overlap))
+            ) or (overlap >= threshold and (threshold > 1 or unit.matches(other, overlap))):
+                self._union(other_source, source)
 
     def _union(self, a: int, b: int) -> None:
-        ra, rb = self._find(a), self._find(b)
-        if ra != rb:
-            self._parent[max(ra, rb)] = min(ra, rb)
+        group, members, group_classes = self._group, self._members, self._group_classes
+        keep, gone = group[a], group[b]
+        if keep == gone:
+            return
+        if len(members[keep]) < len(members[gone]):
+            keep, gone = gone, keep
+        moved = members.pop(gone)
+        for source in moved:
+            group[source] = keep
+        members[keep].extend(moved)
+        group_classes[keep].update(group_classes.pop(gone))
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """The `drift` evaluator: each run scored against its agent's baseline, which it then updates.
 
 One observation per run: each agent run of the trace (an `invoke_agent` subtree, nested agents
-each observed on their own), or the whole trace when it has no agent span. The run's baseline key
+each observed on their own), or the whole trace when it has no agent span; a trace without any
+GenAI step (a plain HTTP request) has no run. The run's baseline key
 is `service.name/agent name` by default (`DriftEvaluatorConfig.key`; the implicit run's agent
 name is the trace's root span name).
 
@@ -90,6 +91,8 @@ class DriftEvaluator(Evaluator):
     def finish_trace(
         self, state: Any, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
+        if not trajectory.steps:  # no GenAI span (a health check, a plain HTTP trace): no run
+            return []
         agent_runs = [r for r in trajectory.runs if not r.implicit]
         runs = agent_runs or list(trajectory.runs)
         return [self.evaluate_run(trajectory, run, trace) for run in runs]

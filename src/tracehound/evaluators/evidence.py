@@ -21,7 +21,13 @@ from typing import Any
 
 from tracehound import names
 from tracehound.conventions import NormalizedSpan
-from tracehound.evaluators._evidence_index import EvidenceIndex, Item, analyze_items, summarize
+from tracehound.evaluators._evidence_index import (
+    EvidenceAnalysis,
+    EvidenceIndex,
+    Item,
+    analyze_items,
+    summarize,
+)
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.steps import Step, Trajectory
 from tracehound.text import TextCache
@@ -102,13 +108,59 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
     return len(items)
 
 
+_EVIDENCE_KINDS = frozenset(("tool_result", "retrieval"))
+_TARGET_KINDS = frozenset(("assistant", "reasoning"))
+
+
 class _State:
-    __slots__ = ("cache", "index", "position")
+    __slots__ = ("cache", "index", "position", "reusing", "seen")
 
     def __init__(self) -> None:
         self.cache = TextCache()
         self.index = EvidenceIndex(self.cache)
         self.position = 0
+        # What the index was fed, in order: (position, role, text) of each evidence and target
+        # item, and the units each target reused; lets the trace result reuse the index.
+        self.seen: list[tuple[int, str, str]] = []
+        self.reusing: dict[int, list[int]] = {}
+
+
+def _reuse_index(state: _State, items: list[Item], final: int | None) -> EvidenceAnalysis | None:
+    """The analysis of `items` from the index built as spans arrived, if that index was fed the
+    same evidence and targets in the same order (the usual case: spans arrive in the order of
+    the canonical trajectory, up to steps that are neither); None otherwise.
+
+    Matching depends only on that sequence, so the index's decisions are the ones a fresh
+    analysis would make; only positions and labels are the canonical trajectory's.
+    """
+    relevant = [(p, item) for p, item in enumerate(items) if item.role != "other"]
+    declared = bool(relevant) and relevant[-1][1].key == "final_answer"
+    if declared:  # the declared output, not a step: matched below, after everything else
+        relevant.pop()
+    seen = state.seen
+    if len(relevant) != len(seen):
+        return None
+    for (_, item), (_, role, text) in zip(relevant, seen):
+        if item.role != role or item.text != text:
+            return None
+    position_of = {old: new for (new, _), (old, _, _) in zip(relevant, seen)}
+    index = state.index
+    evidence = [item for _, item in relevant if item.role == "evidence"]
+    for number, (source, item) in enumerate(zip(index.sources, evidence)):
+        source.position = position_of[source.position]
+        source.step_key = item.key
+        source.evidence_id = item.evidence_id or f"evidence-{number}"  # as `analyze_items`
+        source.source_type = item.source_type
+        source.tool = item.tool
+        source.source = item.source
+        source.reuse_positions = [[position_of[p] for p in ps] for ps in source.reuse_positions]
+    reusing = {position_of[p]: units for p, units in state.reusing.items()}
+    if declared:
+        position = len(items) - 1
+        matched = index.match_output(items[position].text, position)
+        if matched:
+            reusing[position] = matched
+    return EvidenceAnalysis(items, index, final, reusing)
 
 
 class EvidenceEvaluator(Evaluator):
@@ -127,12 +179,24 @@ class EvidenceEvaluator(Evaluator):
         reused: set[int] = set()
         outputs = 0
         for step in steps:
+            kind = step.kind
+            if not step.text and kind != "retrieval" or (
+                kind not in _EVIDENCE_KINDS and kind not in _TARGET_KINDS
+            ):
+                state.position += 1  # one `other` item (see `_step_items`)
+                continue
             for item in _step_items(step, state.position):
+                position = state.position
                 if item.role == "evidence":
-                    state.index.add_evidence(item, state.position, item.evidence_id or item.key)
+                    state.index.add_evidence(item, position, item.evidence_id or item.key)
+                    state.seen.append((position, "evidence", item.text))
                 elif item.role == "target":
                     outputs += 1
-                    reused.update(state.index.match_output(item.text, state.position))
+                    matched = state.index.match_output(item.text, position)
+                    state.seen.append((position, "target", item.text))
+                    if matched:
+                        state.reusing[position] = matched
+                        reused.update(matched)
                 state.position += 1
         if span.operation != "llm" or not outputs:
             return ()
@@ -161,7 +225,7 @@ class EvidenceEvaluator(Evaluator):
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
         items, keys, final = trajectory_items(trajectory)
-        analysis = analyze_items(items, final, state.cache)
+        analysis = _reuse_index(state, items, final) or analyze_items(items, final, state.cache)
         report = summarize(analysis, keys)
         sources = report["evidence"]
         attributes: dict[str, Any] = {

@@ -17,8 +17,16 @@ from typing import Any, Literal
 from tracehound import names
 from tracehound.engine import FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult
+from tracehound.evaluators.summary import LEVELS, derived_attributes
 
-__all__ = ["FailRule", "Status", "TraceReport", "parse_fail_rule", "result_status"]
+__all__ = [
+    "FailRule",
+    "Status",
+    "TraceReport",
+    "derived_attributes",
+    "parse_fail_rule",
+    "result_status",
+]
 
 Status = Literal["PASS", "WARN", "FAIL"]
 _ORDER: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -70,6 +78,8 @@ class TraceReport:
 
     @property
     def attributes(self) -> dict[str, Any]:
+        """The root span's `tracehound.*` attributes, including the trace-level summaries of
+        per-run results (`derived_attributes`) that the gate rules read."""
         return dict(self.trace.attributes)
 
     def all_results(self) -> list[EvaluationResult]:
@@ -80,7 +90,7 @@ class TraceReport:
         return {
             "trace_id": self.trace_id,
             "status": self.status,
-            "attributes": _jsonable(self.trace.attributes),
+            "attributes": _jsonable(self.attributes),
             "results": [_result_json(r) for r in self.all_results()],
         }
 
@@ -113,11 +123,14 @@ ALIASES = {
     "survival": "tracehound.evidence.survival_ratio",
     "loops": names.ATTR_LOOPS_COUNT,
     "wasted_steps": names.ATTR_LOOPS_WASTED_STEPS,
-    "drift": "tracehound.drift.score",
-    "drift_severity": names.ATTR_DRIFT_SEVERITY,
+    # drift: the worst run of the trace (nested agents included), see `derived_attributes`
+    "drift": names.ATTR_DRIFT_MAX_SCORE,
+    "drift_severity": names.ATTR_DRIFT_MAX_SEVERITY,
 }
 # A rule comparing a name with a level (drift>=alert) reads this attribute instead.
-LEVEL_ALIASES = {"drift": names.ATTR_DRIFT_SEVERITY}
+LEVEL_ALIASES = {"drift": names.ATTR_DRIFT_MAX_SEVERITY}
+# Golden-trace verdict words (`--fail-on regressed`): the worst verdict they trip at.
+GOLDEN_RULES = {"regressed": "regressed", "drifted": "drifted"}
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<=": operator.le,
     ">=": operator.ge,
@@ -127,8 +140,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "!=": operator.ne,
 }
 _RULE = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(<=|>=|==|!=|<|>)\s*(\S+)\s*$")
-# Named levels that compare by rank (drift severity).
-LEVELS = {"none": 0, "warning": 1, "alert": 2, "critical": 3}
+# Named levels compare by rank (drift severity): `LEVELS`, from tracehound.evaluators.summary.
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +158,10 @@ def parse_fail_rule(text: str) -> FailRule:
     NAME is an alias (evidence, final_survival, survival, loops, wasted_steps, drift,
     drift_severity) or a trace attribute (`tracehound.…`, dotted); VALUE is a number, true/false,
     or a drift level (none < warning < alert < critical, compared by rank; `drift` compared with
-    a level reads the severity, with a number the score). A rule on an attribute the trace does
-    not have never trips. Raises ValueError with the accepted forms on anything else.
+    a level reads the worst severity over the trace's runs, with a number the highest score). A
+    rule on an attribute the trace does not have never trips. `regressed` / `drifted` trip on a
+    golden-trace verdict (`eval --against`) that bad or worse. Raises ValueError with the
+    accepted forms on anything else.
     """
     word = text.strip().lower()
     if word in ("loop", "loops"):
@@ -158,6 +172,8 @@ def parse_fail_rule(text: str) -> FailRule:
         return FailRule(text, lambda r: r.status in ("WARN", "FAIL"))
     if word == "error":
         return FailRule(text, lambda r: any(x.error_type for x in r.all_results()))
+    if word in GOLDEN_RULES:
+        return FailRule(text, _golden_check(GOLDEN_RULES[word]))
     match = _RULE.match(text)
     if not match:
         raise ValueError(
@@ -193,6 +209,16 @@ def parse_fail_rule(text: str) -> FailRule:
         return compare(actual, value)
 
     return FailRule(text, check)
+
+
+def _golden_check(floor: str) -> Callable[[TraceReport], bool]:
+    rank = names.GOLDEN_VERDICTS.index(floor)
+
+    def check(report: TraceReport) -> bool:
+        verdict = report.attributes.get(names.ATTR_GOLDEN_WORST_VERDICT)
+        return verdict in names.GOLDEN_VERDICTS and names.GOLDEN_VERDICTS.index(verdict) >= rank
+
+    return check
 
 
 def _rule_value(raw: str, text: str) -> float | bool | str:

@@ -1,0 +1,809 @@
+"""The sidecar's pipeline: admission, the evaluation worker, in-place annotation, hold/stream.
+
+Threads and queues (the Collector's shape: receivers → one processing stage → exporters):
+
+- **Receiver threads** (gRPC and HTTP handlers) call `submit_traces` / `submit_logs` /
+  `submit_metrics` with a parsed request. They charge the request's bytes to its signal's
+  `Budget` — or refuse with `Overloaded` (UNAVAILABLE / 503, retryable) when it is full — check
+  the ids of every span (a span with a bad trace, span or parent id is cut out and counted in
+  `partial_success`), drop duplicates, and then either hand the request to the worker (it may
+  hold GenAI, or belongs to a trace the engine knows) or put it straight on the traces lane,
+  as received. They never evaluate and never block on the downstream.
+- **One worker thread** owns the `Engine`, like the processor's worker: it takes requests in
+  arrival order, views each span (`SpanView.from_proto`, lazy), feeds the engine, writes each
+  span's results into the protobuf span *in place* (`tracehound.*` attributes, optional span
+  events and redaction), cuts out the spans that must wait (`stream`: the local root of a GenAI
+  trace; `hold`: every span of an evaluated trace) and hands the rest of the request to the
+  traces lane — the bytes as received when nothing changed, else one `SerializeToString`. Every
+  `poll_interval` it finalizes due traces (`Engine.poll`), writes the trace results onto the held
+  root, and forwards the held spans. Results also leave as `gen_ai.evaluation.result` log
+  records (built as protobuf, on the logs lane) and as metrics.
+- **One lane thread per signal** sends to the downstream (`tracehound.server._forward`).
+
+Cheap paths. A request whose bytes hold no GenAI key (`tracehound._wire.may_hold_genai`) and
+none of whose spans belongs to a trace the engine knows never reaches the worker: the receiver
+reads every span's ids from the bytes in one regex pass (`_fast_keys`; the span-by-span pass
+only when that does not account for every span), dedupes them with set operations and forwards
+the request as received. A trace becomes known when a request that may hold GenAI, or a GenAI
+log event, of it is accepted — before it is queued, so a later non-GenAI span of it (the HTTP
+root, say) goes to the engine after it and gets the trace results. Duplicates (at-least-once
+delivery) are dropped by (trace id, span id) over the last `DEDUPE_WINDOW`–2×`DEDUPE_WINDOW`
+spans, whether or not they reach the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from tracehound import names
+from tracehound._wire import may_hold_genai
+from tracehound.emit import (
+    MetricsRecorder,
+    event_attributes,
+    result_measurements,
+    root_attributes,
+    span_attributes,
+    trace_agent,
+)
+from tracehound.engine import Engine, FinalizedTrace
+from tracehound.evaluators.base import EvaluationResult, Evaluator
+from tracehound.server._forward import Lane
+from tracehound.server._otlp import (
+    LOGS,
+    METRICS,
+    TRACES,
+    Overloaded,
+    add_event,
+    evaluation_log_record,
+    redact_span,
+    set_attributes,
+)
+from tracehound.server._settings import ServeSettings
+from tracehound.spans import AttributeValue, LogView, ResourceView, SpanView
+
+__all__ = ["DEDUPE_WINDOW", "Pipeline", "PipelineStats", "Submitted"]
+
+_logger = logging.getLogger("tracehound.server")
+
+DEDUPE_WINDOW = 100_000
+"""Spans remembered for duplicate detection (two generations of this size)."""
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
+_MAX_MESSAGES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """What a receiver answers: rejected items and why (an English message, or '')."""
+
+    rejected: int = 0
+    message: str = ""
+
+
+@dataclass(slots=True)
+class PipelineStats:
+    spans_accepted: int = 0
+    spans_rejected: int = 0
+    spans_duplicate: int = 0
+    spans_bypassed: int = 0
+    spans_evaluated: int = 0
+    spans_held: int = 0
+    log_records_accepted: int = 0
+    log_records_rejected: int = 0
+    refused_requests: int = 0
+    events_emitted: int = 0
+    events_dropped: int = 0
+    traces_finalized: int = 0
+    internal_errors: int = 0
+
+
+@dataclass(slots=True)
+class _Work:
+    kind: str
+    request: Any
+    raw: bytes | None
+    size: int
+    items: int
+    modified: bool
+    keys: list[bytes] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Container:
+    """Resource and scope of held spans (copies: a held span must not pin its request)."""
+
+    resource: Resource
+    resource_schema_url: str
+    scope: Any
+    scope_schema_url: str
+
+
+@dataclass(slots=True)
+class _Held:
+    span: Any
+    span_id: str
+    container: _Container
+    results: tuple[EvaluationResult, ...]
+
+
+class _Seen:
+    """Two generations of (trace id + span id) keys: O(1) membership, bounded memory."""
+
+    __slots__ = ("_current", "_limit", "_previous")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._current: set[bytes] = set()
+        self._previous: set[bytes] = set()
+
+    def add_all_new(self, keys: list[bytes]) -> bool:
+        """Add `keys` if none was seen (False, nothing added, otherwise). C-speed set ops."""
+        current = self._current
+        if not (current.isdisjoint(keys) and self._previous.isdisjoint(keys)):
+            return False
+        current.update(keys)
+        if len(current) >= self._limit:
+            self._previous, self._current = current, set()
+        return True
+
+    def check_and_add(self, key: bytes) -> bool:
+        if key in self._current or key in self._previous:
+            return True
+        current = self._current
+        current.add(key)
+        if len(current) >= self._limit:
+            self._previous, self._current = current, set()
+        return False
+
+
+def _is_own_scope(scope_name: str) -> bool:
+    return scope_name == names.SCOPE_NAME or scope_name.startswith(names.SCOPE_NAME + ".")
+
+
+class Pipeline:
+    """Receivers' entry points, the evaluation worker and the held spans. See the module doc."""
+
+    def __init__(
+        self,
+        settings: ServeSettings,
+        evaluators: Sequence[Evaluator],
+        lanes: dict[str, Lane],
+        *,
+        recorder: MetricsRecorder | None = None,
+        on_items: Callable[[str, str, int], None] | None = None,
+        scope_version: str = "0",
+    ) -> None:
+        self.settings = settings
+        self.engine = Engine(evaluators, settings.engine)
+        self.lanes = lanes
+        self.stats = PipelineStats()
+        self._recorder = recorder
+        self._on_items = on_items
+        self._scope_version = scope_version
+        self._hold = settings.mode == "hold"
+        self._redact = settings.redact
+        self._span_events = settings.span_events
+        self._emit_events = settings.events
+        self._poll_interval = min(max(settings.engine.quiet_period / 4, 0.01), 0.5)
+        self._work: deque[_Work] = deque()
+        self._wake = threading.Event()
+        self._idle = threading.Condition()
+        self._busy = False
+        self._stopping = False
+        self._seen = _Seen(DEDUPE_WINDOW)
+        cache = settings.engine.max_traces + settings.engine.finalized_cache_size
+        self._known_limit = max(cache, 1)
+        self._known: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()  # the dedupe window and the known traces
+        self._genai_traces: set[str] = set()
+        self._held: dict[str, list[_Held]] = {}
+        self._trace_resource: dict[str, Resource] = {}
+        self._released: list[_Held] = []
+        self._events: dict[int, tuple[Resource, list[Any]]] = {}
+        self._error_logged = False
+        self._thread = threading.Thread(name="tracehound-evaluate", target=self._run, daemon=True)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def accepting(self) -> bool:
+        return not self._stopping
+
+    @property
+    def held_spans(self) -> int:
+        return sum(len(v) for v in self._held.values())
+
+    @property
+    def queued_requests(self) -> int:
+        return len(self._work)
+
+    def stop(self, deadline: float) -> bool:
+        """Refuse new requests, evaluate what is queued, finalize every trace and hand all held
+        spans and events to the lanes. True if the worker finished before `deadline`."""
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(max(deadline - time.monotonic(), 0.0))
+        return not self._thread.is_alive()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the work queue is empty and the worker idle (tests, benchmarks)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._work and not self._busy, timeout)
+
+    # --- receivers' side (any thread) ------------------------------------------------------------
+
+    def _admit(self, signal: str, size: int, items: int) -> None:
+        lane = self.lanes[signal]
+        if self._stopping or not lane.budget.try_acquire(size):
+            with self._lock:
+                self.stats.refused_requests += 1
+            if self._on_items is not None:
+                self._on_items(signal, "refused", items)
+            hint = min(max(lane.retry_hint(), 1.0), 5.0)
+            reason = "shutting down" if self._stopping else "tracehound's queue is full"
+            raise Overloaded(f"{reason}: retry later", retry_after=float(round(hint)))
+
+    def submit_traces(self, request: Any, raw: bytes | None, size: int) -> Submitted:
+        """Take a parsed `ExportTraceServiceRequest` (`raw`: its bytes, None for JSON).
+
+        One pass over the spans, under the pipeline's lock: cut out spans with bad ids (counted
+        in partial_success) and duplicates; when the bytes may hold GenAI, mark the request's
+        traces as known (so that a later non-GenAI span of them — the HTTP root, say — goes to
+        the engine too, after them); otherwise, when no span belongs to a known trace, forward
+        the request straight to the traces lane, as received: the worker never sees it.
+        """
+        total = 0
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                total += len(ss.spans)
+        self._admit(TRACES.name, size, total)
+        if raw is None:  # JSON: the bytes of what was parsed, for the pre-check and forwarding
+            raw = request.SerializeToString()
+        modified = False
+        genai = may_hold_genai(raw)
+        keys: list[bytes] = []
+        messages: list[str] = []
+        rejected = duplicates = 0
+        routed = genai
+        seen = self._seen
+        known = self._known
+        fast = _fast_keys(raw, total)
+        with self._lock:
+            if fast is not None and seen.add_all_new(fast[0]):
+                keys = fast[0]
+                if genai:
+                    for trace_id in fast[1]:
+                        self._touch(trace_id)
+                else:
+                    routed = not known.keys().isdisjoint(fast[1])
+                request_list: Any = ()  # done: skip the span-by-span pass
+            else:
+                request_list = request.resource_spans
+            for rs in request_list:
+                for ss in rs.scope_spans:
+                    spans = ss.spans
+                    cut: list[int] | None = None
+                    for index, span in enumerate(spans):
+                        trace_id = span.trace_id
+                        span_id = span.span_id
+                        if (
+                            len(trace_id) != 16
+                            or len(span_id) != 8
+                            or trace_id == _ZERO_TRACE
+                            or span_id == _ZERO_SPAN
+                            or len(span.parent_span_id) not in (0, 8)
+                        ):
+                            if cut is None:
+                                cut = []
+                            cut.append(index)
+                            rejected += 1
+                            if len(messages) < _MAX_MESSAGES:
+                                messages.append(
+                                    f"span {span.name!r}: trace id must be 16 non-zero bytes, "
+                                    "span id 8 non-zero bytes, parent span id empty or 8 bytes"
+                                )
+                            continue
+                        key = trace_id + span_id
+                        if seen.check_and_add(key):
+                            if cut is None:
+                                cut = []
+                            cut.append(index)
+                            duplicates += 1
+                            continue
+                        keys.append(key)
+                        if genai:
+                            self._touch(trace_id)
+                        elif not routed and trace_id in known:
+                            routed = True
+                    if cut:
+                        for index in reversed(cut):
+                            del spans[index]
+        stats = self.stats
+        with self._lock:  # receivers run concurrently
+            stats.spans_rejected += rejected
+            stats.spans_duplicate += duplicates
+            stats.spans_accepted += len(keys)
+        if self._on_items is not None:
+            self._on_items(TRACES.name, "accepted", len(keys))
+            if rejected:
+                self._on_items(TRACES.name, "rejected", rejected)
+            if duplicates:
+                self._on_items(TRACES.name, "duplicate", duplicates)
+        lane = self.lanes[TRACES.name]
+        if not keys:
+            lane.budget.release(size)
+        elif routed:
+            self._enqueue(
+                _Work(
+                    "traces",
+                    request,
+                    raw,
+                    size,
+                    len(keys),
+                    modified or bool(rejected or duplicates),
+                    keys,
+                )
+            )
+        else:
+            with self._lock:
+                stats.spans_bypassed += len(keys)
+            if modified or rejected or duplicates:
+                _drop_empty(request)
+                raw = request.SerializeToString()
+            lane.put(raw, len(keys), reserved=size)
+        return _submitted(rejected, "spans", messages)
+
+    def submit_logs(self, request: Any, raw: bytes | None, size: int) -> Submitted:
+        total = 0
+        for rl in request.resource_logs:
+            for sl in rl.scope_logs:
+                total += len(sl.log_records)
+        self._admit(LOGS.name, size, total)
+        messages: list[str] = []
+        rejected = 0
+        for rl in request.resource_logs:
+            for sl in rl.scope_logs:
+                records = sl.log_records
+                bad = [
+                    i
+                    for i, r in enumerate(records)
+                    if len(r.trace_id) not in (0, 16) or len(r.span_id) not in (0, 8)
+                ]
+                for index in reversed(bad):
+                    del records[index]
+                rejected += len(bad)
+        if rejected:
+            messages.append(
+                "log records with a trace id that is not 16 bytes or a span id that is not 8"
+            )
+        if raw is None or b"gen_ai." in raw:
+            # Their traces are known from now on: later non-GenAI spans of them go to the engine.
+            with self._lock:
+                for rl in request.resource_logs:
+                    for sl in rl.scope_logs:
+                        for record in sl.log_records:
+                            if (
+                                record.trace_id
+                                and record.span_id
+                                and (
+                                    not record.event_name or record.event_name.startswith("gen_ai.")
+                                )
+                            ):
+                                self._touch(bytes(record.trace_id))
+        accepted = total - rejected
+        with self._lock:
+            self.stats.log_records_rejected += rejected
+            self.stats.log_records_accepted += accepted
+        if self._on_items is not None:
+            self._on_items(LOGS.name, "accepted", accepted)
+            if rejected:
+                self._on_items(LOGS.name, "rejected", rejected)
+        if not accepted:
+            self.lanes[LOGS.name].budget.release(size)
+        else:
+            self._enqueue(_Work("logs", request, raw, size, accepted, bool(rejected)))
+        return _submitted(rejected, "log records", messages)
+
+    def submit_metrics(self, request: Any, raw: bytes | None, size: int) -> Submitted:
+        """Metrics pass through: straight to the metrics lane, not evaluated."""
+        count = 0
+        for rm in request.resource_metrics:
+            for sm in rm.scope_metrics:
+                count += len(sm.metrics)
+        self._admit(METRICS.name, size, count)
+        if self._on_items is not None:
+            self._on_items(METRICS.name, "accepted", count)
+        if not count:
+            self.lanes[METRICS.name].budget.release(size)
+            return Submitted()
+        payload = raw if raw is not None else request.SerializeToString()
+        self.lanes[METRICS.name].put(payload, count, reserved=size)
+        return Submitted()
+
+    def _enqueue(self, work: _Work) -> None:
+        self._work.append(work)
+        self._wake.set()
+
+    # --- the worker ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            if not self._stopping:
+                idle = not self.engine.active_traces and not self._held
+                self._wake.wait(2.0 if idle else self._poll_interval)
+                self._wake.clear()
+            stopping = self._stopping
+            with self._idle:
+                self._busy = True
+            try:
+                self._drain()
+                self._guarded(lambda: self._finalize(self.engine.poll()))
+                if stopping and not self._work:
+                    self._guarded(lambda: self._finalize(self.engine.flush()))
+                    self._guarded(self._flush_outputs)
+                    return
+                self._guarded(self._flush_outputs)
+            finally:
+                with self._idle:
+                    self._busy = False
+                    self._idle.notify_all()
+
+    def _drain(self) -> None:
+        work = self._work
+        while work:
+            item = work.popleft()
+            if item.kind == "traces":
+                self._guarded(lambda item=item: self._process_traces(item))  # type: ignore[misc]
+            else:
+                self._guarded(lambda item=item: self._process_logs(item))  # type: ignore[misc]
+            if len(self._released) >= 512 or len(self._events) >= 64:
+                self._guarded(self._flush_outputs)
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception:
+            self.stats.internal_errors += 1
+            if not self._error_logged:
+                self._error_logged = True
+                _logger.exception(
+                    "internal error in the evaluation worker (further ones are counted)"
+                )
+
+    def _touch(self, trace_key: bytes) -> None:
+        known = self._known
+        if trace_key in known:
+            known.move_to_end(trace_key)
+            return
+        known[trace_key] = None
+        if len(known) > self._known_limit:
+            known.popitem(last=False)
+
+    def _process_traces(self, work: _Work) -> None:
+        request = work.request
+        raw = work.raw
+        lane = self.lanes[TRACES.name]
+        try:
+            modified = self._annotate_request(request, raw, work.keys) or work.modified
+        except Exception:
+            # Never lose accepted spans to a bug: forward what we have, as it is now.
+            self.stats.internal_errors += 1
+            _logger.exception("evaluating a request failed; forwarding it unevaluated")
+            modified = True
+        remaining = 0
+        remaining = _drop_empty(request) if modified else work.items
+        if not remaining:
+            lane.budget.release(work.size)
+            return
+        payload = raw if raw is not None and not modified else request.SerializeToString()
+        lane.put(payload, remaining, reserved=work.size)
+
+    def _annotate_request(self, request: Any, raw: bytes | None, keys: list[bytes]) -> bool:
+        """Feed every span to the engine (or past it) and edit the request in place; True when
+        anything in it changed."""
+        engine = self.engine
+        stats = self.stats
+        known = self._known
+        hold_all = self._hold
+        recorder = self._recorder
+        request_gate: bool | None = None
+        if raw is not None and not may_hold_genai(raw):
+            request_gate = False
+        resource_list = request.resource_spans
+        single_scope = len(resource_list) == 1 and len(resource_list[0].scope_spans) == 1
+        modified = False
+        k = 0
+        for rs in resource_list:
+            resource_view: ResourceView | None = None
+            resource_copy: Resource | None = None
+            for ss in rs.scope_spans:
+                spans = ss.spans
+                count = len(spans)
+                gate = request_gate
+                if gate is None and not single_scope and not may_hold_genai(ss.SerializeToString()):
+                    gate = False
+                scope = ss.scope
+                own = _is_own_scope(scope.name)
+                container: _Container | None = None
+                cut: list[tuple[int, _Held | None]] = []
+                for index in range(count):
+                    key = keys[k]
+                    k += 1
+                    trace_key = key[:16]
+                    if gate is False and trace_key not in known:
+                        stats.spans_bypassed += 1
+                        continue
+                    span = spans[index]
+                    if resource_view is None:
+                        resource_view = ResourceView(rs.resource, "proto")
+                    try:
+                        view = SpanView.from_proto(span, resource_view, scope)
+                    except ValueError:  # a bad parent id the fast id check does not read
+                        continue  # forwarded as received, not evaluated
+                    if gate is False:
+                        view._gate = False  # the request- or scope-level check already answered
+                    if own:
+                        continue
+                    started = time.perf_counter()
+                    outcome = engine.add_span(view)
+                    trace_id = view.trace_id
+                    if outcome.genai:
+                        stats.spans_evaluated += 1
+                        self._genai_traces.add(trace_id)
+                        if trace_id not in self._trace_resource:
+                            if resource_copy is None:
+                                resource_copy = Resource()
+                                resource_copy.CopyFrom(rs.resource)
+                            self._trace_resource[trace_id] = resource_copy
+                        if recorder is not None:
+                            recorder.duration(time.perf_counter() - started, "span")
+                    if outcome.late and recorder is not None:
+                        recorder.add(names.METRIC_LATE_SPANS, 1)
+                    results = outcome.results
+                    if results:
+                        resource = self._trace_resource.get(trace_id)
+                        for result in results:
+                            self._emit(
+                                result, trace_id, result.span_id or view.span_id, resource, None
+                            )
+                    if outcome.duplicate:
+                        stats.spans_duplicate += 1
+                        cut.append((index, None))
+                        continue
+                    if not outcome.late:
+                        is_root = not view.parent_span_id or view.parent_is_remote
+                        if hold_all or (is_root and trace_id in self._genai_traces):
+                            if container is None:
+                                container = self._container(rs, ss)
+                            held = _Held(None, view.span_id, container, results)
+                            cut.append((index, held))
+                            self._held.setdefault(trace_id, []).append(held)
+                            continue
+                    if results:
+                        self._write(span, span_attributes(results), results)
+                        modified = True
+                    if self._redact and view.may_be_genai() and redact_span(span):
+                        modified = True
+                for index, cut_held in reversed(cut):
+                    span = spans.pop(index)
+                    if cut_held is not None:
+                        copy = Span()
+                        copy.CopyFrom(span)
+                        cut_held.span = copy
+                        stats.spans_held += 1
+                if cut:
+                    modified = True
+        return modified
+
+    def _container(self, rs: Any, ss: Any) -> _Container:
+        resource = Resource()
+        resource.CopyFrom(rs.resource)
+        scope = type(ss.scope)()
+        scope.CopyFrom(ss.scope)
+        return _Container(resource, rs.schema_url, scope, ss.schema_url)
+
+    def _write(
+        self,
+        span: Any,
+        attributes: dict[str, AttributeValue],
+        results: Sequence[EvaluationResult],
+    ) -> None:
+        set_attributes(span.attributes, attributes)
+        if self._span_events and results:
+            when = span.end_time_unix_nano or time.time_ns()
+            for result in results:
+                add_event(span, names.EVENT_EVALUATION_RESULT, event_attributes(result), when)
+
+    def _process_logs(self, work: _Work) -> None:
+        request = work.request
+        raw = work.raw
+        if raw is None or b"gen_ai." in raw:
+            engine = self.engine
+            for rl in request.resource_logs:
+                for sl in rl.scope_logs:
+                    scope = sl.scope
+                    if _is_own_scope(scope.name):
+                        continue
+                    for record in sl.log_records:
+                        if not record.trace_id or not record.span_id:
+                            continue
+                        name = record.event_name
+                        if name and (
+                            not name.startswith("gen_ai.") or name == names.EVENT_EVALUATION_RESULT
+                        ):
+                            continue
+                        view = LogView.from_proto(record, scope)
+                        if not view.event_name.startswith("gen_ai.") or (
+                            view.event_name == names.EVENT_EVALUATION_RESULT
+                        ):
+                            continue
+                        self._touch(bytes(record.trace_id))
+                        engine.add_log(view)
+        payload = raw if raw is not None and not work.modified else request.SerializeToString()
+        self.lanes[LOGS.name].put(payload, work.items, reserved=work.size)
+
+    # --- finalization and outputs ----------------------------------------------------------------
+
+    def _finalize(self, traces: list[FinalizedTrace]) -> None:
+        if not traces:
+            return
+        recorder = self._recorder
+        for trace in traces:
+            trace_id = trace.trace_id
+            self.stats.traces_finalized += 1
+            self._genai_traces.discard(trace_id)
+            held = self._held.pop(trace_id, ())
+            resource = self._trace_resource.pop(trace_id, None)
+            genai = bool(trace.trajectory.steps)
+            if recorder is not None:
+                recorder.add(
+                    names.METRIC_TRACES_FINALIZED,
+                    1,
+                    {names.METRIC_ATTR_FINALIZE_REASON: trace.reason},
+                )
+                if trace.reason == "max_traces":
+                    recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
+            if genai:
+                agent = trace_agent(trace)
+                for result in trace.results:
+                    self._emit(
+                        result, trace_id, result.span_id or trace.root_span_id, resource, agent
+                    )
+            for item in held:
+                if item.span is None:  # cut but never copied: an internal error
+                    continue
+                if genai and item.span_id == trace.root_span_id:
+                    root_results = tuple(
+                        r for r in trace.results if r.span_id in (None, item.span_id)
+                    )
+                    self._write(
+                        item.span,
+                        root_attributes(trace, item.results),
+                        (*item.results, *root_results),
+                    )
+                elif item.results:
+                    self._write(item.span, span_attributes(item.results), item.results)
+                if self._redact:
+                    redact_span(item.span)
+                self._released.append(item)
+
+    def _emit(
+        self,
+        result: EvaluationResult,
+        trace_id: str,
+        span_id: str,
+        resource: Resource | None,
+        agent: str | None,
+    ) -> None:
+        if self._recorder is not None:
+            self._recorder.record(result_measurements(result, agent))
+        if not self._emit_events:
+            return
+        if resource is None:
+            resource = _EMPTY_RESOURCE
+        group = self._events.get(id(resource))
+        if group is None:
+            group = self._events[id(resource)] = (resource, [])
+        group[1].append(evaluation_log_record(result, trace_id, span_id, time.time_ns()))
+
+    def _flush_outputs(self) -> None:
+        released, self._released = self._released, []
+        if released:
+            request = ExportTraceServiceRequest()
+            by_container: dict[int, Any] = {}
+            for item in released:
+                scope_spans = by_container.get(id(item.container))
+                if scope_spans is None:
+                    rs = request.resource_spans.add()
+                    rs.resource.CopyFrom(item.container.resource)
+                    rs.schema_url = item.container.resource_schema_url
+                    scope_spans = rs.scope_spans.add()
+                    scope_spans.scope.CopyFrom(item.container.scope)
+                    scope_spans.schema_url = item.container.scope_schema_url
+                    by_container[id(item.container)] = scope_spans
+                scope_spans.spans.append(item.span)
+            self.lanes[TRACES.name].put(request.SerializeToString(), len(released))
+        groups, self._events = self._events, {}
+        if groups:
+            logs = ExportLogsServiceRequest()
+            count = 0
+            for resource, records in groups.values():
+                rl = logs.resource_logs.add()
+                rl.resource.CopyFrom(resource)
+                sl = rl.scope_logs.add()
+                sl.scope.name = names.SCOPE_NAME
+                sl.scope.version = self._scope_version
+                sl.log_records.extend(records)
+                count += len(records)
+            if self.lanes[LOGS.name].offer(logs.SerializeToString(), count):
+                self.stats.events_emitted += count
+            else:
+                self.stats.events_dropped += count
+
+
+_EMPTY_RESOURCE = Resource()
+
+
+_SPAN_IDS = re.compile(rb"\x12[\x80-\xff]{0,4}[\x00-\x7f]\x0a\x10(.{16})\x12\x08(.{8})", re.DOTALL)
+"""A `Span` as every OTLP encoder writes it: the `spans` field tag and length, then `trace_id`
+(16 bytes) and `span_id` (8 bytes), fields 1 and 2, first."""
+
+
+def _fast_keys(raw: bytes, count: int) -> tuple[list[bytes], set[bytes]] | None:
+    """(trace id + span id) of every span, read from the bytes in one C-speed pass, and the
+    trace ids — when there is exactly one match per span, no id is all zeros and no span
+    repeats within the request; None otherwise (then the span-by-span pass decides). Parent
+    ids are checked span by span only for the spans that reach the engine."""
+    pairs = _SPAN_IDS.findall(raw)
+    if len(pairs) != count:
+        return None
+    keys = [trace_id + span_id for trace_id, span_id in pairs]
+    trace_ids = {trace_id for trace_id, _ in pairs}
+    if _ZERO_TRACE in trace_ids or any(span_id == _ZERO_SPAN for _, span_id in pairs):
+        return None
+    if len(set(keys)) != count:
+        return None
+    return keys, trace_ids
+
+
+def _drop_empty(request: Any) -> int:
+    """Delete the scopes and resources left without spans; return the spans left."""
+    remaining = 0
+    resource_list = request.resource_spans
+    for r in range(len(resource_list) - 1, -1, -1):
+        scopes = resource_list[r].scope_spans
+        for s in range(len(scopes) - 1, -1, -1):
+            count = len(scopes[s].spans)
+            if count:
+                remaining += count
+            else:
+                del scopes[s]
+        if not len(scopes):
+            del resource_list[r]
+    return remaining
+
+
+def _submitted(rejected: int, what: str, messages: list[str]) -> Submitted:
+    if not rejected:
+        return Submitted()
+    detail = "; ".join(messages)
+    return Submitted(rejected, f"{rejected} {what} rejected: {detail}")

@@ -1,0 +1,755 @@
+"""`tracehound serve` settings: one precedence, written down once.
+
+    command-line flags  >  environment variables  >  TOML file (`[serve]` table)  >  defaults
+
+Every setting has a flag, a `TRACEHOUND_*` variable (or the standard `OTEL_EXPORTER_OTLP_*` one for
+the forwarder, read as the OTel SDK exporters read them) and a TOML key; `SETTINGS` is the table,
+and `ServeSettings.resolve` applies it. Unlike the in-process processor (which logs a bad
+environment value and falls back, as the OTel SDK does), the sidecar is a program started on
+purpose: any value that does not parse or is not allowed fails at start-up with `ConfigError`
+naming where it came from. `--check-config` prints the resolved settings with their sources.
+
+The forwarder is configured like the OTel SDK exporters: `OTEL_EXPORTER_OTLP_ENDPOINT` (the
+default target when set), `…_PROTOCOL`, `…_HEADERS`, `…_COMPRESSION`, `…_TIMEOUT` (seconds, as
+the Python SDK reads it), `…_INSECURE`, `…_CERTIFICATE`, `…_CLIENT_KEY`, `…_CLIENT_CERTIFICATE`,
+each also per signal (`OTEL_EXPORTER_OTLP_TRACES_*`, `…_LOGS_*`, `…_METRICS_*`), which wins.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from opentelemetry.util.re import parse_env_headers
+
+from tracehound.config import ConfigError
+from tracehound.engine import EngineConfig
+
+__all__ = [
+    "SETTINGS",
+    "TRACEHOUND_CONFIG",
+    "TRACEHOUND_FORWARD",
+    "TRACEHOUND_OTLP_GRPC",
+    "TRACEHOUND_OTLP_HTTP",
+    "TRACEHOUND_PROMETHEUS",
+    "Address",
+    "ForwardTarget",
+    "ServeSettings",
+    "SettingSpec",
+    "SignalTarget",
+]
+
+Mode = Literal["stream", "hold"]
+Protocol = Literal["grpc", "http/protobuf", "http/json"]
+
+# --- environment variables (TRACEHOUND_* beyond those of `tracehound.config`) --------------------
+
+TRACEHOUND_CONFIG = "TRACEHOUND_CONFIG"
+"""Path of the TOML settings file (its `[serve]` table)."""
+TRACEHOUND_OTLP_GRPC = "TRACEHOUND_OTLP_GRPC"
+"""`HOST:PORT` of the OTLP/gRPC receiver (`none` disables it). Default `localhost:4317`."""
+TRACEHOUND_OTLP_HTTP = "TRACEHOUND_OTLP_HTTP"
+"""`HOST:PORT` of the OTLP/HTTP receiver and `/healthz` `/readyz` (`none` disables it).
+Default `localhost:4318`."""
+TRACEHOUND_FORWARD = "TRACEHOUND_FORWARD"
+"""Where enriched telemetry goes: an OTLP URL, `none`, or `file:PATH` (OTLP/JSON lines: traces
+and logs in PATH, metrics beside it in PATH-stem`.metrics`.suffix). Default:
+`OTEL_EXPORTER_OTLP_ENDPOINT` when set, else `none`."""
+TRACEHOUND_PROMETHEUS = "TRACEHOUND_PROMETHEUS"
+"""`HOST:PORT` serving self-metrics at `/metrics` (Prometheus text format). Default: off."""
+TRACEHOUND_MAX_REQUEST_BYTES = "TRACEHOUND_MAX_REQUEST_BYTES"
+"""Largest accepted request, after decompression (413 / RESOURCE_EXHAUSTED). Default 16 MiB."""
+TRACEHOUND_MAX_QUEUE_BYTES = "TRACEHOUND_MAX_QUEUE_BYTES"
+"""Bytes accepted but not yet forwarded, per signal, before the receivers push back (503 /
+UNAVAILABLE). Default 64 MiB."""
+TRACEHOUND_SHUTDOWN_TIMEOUT = "TRACEHOUND_SHUTDOWN_TIMEOUT"
+"""Seconds allowed, on SIGTERM, to finalize and forward what is buffered. Default 20."""
+TRACEHOUND_FORWARD_RETRY_INITIAL = "TRACEHOUND_FORWARD_RETRY_INITIAL"
+"""Seconds before the first retry of a failed forward (doubled each time). Default 1."""
+TRACEHOUND_FORWARD_RETRY_MAX_INTERVAL = "TRACEHOUND_FORWARD_RETRY_MAX_INTERVAL"
+"""Longest wait between two retries of one forward. Default 30."""
+TRACEHOUND_FORWARD_RETRY_MAX_ELAPSED = "TRACEHOUND_FORWARD_RETRY_MAX_ELAPSED"
+"""Seconds after which a forward that keeps failing is dropped (counted). Default 300."""
+TRACEHOUND_LOG_FORMAT = "TRACEHOUND_LOG_FORMAT"
+"""`json` (default: one JSON object per line on stderr) or `text`."""
+TRACEHOUND_LOG_LEVEL = "TRACEHOUND_LOG_LEVEL"
+"""`debug`, `info` (default), `warning` or `error`."""
+
+_SIGNALS = ("traces", "logs", "metrics")
+
+# --- value parsers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address | None:
+    """`HOST:PORT` (`[::1]:PORT` for IPv6) → Address; `none`/`off` → None."""
+    text = text.strip()
+    if text.lower() in ("none", "off", ""):
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"{text!r}: port out of range")
+    return Address(host, number)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{value!r} is not a boolean (true/false)")
+
+
+def _positive_float(value: Any) -> float:
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{value!r} is not a non-negative number")
+    return number
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not an integer")
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"{value!r} must be >= 1")
+    return number
+
+
+def _size(value: Any) -> int:
+    """Bytes, with an optional KiB/MiB/GiB suffix (`16MiB`)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _positive_int(value)
+    text = str(value).strip()
+    for suffix, factor in (("kib", 1024), ("mib", 1024**2), ("gib", 1024**3), ("b", 1)):
+        if text.lower().endswith(suffix):
+            return _positive_int(float(text[: -len(suffix)].strip()) * factor)
+    return _positive_int(text)
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"{value!r}: expected one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _evaluators(value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    names = tuple(str(n).strip() for n in items if str(n).strip())
+    if not names:
+        raise ValueError("no evaluator named")
+    return names
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    """One setting: its flag, environment variable, TOML key, parser and default."""
+
+    name: str
+    flag: str | None
+    env: str | None
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+
+
+def _spec(
+    name: str,
+    env: str | None,
+    parse: Callable[[Any], Any],
+    default: Any,
+    help: str,
+    *,
+    flag: bool = True,
+) -> SettingSpec:
+    return SettingSpec(
+        name, "--" + name.replace("_", "-") if flag else None, env, parse, default, help
+    )
+
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    _spec(
+        "otlp_grpc",
+        TRACEHOUND_OTLP_GRPC,
+        _text,
+        "localhost:4317",
+        "OTLP/gRPC listen address (or none)",
+    ),
+    _spec(
+        "otlp_http",
+        TRACEHOUND_OTLP_HTTP,
+        _text,
+        "localhost:4318",
+        "OTLP/HTTP listen address, with /healthz and /readyz (or none)",
+    ),
+    _spec(
+        "forward",
+        TRACEHOUND_FORWARD,
+        _text,
+        None,
+        "OTLP URL, none, or file:PATH; default $OTEL_EXPORTER_OTLP_ENDPOINT, else none",
+    ),
+    _spec(
+        "forward_protocol",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        _choice("grpc", "http/protobuf", "http/json"),
+        None,
+        "grpc, http/protobuf or http/json; default: http/protobuf for a URL with a path or "
+        "port 4318, else grpc",
+    ),
+    _spec(
+        "baselines",
+        "TRACEHOUND_BASELINES",
+        _text,
+        None,
+        "drift baselines: a SQLite file, memory, or redis://…; default: the user's state directory",
+    ),
+    _spec(
+        "prometheus",
+        TRACEHOUND_PROMETHEUS,
+        _text,
+        "none",
+        "serve self-metrics at http://HOST:PORT/metrics (Prometheus text format)",
+    ),
+    _spec(
+        "mode",
+        "TRACEHOUND_FORWARDING",
+        _choice("stream", "hold"),
+        "stream",
+        "stream: forward spans once evaluated, hold roots; hold: hold whole traces until finalized",
+    ),
+    _spec(
+        "quiet_period",
+        "TRACEHOUND_QUIET_PERIOD",
+        _positive_float,
+        2.0,
+        "seconds after a trace's root ended before it is finalized",
+    ),
+    _spec(
+        "trace_timeout",
+        "TRACEHOUND_TRACE_TIMEOUT",
+        _positive_float,
+        30.0,
+        "seconds of idleness before a trace is finalized anyway",
+    ),
+    _spec(
+        "max_traces",
+        "TRACEHOUND_MAX_TRACES",
+        _positive_int,
+        10_000,
+        "traces held at once; past it the oldest is finalized early",
+    ),
+    _spec(
+        "max_spans_per_trace",
+        "TRACEHOUND_MAX_SPANS_PER_TRACE",
+        _positive_int,
+        10_000,
+        "spans evaluated per trace",
+        flag=False,
+    ),
+    _spec(
+        "max_text_bytes_per_trace",
+        "TRACEHOUND_MAX_TEXT_BYTES_PER_TRACE",
+        _size,
+        16 * 1024**2,
+        "text indexed per trace, in bytes",
+        flag=False,
+    ),
+    _spec(
+        "evaluators",
+        "TRACEHOUND_EVALUATORS",
+        _evaluators,
+        None,
+        "comma-separated evaluators; default: evidence, loops and drift",
+    ),
+    _spec(
+        "redact",
+        "TRACEHOUND_REDACT",
+        _bool,
+        False,
+        "strip message content, tool arguments/results and documents from forwarded spans",
+    ),
+    _spec(
+        "span_events",
+        "TRACEHOUND_SPAN_EVENTS",
+        _bool,
+        False,
+        "also add results as gen_ai.evaluation.result span events",
+        flag=False,
+    ),
+    _spec(
+        "events",
+        "TRACEHOUND_EVENTS",
+        _bool,
+        True,
+        "forward gen_ai.evaluation.result log records",
+        flag=False,
+    ),
+    _spec(
+        "metrics",
+        "TRACEHOUND_METRICS",
+        _bool,
+        True,
+        "forward tracehound's metrics over OTLP (every OTEL_METRIC_EXPORT_INTERVAL ms)",
+        flag=False,
+    ),
+    _spec(
+        "max_request_bytes",
+        TRACEHOUND_MAX_REQUEST_BYTES,
+        _size,
+        16 * 1024**2,
+        "largest request accepted, after decompression (KiB/MiB suffixes)",
+    ),
+    _spec(
+        "max_queue_bytes",
+        TRACEHOUND_MAX_QUEUE_BYTES,
+        _size,
+        64 * 1024**2,
+        "bytes per signal accepted but not forwarded yet, before pushing back",
+    ),
+    _spec(
+        "shutdown_timeout",
+        TRACEHOUND_SHUTDOWN_TIMEOUT,
+        _positive_float,
+        20.0,
+        "seconds allowed on SIGTERM to finalize and forward what is buffered",
+    ),
+    _spec(
+        "forward_retry_initial",
+        TRACEHOUND_FORWARD_RETRY_INITIAL,
+        _positive_float,
+        1.0,
+        "first retry delay of a failed forward",
+        flag=False,
+    ),
+    _spec(
+        "forward_retry_max_interval",
+        TRACEHOUND_FORWARD_RETRY_MAX_INTERVAL,
+        _positive_float,
+        30.0,
+        "longest retry delay",
+        flag=False,
+    ),
+    _spec(
+        "forward_retry_max_elapsed",
+        TRACEHOUND_FORWARD_RETRY_MAX_ELAPSED,
+        _positive_float,
+        300.0,
+        "give up (drop, counted) after retrying this long",
+        flag=False,
+    ),
+    _spec(
+        "log_format",
+        TRACEHOUND_LOG_FORMAT,
+        _choice("json", "text"),
+        "json",
+        "structured JSON lines (default) or text, on stderr",
+    ),
+    _spec(
+        "log_level",
+        TRACEHOUND_LOG_LEVEL,
+        _choice("debug", "info", "warning", "error"),
+        "info",
+        "log level",
+    ),
+)
+"""Every `tracehound serve` setting. TOML keys are the names, under `[serve]`; forwarder TLS,
+headers, compression and timeout also have TOML keys (`forward_headers` (a table),
+`forward_compression`, `forward_timeout`, `forward_insecure`, `forward_certificate`,
+`forward_client_key`, `forward_client_certificate`) below their `OTEL_EXPORTER_OTLP_*` variables."""
+
+_FORWARD_TOML_KEYS = (
+    "forward_headers",
+    "forward_compression",
+    "forward_timeout",
+    "forward_insecure",
+    "forward_certificate",
+    "forward_client_key",
+    "forward_client_certificate",
+)
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+# --- forwarder target ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SignalTarget:
+    """Where and how one signal is forwarded to an OTLP endpoint."""
+
+    protocol: Protocol
+    endpoint: str
+    """gRPC: `host:port`; HTTP: the full URL (`…/v1/traces`)."""
+    insecure: bool
+    headers: tuple[tuple[str, str], ...] = ()
+    compression: str = "none"
+    timeout: float = 10.0
+    certificate: str | None = None
+    client_key: str | None = None
+    client_certificate: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardTarget:
+    """`none`, a `file:` sink, or an OTLP endpoint per signal."""
+
+    kind: Literal["none", "file", "otlp"]
+    path: Path | None = None
+    signals: Mapping[str, SignalTarget] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.kind == "none":
+            return "none"
+        if self.kind == "file":
+            return f"file:{self.path}"
+        return ", ".join(f"{s}={t.protocol} {t.endpoint}" for s, t in self.signals.items())
+
+
+# --- resolution ---------------------------------------------------------------------------------
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The `[serve]` table of a TOML file (a file without one gives {})."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as handle:
+            document = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    table = document.get("serve", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [serve] must be a table")
+    unknown = sorted(set(table) - set(_BY_NAME) - set(_FORWARD_TOML_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown [serve] key(s): {', '.join(unknown)}")
+    return table
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeSettings:
+    """Resolved settings of `tracehound serve` (see `SETTINGS`); `sources` says where each
+    value came from (`flag`, `env NAME`, `toml PATH`, `default`)."""
+
+    otlp_grpc: Address | None
+    otlp_http: Address | None
+    forward: ForwardTarget
+    baselines: str | None
+    prometheus: Address | None
+    mode: Mode
+    engine: EngineConfig
+    evaluators: tuple[str, ...] | None
+    redact: bool
+    span_events: bool
+    events: bool
+    metrics: bool
+    max_request_bytes: int
+    max_queue_bytes: int
+    shutdown_timeout: float
+    forward_retry_initial: float
+    forward_retry_max_interval: float
+    forward_retry_max_elapsed: float
+    log_format: str
+    log_level: str
+    config_file: str | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def resolve(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        config_file: str | None = None,
+    ) -> ServeSettings:
+        """Apply the precedence; `flags` maps setting names to values given on the command line
+        (None: not given). Raises `ConfigError` on the first bad value, naming its source."""
+        env = dict(os.environ if environ is None else environ)
+        flags = {k: v for k, v in (flags or {}).items() if v is not None}
+        path = config_file or env.get(TRACEHOUND_CONFIG) or None
+        toml = load_toml(path) if path else {}
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for spec in SETTINGS:
+            raw: Any = None
+            if spec.name in flags:
+                raw, source = flags[spec.name], f"flag {spec.flag}"
+            elif spec.env and env.get(spec.env, "").strip():
+                raw, source = env[spec.env].strip(), f"env {spec.env}"
+            elif spec.name in toml:
+                raw, source = toml[spec.name], f"toml {path}"
+            if raw is None:
+                values[spec.name], sources[spec.name] = spec.default, "default"
+                continue
+            try:
+                values[spec.name] = spec.parse(raw)
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"{spec.name} (from {source}): {exc}") from None
+            sources[spec.name] = source
+        try:
+            engine = EngineConfig(
+                quiet_period=values["quiet_period"],
+                trace_timeout=values["trace_timeout"],
+                max_traces=values["max_traces"],
+                max_spans_per_trace=values["max_spans_per_trace"],
+                max_text_bytes_per_trace=values["max_text_bytes_per_trace"],
+            )
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        addresses: dict[str, Address | None] = {}
+        for name in ("otlp_grpc", "otlp_http", "prometheus"):
+            try:
+                addresses[name] = parse_address(values[name])
+            except ValueError as exc:
+                raise ConfigError(f"{name} (from {sources[name]}): {exc}") from None
+        if addresses["otlp_grpc"] is None and addresses["otlp_http"] is None:
+            raise ConfigError("otlp_grpc and otlp_http are both disabled: nothing to receive")
+        forward, forward_source = _forward_target(values, sources, toml, env)
+        sources["forward"] = forward_source
+        _check_no_loop(forward, addresses)
+        if values["forward_retry_max_interval"] < values["forward_retry_initial"]:
+            raise ConfigError("forward_retry_max_interval must be >= forward_retry_initial")
+        return cls(
+            otlp_grpc=addresses["otlp_grpc"],
+            otlp_http=addresses["otlp_http"],
+            forward=forward,
+            baselines=values["baselines"],
+            prometheus=addresses["prometheus"],
+            mode=values["mode"],
+            engine=engine,
+            evaluators=values["evaluators"],
+            redact=values["redact"],
+            span_events=values["span_events"],
+            events=values["events"],
+            metrics=values["metrics"],
+            max_request_bytes=values["max_request_bytes"],
+            max_queue_bytes=values["max_queue_bytes"],
+            shutdown_timeout=values["shutdown_timeout"],
+            forward_retry_initial=values["forward_retry_initial"],
+            forward_retry_max_interval=values["forward_retry_max_interval"],
+            forward_retry_max_elapsed=values["forward_retry_max_elapsed"],
+            log_format=values["log_format"],
+            log_level=values["log_level"],
+            config_file=path,
+            sources=sources,
+        )
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(setting, value, source) rows, for `--check-config` and the start-up log."""
+        shown = {
+            "otlp_grpc": str(self.otlp_grpc or "none"),
+            "otlp_http": str(self.otlp_http or "none"),
+            "forward": self.forward.describe(),
+            "forward_protocol": ", ".join(
+                sorted({t.protocol for t in self.forward.signals.values()})
+            )
+            or "-",
+            "baselines": self.baselines or "(default SQLite file)",
+            "prometheus": str(self.prometheus or "none"),
+            "mode": self.mode,
+            "quiet_period": str(self.engine.quiet_period),
+            "trace_timeout": str(self.engine.trace_timeout),
+            "max_traces": str(self.engine.max_traces),
+            "max_spans_per_trace": str(self.engine.max_spans_per_trace),
+            "max_text_bytes_per_trace": str(self.engine.max_text_bytes_per_trace),
+            "evaluators": ",".join(self.evaluators) if self.evaluators else "(default)",
+        }
+        rows = []
+        for spec in SETTINGS:
+            value = shown.get(spec.name)
+            if value is None:
+                value = str(getattr(self, spec.name))
+            rows.append((spec.name, value, self.sources.get(spec.name, "default")))
+        return rows
+
+
+def _forward_target(
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    toml: Mapping[str, Any],
+    env: Mapping[str, str],
+) -> tuple[ForwardTarget, str]:
+    raw: str | None = values["forward"]
+    source = sources["forward"]
+    from_otel_env = False
+    if raw is None:
+        endpoint = env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        if endpoint:
+            raw, source, from_otel_env = endpoint, "env OTEL_EXPORTER_OTLP_ENDPOINT", True
+        else:
+            return ForwardTarget("none"), "default"
+    text = raw.strip()
+    if text.lower() == "none":
+        return ForwardTarget("none"), source
+    if text.startswith("file:"):
+        path = text[5:]
+        if path.startswith("//"):
+            path = path[2:]
+        if not path:
+            raise ConfigError(f"forward (from {source}): file: needs a path")
+        return ForwardTarget("file", path=Path(path).expanduser()), source
+    signals: dict[str, SignalTarget] = {}
+    for signal in _SIGNALS:
+        try:
+            signals[signal] = _signal_target(
+                signal,
+                text,
+                values=values,
+                sources=sources,
+                toml=toml,
+                env=env,
+                per_signal_env=from_otel_env,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"forward (from {source}): {exc}") from None
+    return ForwardTarget("otlp", signals=signals), source
+
+
+def _signal_target(
+    signal: str,
+    base: str,
+    *,
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    toml: Mapping[str, Any],
+    env: Mapping[str, str],
+    per_signal_env: bool,
+) -> SignalTarget:
+    sig = signal.upper()
+
+    def option(name: str, toml_key: str) -> Any:
+        for key in (f"OTEL_EXPORTER_OTLP_{sig}_{name}", f"OTEL_EXPORTER_OTLP_{name}"):
+            value = env.get(key, "").strip()
+            if value:
+                return value
+        return toml.get(toml_key)
+
+    url = base
+    explicit_signal_url = False
+    if per_signal_env:
+        own = env.get(f"OTEL_EXPORTER_OTLP_{sig}_ENDPOINT", "").strip()
+        if own:
+            url, explicit_signal_url = own, True
+    if "://" not in url:
+        url = "http://" + url  # a bare host:port is a plaintext endpoint
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s):// URL, none, or file:PATH")
+    protocol: str | None = None
+    if sources.get("forward_protocol", "default") != "default":
+        protocol = values["forward_protocol"]
+    else:
+        own_protocol = env.get(f"OTEL_EXPORTER_OTLP_{sig}_PROTOCOL", "").strip().lower()
+        if own_protocol:
+            protocol = _choice("grpc", "http/protobuf", "http/json")(own_protocol)
+        else:
+            path = parts.path.rstrip("/")
+            protocol = "http/protobuf" if path or parts.port == 4318 else "grpc"
+    timeout_raw = option("TIMEOUT", "forward_timeout")
+    compression = str(option("COMPRESSION", "forward_compression") or "none").strip().lower()
+    allowed = ("none", "gzip") if protocol == "grpc" else ("none", "gzip", "deflate")
+    if compression not in allowed:
+        raise ValueError(f"compression {compression!r}: expected one of {', '.join(allowed)}")
+    headers_raw = option("HEADERS", "forward_headers")
+    if isinstance(headers_raw, Mapping):
+        headers = tuple((str(k).lower(), str(v)) for k, v in headers_raw.items())
+    elif headers_raw:
+        headers = tuple(parse_env_headers(str(headers_raw), liberal=True).items())
+    else:
+        headers = ()
+    insecure_raw = option("INSECURE", "forward_insecure")
+    insecure = parts.scheme == "http"
+    if parts.scheme != "https" and insecure_raw is not None:
+        insecure = _bool(insecure_raw)
+    if protocol == "grpc":
+        endpoint = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 4317)}"
+        if ":" in (parts.hostname or ""):
+            endpoint = f"[{parts.hostname}]:{parts.port or 4317}"
+    elif explicit_signal_url:
+        endpoint = url
+    else:
+        endpoint = url.rstrip("/") + f"/v1/{signal}"
+    return SignalTarget(
+        protocol=protocol,  # type: ignore[arg-type]  # checked above
+        endpoint=endpoint,
+        insecure=insecure,
+        headers=headers,
+        compression=compression,
+        timeout=_positive_float(timeout_raw) if timeout_raw is not None else 10.0,
+        certificate=option("CERTIFICATE", "forward_certificate"),
+        client_key=option("CLIENT_KEY", "forward_client_key"),
+        client_certificate=option("CLIENT_CERTIFICATE", "forward_client_certificate"),
+    )
+
+
+_LOOPBACK = frozenset(("localhost", "127.0.0.1", "::1", "0.0.0.0", "::", "ip6-localhost"))
+
+
+def _same_host(a: str, b: str) -> bool:
+    a, b = a.lower().strip("[]"), b.lower().strip("[]")
+    return a == b or (a in _LOOPBACK and b in _LOOPBACK)
+
+
+def _check_no_loop(forward: ForwardTarget, addresses: Mapping[str, Address | None]) -> None:
+    """Refuse to forward to our own receivers (e.g. OTEL_EXPORTER_OTLP_ENDPOINT shared with
+    the app the sidecar serves): every request would come back forever."""
+    listening = [a for k, a in addresses.items() if a is not None and k != "prometheus"]
+    for signal, target in forward.signals.items():
+        hostport = target.endpoint
+        if "://" in hostport:
+            parts = urlsplit(hostport)
+            host, port = (
+                parts.hostname or "",
+                parts.port or (443 if parts.scheme == "https" else 80),
+            )
+        else:
+            address = parse_address(hostport)
+            if address is None:
+                continue
+            host, port = address.host, address.port
+        for own in listening:
+            if own.port == port and own.port != 0 and _same_host(own.host, host):
+                raise ConfigError(
+                    f"forward target for {signal} ({target.endpoint}) is tracehound's own "
+                    f"receiver {own}: set --forward (or TRACEHOUND_FORWARD) to the backend, or none"
+                )
