@@ -70,7 +70,9 @@ class _Progress:
 
     def update(self, done: int) -> None:
         if self.enabled and (done % 5_000 == 0 or done == self.total):
-            self.err.write(f"\revaluating {self.what}: {done:,}/{self.total:,} ({done / self.total:.0%})")
+            self.err.write(
+                f"\revaluating {self.what}: {done:,}/{self.total:,} ({done / self.total:.0%})"
+            )
             if done == self.total:
                 self.err.write("\n")
             self.err.flush()
@@ -121,7 +123,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         genai = sum(1 for t in traces if t.trajectory.steps)
         print(
             f"{len(traces)} trace(s), {genai} with GenAI steps, "
-            f"{engine.stats.spans_received} span(s), {engine.stats.logs_received} GenAI log event(s)",
+            f"{engine.stats.spans_received} span(s), "
+            f"{engine.stats.logs_received} GenAI log event(s)",
             file=err,
         )
     return EXIT_OK
@@ -177,7 +180,8 @@ def describe_step(step: Step, width: int) -> str:
         size = f"{len(step.text)} chars" if step.text is not None else "no content"
         return f"{step.tool or '?'} → {size} {_clip(step.text, width)}".rstrip()
     if kind == "retrieval":
-        return f"{step.source or '?'}: {len(step.documents)} document(s) for {_clip(step.text, width)!r}"
+        query = _clip(step.text, width)
+        return f"{step.source or '?'}: {len(step.documents)} document(s) for {query!r}"
     if kind == "error":
         return _clip(step.error, width)
     return _clip(step.text, width)
@@ -243,7 +247,9 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         rules = [parse_fail_rule(text) for text in args.fail_on]
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    names = [n for chunk in args.evaluators for n in chunk.split(",") if n] if args.evaluators else None
+    names = (
+        [n for chunk in args.evaluators for n in chunk.split(",") if n] if args.evaluators else None
+    )
     try:
         evaluators = select_evaluators(names)
     except PluginError as exc:
@@ -284,8 +290,9 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _verdict(reports: list[TraceReport], rules: list[FailRule], err: TextIO, engine: Engine) -> int:
     counts = {s: sum(1 for r in reports if r.status == s) for s in ("PASS", "WARN", "FAIL")}
     print(
-        f"{len(reports)} trace(s): {counts['PASS']} PASS, {counts['WARN']} WARN, {counts['FAIL']} FAIL"
-        f" ({engine.stats.spans_received} span(s), {engine.stats.evaluator_errors} evaluator error(s))",
+        f"{len(reports)} trace(s): {counts['PASS']} PASS, {counts['WARN']} WARN, "
+        f"{counts['FAIL']} FAIL ({engine.stats.spans_received} span(s), "
+        f"{engine.stats.evaluator_errors} evaluator error(s))",
         file=err,
     )
     tripped = False
@@ -303,7 +310,8 @@ def write_summary(report: TraceReport, out: TextIO, width: int) -> None:
     top = t.runs[0].agent_name if t.runs else "-"
     conventions = ", ".join(t.conventions) or "no GenAI spans"
     out.write(
-        f"{report.status:<4}  trace {report.trace_id}  {top} · {conventions} · {len(t.steps)} step(s)\n"
+        f"{report.status:<4}  trace {report.trace_id}  {top} · {conventions} · "
+        f"{len(t.steps)} step(s)\n"
     )
     for result in report.trace_results:
         special = result_line(result, width)  # drift and golden results
@@ -314,7 +322,8 @@ def write_summary(report: TraceReport, out: TextIO, width: int) -> None:
         label = result.score_label or result.error_type or ""
         why = _clip(result.explanation, width)
         out.write(
-            f"      {result_status(result):<4} {result.evaluator:<9} {result.name} = {score} {label}"
+            f"      {result_status(result):<4} {result.evaluator:<9} "
+            f"{result.name} = {score} {label}"
             f"{' — ' + why if why else ''}\n"
         )
     for result in report.span_results:
@@ -343,7 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.add_argument("files", nargs="*", help="OTLP files or folders; '-' reads stdin")
     inspect.add_argument(
-        "--examples", action="store_true", help="also read the example traces bundled with tracehound"
+        "--examples",
+        action="store_true",
+        help="also read the example traces bundled with tracehound",
     )
     inspect.add_argument("--format", choices=("text", "json"), default="text")
     inspect.add_argument(
@@ -361,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("files", nargs="*", help="input files or folders; '-' reads stdin")
     evaluate.add_argument(
-        "--examples", action="store_true", help="also read the example traces bundled with tracehound"
+        "--examples",
+        action="store_true",
+        help="also read the example traces bundled with tracehound",
     )
     evaluate.add_argument("--format", choices=("text", "json"), default="text")
     evaluate.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
@@ -381,7 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated evaluators to run (built in: evidence, loops; or installed plugins); "
         "default: all built-in",
     )
-    evaluate.add_argument("--genai-only", action="store_true", help="skip traces without GenAI steps")
+    evaluate.add_argument(
+        "--genai-only", action="store_true", help="skip traces without GenAI steps"
+    )
     evaluate.add_argument("--width", type=int, default=100, help="clip explanations to this width")
     add_eval_arguments(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
