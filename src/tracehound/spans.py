@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tracehound._wire import may_hold_genai
@@ -38,12 +39,20 @@ AttributeValue = Any
 """A decoded attribute value: str, bool, int, float, bytes, list or dict (kvlist)."""
 
 # OTLP numbering (opentelemetry/proto/trace/v1/trace.proto).
-SPAN_KIND_NAMES = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+SPAN_KIND_NAMES = {
+    0: "UNSPECIFIED",
+    1: "INTERNAL",
+    2: "SERVER",
+    3: "CLIENT",
+    4: "PRODUCER",
+    5: "CONSUMER",
+}
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
 
 # Deeply nested AnyValues are a cheap way to attack a decoder; nothing real nests this deep.
 MAX_VALUE_DEPTH = 32
-_REMOTE_PARENT_FLAGS = 0x300  # SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+# SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK
+_REMOTE_PARENT_FLAGS = 0x300
 
 
 def decode_any_value_proto(value: Any, depth: int = 0) -> AttributeValue:
@@ -65,7 +74,9 @@ def decode_any_value_proto(value: Any, depth: int = 0) -> AttributeValue:
     if which == "array_value":
         return [decode_any_value_proto(v, depth + 1) for v in value.array_value.values]
     if which == "kvlist_value":
-        return {kv.key: decode_any_value_proto(kv.value, depth + 1) for kv in value.kvlist_value.values}
+        return {
+            kv.key: decode_any_value_proto(kv.value, depth + 1) for kv in value.kvlist_value.values
+        }
     if which == "bytes_value":
         return bytes(value.bytes_value)
     return None
@@ -140,7 +151,9 @@ def _json_attributes(items: Any) -> dict[str, AttributeValue]:
 def _json_keys(items: Any) -> tuple[str, ...]:
     if not isinstance(items, list):
         return ()
-    return tuple(kv["key"] for kv in items if isinstance(kv, dict) and isinstance(kv.get("key"), str))
+    return tuple(
+        kv["key"] for kv in items if isinstance(kv, dict) and isinstance(kv.get("key"), str)
+    )
 
 
 def _sdk_value(value: Any, depth: int = 0) -> AttributeValue:
@@ -500,17 +513,21 @@ class SpanView:
 
     @property
     def attributes(self) -> dict[str, AttributeValue]:
-        if not hasattr(self, "_attributes"):
-            kind = self._source_kind
-            if kind == "proto":
-                self._attributes = _proto_attributes(self._source.attributes)
-            elif kind == "json":
-                self._attributes = _json_attributes(self._source.get("attributes"))
-            elif kind == "sdk":
-                attrs = self._source.attributes or {}
-                self._attributes = {k: _sdk_value(v) for k, v in attrs.items()}
-            else:
-                self._attributes = {}
+        try:  # read many times per GenAI span: the set slot first, without a hasattr call
+            return self._attributes
+        except AttributeError:
+            pass
+        kind = self._source_kind
+        if kind == "proto":
+            self._attributes = _proto_attributes(self._source.attributes)
+        elif kind == "json":
+            self._attributes = _json_attributes(self._source.get("attributes"))
+        elif kind == "sdk":
+            attrs = self._source.attributes or {}
+            # strings (most values) need no conversion: no call for them
+            self._attributes = {k: v if type(v) is str else _sdk_value(v) for k, v in attrs.items()}
+        else:
+            self._attributes = {}
         return self._attributes
 
     def get(self, key: str, default: Any = None) -> AttributeValue:
@@ -633,7 +650,9 @@ class LogView:
         )
 
     @classmethod
-    def from_json(cls, record: Mapping[str, Any], scope: Mapping[str, Any] | None = None) -> LogView:
+    def from_json(
+        cls, record: Mapping[str, Any], scope: Mapping[str, Any] | None = None
+    ) -> LogView:
         body = record.get("body")
         return cls(
             trace_id=hex_id(record.get("traceId"), 32),
@@ -675,7 +694,7 @@ def _as_int(value: Any) -> int:
             return int(value)
         except ValueError:
             return 0
-    if isinstance(value, float) and value == value:  # not NaN
+    if isinstance(value, float) and not math.isnan(value):
         return int(value)
     return 0
 
@@ -766,7 +785,9 @@ def iter_json_spans(
                         errors.append(f"span {span.get('name', '?')!r}: {exc}")
 
 
-def iter_json_logs(document: Mapping[str, Any], errors: list[str] | None = None) -> Iterable[LogView]:
+def iter_json_logs(
+    document: Mapping[str, Any], errors: list[str] | None = None
+) -> Iterable[LogView]:
     """Yield a view per log record of an OTLP/JSON logs document."""
     resource_logs_list = document.get("resourceLogs")
     if not isinstance(resource_logs_list, list):

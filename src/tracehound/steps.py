@@ -29,7 +29,14 @@ from dataclasses import MISSING, dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
 
-from tracehound.conventions import Document, Message, NormalizedSpan, canonical_arguments, to_text
+from tracehound.conventions import (
+    Document,
+    Message,
+    NormalizedSpan,
+    Part,
+    canonical_arguments,
+    to_text,
+)
 
 __all__ = [
     "Run",
@@ -105,7 +112,11 @@ class Step:
                 out[name] = value
         if self.documents:
             out["documents"] = [
-                {k: v for k, v in (("id", d.id), ("content", d.content), ("score", d.score)) if v is not None}
+                {
+                    k: v
+                    for k, v in (("id", d.id), ("content", d.content), ("score", d.score))
+                    if v is not None
+                }
                 for d in self.documents
             ]
         return out
@@ -167,7 +178,7 @@ class Trajectory:
         return None
 
 
-# --- building --------------------------------------------------------------------------------------
+# --- building -------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -251,7 +262,7 @@ _STATEFUL_OPERATIONS = frozenset(("llm", "tool"))
 
 
 def _same_spans(a: list[NormalizedSpan], b: list[NormalizedSpan]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
@@ -273,7 +284,9 @@ def _canonical_drafts(ordered: list[NormalizedSpan]) -> list[_Draft]:
     # Agent-level history only fills in what no child span showed (e.g. unsampled chat spans).
     for span in ordered:
         if span.operation == "agent" and span.history:
-            drafts.extend(_message_drafts(span, span.history, state, at_ns=span.view.end_ns, base_seq=0))
+            drafts.extend(
+                _message_drafts(span, span.history, state, at_ns=span.view.end_ns, base_seq=0)
+            )
     return drafts
 
 
@@ -347,12 +360,12 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
 # for Step's 18 fields, and steps are made for every span twice (as it arrives, and in the
 # trajectory). Setting the slots through their descriptors makes the same Step in about half.
 _STEP_SLOTS = tuple(
-    (f.name, getattr(Step, f.name).__set__, f.default)
+    (f.name, vars(Step)[f.name].__set__, f.default)
     for f in dataclass_fields(Step)
     if f.name not in ("span_id", "run_id")
 )
-_SET_SPAN_ID = getattr(Step, "span_id").__set__
-_SET_RUN_ID = getattr(Step, "run_id").__set__
+_SET_SPAN_ID = vars(Step)["span_id"].__set__
+_SET_RUN_ID = vars(Step)["run_id"].__set__
 
 
 def _freeze(draft: _Draft, run_id: str) -> Step:
@@ -456,11 +469,13 @@ def _message_drafts(
             seq += 1
             ptype = part.type
             if ptype == "tool_call":
-                draft = _tool_call_from_part(span, part.id, part.name, part.arguments, state, at_ns, seq, occurrences)
+                draft = _tool_call_from_part(span, part, state, at_ns, seq, occurrences=occurrences)
                 if draft is not None:
                     out.append(draft)
             elif ptype == "tool_call_response":
-                draft = _tool_result_from_part(span, part.id, part.name, part.content, state, at_ns, seq, occurrences)
+                draft = _tool_result_from_part(
+                    span, part, state, at_ns, seq, occurrences=occurrences
+                )
                 if draft is not None:
                     out.append(draft)
             elif ptype in ("text", "reasoning") and part.content:
@@ -476,7 +491,7 @@ def _message_drafts(
 def _content_kind(role: str, ptype: str) -> StepKind:
     if ptype == "reasoning":
         return "reasoning"
-    if role == "system" or role == "developer":
+    if role in ("system", "developer"):
         return "system"
     if role == "user":
         return "user"
@@ -492,7 +507,7 @@ def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_
         for part in message.parts:
             seq += 1
             if part.type == "tool_call":
-                draft = _tool_call_from_part(span, part.id, part.name, part.arguments, state, end, seq, None)
+                draft = _tool_call_from_part(span, part, state, end, seq, occurrences=None)
                 if draft is not None:
                     out.append(draft)
             elif part.type in ("text", "reasoning") and part.content:
@@ -500,8 +515,12 @@ def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_
                 state.content_counts[key] = state.content_counts.get(key, 0) + 1
                 out.append(
                     _draft(
-                        span, end, seq, kind="reasoning" if part.type == "reasoning" else "assistant",
-                        text=part.content, finish_reason=message.finish_reason,
+                        span,
+                        end,
+                        seq,
+                        kind="reasoning" if part.type == "reasoning" else "assistant",
+                        text=part.content,
+                        finish_reason=message.finish_reason,
                     )
                 )
     return out
@@ -509,14 +528,14 @@ def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_
 
 def _tool_call_from_part(
     span: NormalizedSpan,
-    call_id: str | None,
-    name: str | None,
-    arguments: Any,
+    part: Part,
     state: _State,
     at_ns: int,
     seq: int,
+    *,
     occurrences: dict[tuple[str, ...], int] | None,
 ) -> _Draft | None:
+    call_id, name, arguments = part.id, part.name, part.arguments
     if call_id:
         if name:
             state.call_names.setdefault(call_id, name)
@@ -552,14 +571,14 @@ def _tool_call_from_part(
 
 def _tool_result_from_part(
     span: NormalizedSpan,
-    call_id: str | None,
-    name: str | None,
-    content: str | None,
+    part: Part,
     state: _State,
     at_ns: int,
     seq: int,
+    *,
     occurrences: dict[tuple[str, ...], int],
 ) -> _Draft | None:
+    call_id, name, content = part.id, part.name, part.content
     if not call_id:
         # Without an id, a resent result is recognized by its content; a new one takes the
         # oldest pending call (of the same tool when the name is known).
@@ -609,7 +628,13 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
             state.seen_ids.add(("tool_call", call_id))
             state.call_names.setdefault(call_id, name)
         draft = _draft(
-            span, start, 0, kind="tool_call", tool=name, call_id=call_id, arguments=args,
+            span,
+            start,
+            0,
+            kind="tool_call",
+            tool=name,
+            call_id=call_id,
+            arguments=args,
             exec_span_id=view.span_id,
         )
         if call_id:
@@ -725,7 +750,9 @@ def _runs(
                 implicit=True,
             )
         )
-    for span in sorted(agent_spans, key=lambda s: (depth_of[s.span_id], s.view.start_ns, s.span_id)):
+    for span in sorted(
+        agent_spans, key=lambda s: (depth_of[s.span_id], s.view.start_ns, s.span_id)
+    ):
         parent = nearest_agent(span.span_id, include_self=False)
         runs.append(
             Run(
@@ -755,7 +782,9 @@ def _run_for(
     return runs[0].run_id if runs else ""
 
 
-def _local_root(ordered: list[NormalizedSpan], parent_of: Mapping[str, str]) -> NormalizedSpan | None:
+def _local_root(
+    ordered: list[NormalizedSpan], parent_of: Mapping[str, str]
+) -> NormalizedSpan | None:
     """The GenAI span closest to the top: no parent, or a parent outside the GenAI spans."""
     ids = {s.span_id for s in ordered}
     for span in ordered:

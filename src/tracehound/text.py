@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import filterfalse
 
 __all__ = [
     "STOP_WORDS",
@@ -31,17 +32,64 @@ __all__ = [
 ]
 
 STOP_WORDS = frozenset(
-    "a an and are as at be been by for from in is it of on or that the their this to was were with".split()
+    (  # noqa: SIM905 - one line of words reads better than 25 quoted ones
+        "a an and are as at be been by for from in is it of on or that the their this to was "
+        "were with"
+    ).split()
 )
+_IS_STOP_WORD = STOP_WORDS.__contains__  # for `filterfalse`: filters in C
 
 _TOKEN = re.compile(r"[^\W_]+(?:[.-][^\W_]+)*")
 _UNIT_BOUNDARY = re.compile(r"(?:\r?\n\s*){2,}|(?<=[.!?])\s+(?=[^\W_])")
+# The same boundaries, found from the sentence-ending character (kept with its sentence) rather
+# than after it: with every alternative starting with a literal, the regex engine skips ahead
+# to those characters instead of trying each position (8x faster than splitting on the above).
+_UNIT_BREAK = re.compile(
+    r"\.\s+(?=[^\W_])|!\s+(?=[^\W_])|\?\s+(?=[^\W_])|\n\s*(?:\r?\n\s*)+|\r\n\s*(?:\r?\n\s*)+"
+)
+
+
+def _segments(text: str) -> list[str]:
+    """`_UNIT_BOUNDARY.split(text)`."""
+    segments: list[str] = []
+    start = 0
+    for match in _UNIT_BREAK.finditer(text):
+        end = match.start()
+        if text[end] in ".!?":
+            end += 1
+        segments.append(text[start:end])
+        start = match.end()
+    segments.append(text[start:])
+    return segments
+
+
+# ASCII fast path, twice as fast as the token regex and with the same tokens. In ASCII, token
+# characters are [a-z0-9] once lowered, joined by a '.' or '-' that has one on each side. So:
+# every other byte becomes a space, then every '.' or '-' not between two token characters
+# does, and the tokens are what the spaces separate.
+_ASCII_NON_TOKEN = bytes(
+    c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789.-" else 0x20 for c in range(256)
+)
+_LONE_JOINER = re.compile(rb"[.-](?:(?<![a-z0-9].)|(?![a-z0-9]))")
+# Typographic punctuation, frequent in LLM output: each one separates tokens as a space does
+# (NFKC leaves them alone, but for U+2026 -> "..." and U+00A0 -> " ", which separate as well),
+# so replacing them by spaces lets such text take the ASCII path.
+_TYPOGRAPHIC = ("\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014", "\u2026", "\u00a0")
 
 
 def _normalized_tokens(text: str) -> list[str]:
     if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
-    return _TOKEN.findall(text.lower())
+        plain = text
+        for char in _TYPOGRAPHIC:
+            if char in plain:
+                plain = plain.replace(char, " ")
+        if not plain.isascii():  # the original: these characters matter to lower() near a Σ
+            return _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
+        text = plain
+    data = text.lower().encode("ascii").translate(_ASCII_NON_TOKEN)
+    if b"." in data or b"-" in data:
+        data = _LONE_JOINER.sub(b" ", data)
+    return data.decode("ascii").split()
 
 
 def normalize_text(text: str) -> str:
@@ -50,7 +98,7 @@ def normalize_text(text: str) -> str:
 
 
 def informative_tokens(text: str) -> tuple[str, ...]:
-    return tuple(t for t in _normalized_tokens(text) if t not in STOP_WORDS)
+    return tuple(filterfalse(_IS_STOP_WORD, _normalized_tokens(text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +148,7 @@ class Unit:
 
 def _segment_unit(segment: str) -> Unit | None:
     tokens = _normalized_tokens(segment)
-    informative = tuple(t for t in tokens if t not in STOP_WORDS)
+    informative = tuple(filterfalse(_IS_STOP_WORD, tokens))
     if len(informative) < 2:
         return None
     return Unit(segment.strip(), " ".join(tokens), informative, frozenset(informative))
@@ -108,7 +156,7 @@ def _segment_unit(segment: str) -> Unit | None:
 
 def split_units(text: str) -> list[Unit]:
     units: list[Unit] = []
-    for segment in _UNIT_BOUNDARY.split(text.strip()):
+    for segment in _segments(text.strip()):
         unit = _segment_unit(segment)
         if unit is not None:
             units.append(unit)
@@ -131,7 +179,7 @@ class TextCache:
         cached = self._tokenized.get(text)
         if cached is None:
             tokens = _normalized_tokens(text)
-            cached = Tokenized(" ".join(tokens), frozenset(t for t in tokens if t not in STOP_WORDS))
+            cached = Tokenized(" ".join(tokens), frozenset(tokens).difference(STOP_WORDS))
             self._tokenized[text] = cached
         return cached
 
@@ -140,7 +188,7 @@ class TextCache:
         if cached is None:
             cached = []
             segments = self._segments
-            for segment in _UNIT_BOUNDARY.split(text.strip()):
+            for segment in _segments(text.strip()):
                 if segment in segments:
                     unit = segments[segment]
                 else:

@@ -73,19 +73,20 @@ _NAME_FLAGS_MAX = 4096
 
 
 def _name_flags(name: str) -> int:
-    flags = _NAME_FLAGS.get(name)
-    if flags is None:
-        flags = _HINTED if name.partition(" ")[0] in _GENAI_OPERATIONS else 0
-        if name in ("agent run", "running tool") or name.startswith("ai."):
-            flags |= _BY_NAME
-        if len(_NAME_FLAGS) >= _NAME_FLAGS_MAX:
-            _NAME_FLAGS.clear()
-        _NAME_FLAGS[name] = flags
+    """Compute and memoize what `name` says (`_NAME_FLAGS.get(name)` first, in the caller)."""
+    flags = _HINTED if name.partition(" ")[0] in _GENAI_OPERATIONS else 0
+    if name in ("agent run", "running tool") or name.startswith("ai."):
+        flags |= _BY_NAME
+    if len(_NAME_FLAGS) >= _NAME_FLAGS_MAX:
+        _NAME_FLAGS.clear()
+    _NAME_FLAGS[name] = flags
     return flags
 
 
 def detect_convention(view: SpanView) -> Convention | None:
-    flags = _name_flags(view.name)
+    flags = _NAME_FLAGS.get(view.name)
+    if flags is None:
+        flags = _name_flags(view.name)
     if not flags and view.scope_name != "pydantic-ai" and not view.may_be_genai():
         return None
     hinted = flags & _HINTED

@@ -74,6 +74,13 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
         parts: list[Part] = []
         if isinstance(raw_parts, list):
             for rp in raw_parts:
+                # the usual part, {"type": "text", "content": "..."}, read in place (as
+                # `parse_part` would) rather than through a call per part
+                if type(rp) is dict and rp.get("type") == "text":
+                    content = rp["content"] if "content" in rp else rp.get("text")
+                    if content is None or type(content) is str:
+                        parts.append(Part("text", content))
+                        continue
                 part = parse_part(rp)
                 if part is None:
                     problems.append(f"{what}: a part that is not an object was skipped")

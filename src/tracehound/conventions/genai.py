@@ -121,7 +121,10 @@ def _first_str(attrs: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 
 def _first_int(view: SpanView, attrs: dict[str, Any], keys: tuple[str, ...]) -> int | None:
     for key in keys:
-        if key in attrs:  # absent keys are the common case: skip the typed read
+        value = attrs.get(key)
+        if type(value) is int:  # the usual case; `get_int` also reads floats and strings
+            return value
+        if value is not None:
             value = view.get_int(key)
             if value is not None:
                 return value
@@ -213,7 +216,7 @@ _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tok
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     attrs = view.attributes
     legacy = "gen_ai.provider.name" not in attrs and "gen_ai.system" in attrs
-    span = NormalizedSpan(view=view, convention=LEGACY_NAME if legacy else NAME, operation=_operation(attrs))
+    span = NormalizedSpan(view, LEGACY_NAME if legacy else NAME, _operation(attrs))
     problems = span.problems
     span.agent_name = _first_str(attrs, _AGENT_NAME_KEYS)
     span.model = _first_str(attrs, _MODEL_KEYS)

@@ -32,7 +32,11 @@ KIND_MAP: dict[str, Operation] = {
     "agent": "agent",
     "tool": "tool",
 }
-_REQUEST_TYPES: dict[str, Operation] = {"chat": "llm", "completion": "llm", "embedding": "embeddings"}
+_REQUEST_TYPES: dict[str, Operation] = {
+    "chat": "llm",
+    "completion": "llm",
+    "embedding": "embeddings",
+}
 DB_QUERY_RESULT = "db.query.result"
 # Keys only OpenLLMetry sets (beside the OTel GenAI ones its current instrumentations use).
 _TRACELOOP_ONLY_KEYS = frozenset(
@@ -56,7 +60,8 @@ def detect(view: SpanView, keys: frozenset[str]) -> bool:
         return True
     if not keys.isdisjoint(_TRACELOOP_ONLY_KEYS):
         return True
-    return any(event.name == DB_QUERY_RESULT for event in view.events) if view.events else False
+    events = view.events
+    return bool(events) and any(event.name == DB_QUERY_RESULT for event in events)
 
 
 def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[Message]:
@@ -153,7 +158,9 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         span.agent_name = span.agent_name or entity or view.name
         output = attrs.get("traceloop.entity.output")
         if output is not None:
-            span.declared_output = to_text(parse_json_value(output, "traceloop.entity.output", problems) or output)
+            span.declared_output = to_text(
+                parse_json_value(output, "traceloop.entity.output", problems) or output
+            )
     elif span.operation == "tool":
         span.tool_name = span.tool_name or entity or view.name
         if span.tool_arguments is None and "traceloop.entity.input" in attrs:

@@ -39,6 +39,7 @@ __all__ = [
     "summarize",
 ]
 
+
 @dataclass(slots=True)
 class EvidenceSource:
     """One evidence source (a tool result, a retrieved document) and its reuse."""
@@ -51,8 +52,9 @@ class EvidenceSource:
     source: str | None
     units: list[Unit]
     unit_ids: list[int] = field(default_factory=list)
-    # for each unit, the positions of the later outputs that reuse it (ascending)
-    reuse_positions: list[list[int]] = field(default_factory=list)
+    # for each unit, the positions of the later outputs that reuse it (ascending; tuples, for
+    # the garbage collector's sake, as the index's postings)
+    reuse_positions: list[tuple[int, ...]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -79,6 +81,7 @@ class EvidenceIndex:
         "_full",
         "_group",
         "_group_classes",
+        "_max_threshold",
         "_members",
         "_prefix",
         "_thresholds",
@@ -98,11 +101,15 @@ class EvidenceIndex:
         self._unit_class: list[int] = []  # unit id -> class id
         # Classes: units with one normalized text, indexed once.
         self._class_of: dict[str, int] = {}  # normalized text -> class id
-        self._class_units: list[list[int]] = []  # class id -> its unit ids, ascending
+        self._class_units: list[tuple[int, ...]] = []  # class id -> its unit ids, ascending
         self._thresholds: list[int] = []  # class id -> Unit.threshold
+        self._max_threshold = 0
         self._df: dict[str, int] = {}  # token -> classes containing it
-        self._prefix: dict[str, set[int]] = {}  # token -> classes indexed under it
-        self._full: dict[str, list[int]] = {}  # token -> every class containing it
+        # Postings are tuples, extended by copy: a trace holds hundreds of them, and the garbage
+        # collector stops tracking tuples of ints, while it scans every list and set at each
+        # full collection (with many traces held, that costs more than the matching).
+        self._prefix: dict[str, tuple[int, ...]] = {}  # token -> classes indexed under it
+        self._full: dict[str, tuple[int, ...]] = {}  # token -> every class containing it
         # Repeated-evidence groups: a union-find over sources, with each group's classes.
         self._group: list[int] = []  # source index -> group id
         self._members: dict[int, list[int]] = {}  # group id -> source indexes
@@ -135,17 +142,17 @@ class EvidenceIndex:
             self._unit_owner.append(source_index)
             self._unit_slot.append(slot)
             source.unit_ids.append(unit_id)
-            source.reuse_positions.append([])
+            source.reuse_positions.append(())
             class_id = class_of.get(unit.normalized)
             if class_id is None:
                 class_id = class_of[unit.normalized] = len(self._class_units)
-                self._class_units.append([unit_id])
+                self._class_units.append((unit_id,))
                 self._add_class(unit, class_id, source_index)
             else:
                 # Same text as earlier units: it matches them, and exactly what they match, whose
                 # sources are already in their group.
                 first = self._class_units[class_id][0]
-                self._class_units[class_id].append(unit_id)
+                self._class_units[class_id] += (unit_id,)
                 self._union(self._unit_owner[first], source_index)
             self._unit_class.append(class_id)
         return source
@@ -168,7 +175,8 @@ class EvidenceIndex:
             if overlap >= threshold and (threshold > 1 or unit.matches(target, overlap)):
                 matched.extend(unit_ids)
                 for unit_id in unit_ids:
-                    sources[owner_of[unit_id]].reuse_positions[slot_of[unit_id]].append(position)
+                    reuse = sources[owner_of[unit_id]].reuse_positions
+                    reuse[slot_of[unit_id]] += (position,)
         matched.sort()
         return matched
 
@@ -196,37 +204,37 @@ class EvidenceIndex:
         return sorted(dict.fromkeys(unit.tokens), key=self._df.__getitem__)[:keep]
 
     def _add_class(self, unit: Unit, class_id: int, source: int) -> None:
-        df = self._df
         tokens = unit.token_set
-        for token in tokens:
-            df[token] = df.get(token, 0) + 1
         threshold = unit.threshold
         self._thresholds.append(threshold)
-        self._link(unit, class_id, threshold, source)
-        full = self._full
+        df, full = self._df, self._full
         for token in tokens:
-            full.setdefault(token, []).append(class_id)
+            full[token] = (*full.get(token, ()), class_id)
+            df[token] = df.get(token, 0) + 1
+        # Any n - t + 1 of its tokens serve both to index it and to find the larger units it
+        # can match; the rarest keep both short.
+        rarest = self._rarest(unit, len(tokens) - threshold + 1)
+        self._link(unit, threshold, source, rarest)
         self._group_classes[self._group[source]].add(class_id)
         prefix = self._prefix
-        for token in self._rarest(unit, len(tokens) - threshold + 1):
-            postings = prefix.get(token)
-            if postings is None:
-                prefix[token] = {class_id}
-            else:
-                postings.add(class_id)
+        for token in rarest:
+            prefix[token] = (*prefix.get(token, ()), class_id)
 
-    def _link(self, unit: Unit, class_id: int, threshold: int, source: int) -> None:
+    def _link(self, unit: Unit, threshold: int, source: int, rarest: list[str]) -> None:
         """Join `source` with the sources of the earlier classes matching this one either way."""
         tokens = unit.token_set
         # Earlier classes that can match this unit are candidates of it as a text; so are those
         # it can match, unless their threshold is higher: a larger unit can hold half of this
         # one without its own indexed tokens. Those hold one of any n - t + 1 of this unit's
-        # tokens, which `_full` (every class under each of its tokens) finds.
+        # tokens, which `_full` (every class under each of its tokens; this one too, but not
+        # of a higher threshold) finds.
         candidates = self._candidates(tokens)
         full, thresholds = self._full, self._thresholds
-        for token in self._rarest(unit, len(tokens) - threshold + 1):
-            if token in full:
+        if threshold < self._max_threshold:
+            for token in rarest:
                 candidates.update([other for other in full[token] if thresholds[other] > threshold])
+        else:
+            self._max_threshold = threshold
         # Classes already in this source's group need no check (`-` walks the small candidate
         # set; `-=` would walk the whole group).
         group = self._group
@@ -241,8 +249,7 @@ class EvidenceIndex:
             other_threshold = thresholds[other_class]
             overlap = len(other.token_set & tokens)
             if (
-                overlap >= other_threshold
-                and (other_threshold > 1 or other.matches(unit, overlap))
+                overlap >= other_threshold and (other_threshold > 1 or other.matches(unit, overlap))
             ) or (overlap >= threshold and (threshold > 1 or unit.matches(other, overlap))):
                 self._union(other_source, source)
 
@@ -362,7 +369,9 @@ def summarize(analysis: EvidenceAnalysis, step_ids: Sequence[str]) -> dict[str, 
         for r in records
         if r["reused_units"] == 0
     ]
-    groups = [[analysis.sources[i].evidence_id for i in g] for g in analysis.index.repeated_groups()]
+    groups = [
+        [analysis.sources[i].evidence_id for i in g] for g in analysis.index.repeated_groups()
+    ]
     return {
         "evidence_units": units,
         "reused_units": reused_units,

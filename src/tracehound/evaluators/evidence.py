@@ -108,8 +108,8 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
     return len(items)
 
 
-_EVIDENCE_KINDS = frozenset(("tool_result", "retrieval"))
-_TARGET_KINDS = frozenset(("assistant", "reasoning"))
+# Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
+_ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
 
 
 class _State:
@@ -140,20 +140,22 @@ def _reuse_index(state: _State, items: list[Item], final: int | None) -> Evidenc
     seen = state.seen
     if len(relevant) != len(seen):
         return None
-    for (_, item), (_, role, text) in zip(relevant, seen):
+    for (_, item), (_, role, text) in zip(relevant, seen, strict=True):
         if item.role != role or item.text != text:
             return None
-    position_of = {old: new for (new, _), (old, _, _) in zip(relevant, seen)}
+    position_of = {old: new for (new, _), (old, _, _) in zip(relevant, seen, strict=True)}
     index = state.index
     evidence = [item for _, item in relevant if item.role == "evidence"]
-    for number, (source, item) in enumerate(zip(index.sources, evidence)):
+    for number, (source, item) in enumerate(zip(index.sources, evidence, strict=True)):
         source.position = position_of[source.position]
         source.step_key = item.key
         source.evidence_id = item.evidence_id or f"evidence-{number}"  # as `analyze_items`
         source.source_type = item.source_type
         source.tool = item.tool
         source.source = item.source
-        source.reuse_positions = [[position_of[p] for p in ps] for ps in source.reuse_positions]
+        source.reuse_positions = [
+            tuple([position_of[p] for p in ps]) for ps in source.reuse_positions
+        ]
     reusing = {position_of[p]: units for p, units in state.reusing.items()}
     if declared:
         position = len(items) - 1
@@ -180,9 +182,7 @@ class EvidenceEvaluator(Evaluator):
         outputs = 0
         for step in steps:
             kind = step.kind
-            if not step.text and kind != "retrieval" or (
-                kind not in _EVIDENCE_KINDS and kind not in _TARGET_KINDS
-            ):
+            if kind != "retrieval" and not (step.text and kind in _ITEM_KINDS):
                 state.position += 1  # one `other` item (see `_step_items`)
                 continue
             for item in _step_items(step, state.position):

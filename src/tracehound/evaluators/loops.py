@@ -212,6 +212,8 @@ def _as_time(text: str) -> tuple[float, bool] | None:
 
 
 def _fold(text: str) -> str:
+    if text.isascii():  # NFKC changes no ASCII text, and casefold() is lower() there
+        return " ".join(text.lower().split())
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
