@@ -215,7 +215,9 @@ class Engine:
         results: list[EvaluationResult] = []
         info = state.info
         for i, evaluator in enumerate(self._evaluators):
-            new_state, span_results = evaluator.on_span(state.eval_states[i], normalized, steps, info)
+            new_state, span_results = evaluator.on_span(
+                state.eval_states[i], normalized, steps, info
+            )
             state.eval_states[i] = new_state
             results.extend(span_results)
         return SpanOutcome(trace_id, span_id, genai=True, steps=steps, results=tuple(results))

@@ -72,7 +72,9 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         if span.tool_result is None:
             span.tool_result = attrs.get("tool_response")
     if "events" in attrs and not (span.input_messages or span.output_messages):
-        inputs, outputs = messages_from_legacy_events(_json_events(attrs["events"], "events", problems))
+        inputs, outputs = messages_from_legacy_events(
+            _json_events(attrs["events"], "events", problems)
+        )
         span.input_messages, span.output_messages = inputs, outputs
         if span.operation == "other" and (inputs or outputs):
             span.operation = "llm"

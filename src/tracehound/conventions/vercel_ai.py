@@ -68,7 +68,9 @@ def _opt(value: Any) -> str | None:
 
 def _messages(value: Any, what: str, problems: list[str]) -> list[Message]:
     data = parse_json_value(value, what, problems)
-    if isinstance(data, dict) and "messages" in data:  # `ai.prompt` = {"system"?, "prompt"?, "messages"?}
+    if (
+        isinstance(data, dict) and "messages" in data
+    ):  # `ai.prompt` = {"system"?, "prompt"?, "messages"?}
         data = data["messages"]
     if not isinstance(data, list):
         return []
@@ -117,7 +119,9 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
             "ai.usage.outputTokens",
             "gen_ai.usage.output_tokens",
         )
-        span.input_messages = _messages(attrs.get("ai.prompt.messages"), "ai.prompt.messages", problems)
+        span.input_messages = _messages(
+            attrs.get("ai.prompt.messages"), "ai.prompt.messages", problems
+        )
         parts: list[Part] = []
         text = attrs.get("ai.response.text", attrs.get("ai.result.text"))
         if isinstance(text, str) and text:
@@ -162,7 +166,9 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
             if isinstance(data.get("system"), str):
                 span.system_instructions = [data["system"]]
             if isinstance(data.get("prompt"), str):
-                span.history = [Message(role="user", parts=[Part(type="text", content=data["prompt"])])]
+                span.history = [
+                    Message(role="user", parts=[Part(type="text", content=data["prompt"])])
+                ]
             elif isinstance(data.get("messages"), list):
                 span.history = _messages(data, "ai.prompt", problems)
     elif op_id.startswith(("ai.embed",)):

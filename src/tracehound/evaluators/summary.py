@@ -69,5 +69,3 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
