@@ -2,9 +2,9 @@
 
 Run from the repository root with the project's virtualenv:
 
-    /work/venv/bin/python benchmarks/normalize_cost.py              # 15 reps x 4096 spans
-    /work/venv/bin/python benchmarks/normalize_cost.py --reps 9 --spans 2048
-    /work/venv/bin/python benchmarks/normalize_cost.py --json        # machine-readable only
+    python benchmarks/normalize_cost.py              # 15 reps x 4096 spans
+    python benchmarks/normalize_cost.py --reps 9 --spans 2048
+    python benchmarks/normalize_cost.py --json        # machine-readable only
 
 The workload is generated deterministically (fixed seed) as `ExportTraceServiceRequest` batches
 of 512 spans, in traces of 8 spans:

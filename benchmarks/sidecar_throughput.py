@@ -2,9 +2,9 @@
 
 Run from the repository root with the project's virtualenv:
 
-    /work/venv/bin/python benchmarks/sidecar_throughput.py                 # 3 reps
-    /work/venv/bin/python benchmarks/sidecar_throughput.py --reps 5 --genai-spans 8192
-    /work/venv/bin/python benchmarks/sidecar_throughput.py --json          # one JSON line only
+    python benchmarks/sidecar_throughput.py                 # 3 reps
+    python benchmarks/sidecar_throughput.py --reps 5 --genai-spans 8192
+    python benchmarks/sidecar_throughput.py --json          # one JSON line only
 
 Workloads (generated here, deterministic), in `ExportTraceServiceRequest`s of 512 spans with
 unique ids (tracehound drops duplicates, so nothing is re-sent):
