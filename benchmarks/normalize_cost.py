@@ -37,15 +37,14 @@ import json
 import os
 import platform
 import random
-import re
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from importlib.metadata import version
-from pydoc_data.topics import topics
 from typing import Any
 
+from _prose import Prose
 from google.protobuf.internal import api_implementation
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -63,43 +62,6 @@ TARGET_GENAI_US = 40.0
 BASE_NS = 1_764_000_000_000_000_000
 
 # --- workload ------------------------------------------------------------------------------------
-
-
-def _sentences() -> list[str]:
-    """English sentences from the CPython docs, with the typography LLM output has."""
-    out: list[str] = []
-    for key in sorted(topics):
-        text = re.sub(r"\s+", " ", topics[key])
-        for sentence in re.split(r"(?<=[.!?]) (?=[A-Z])", text):
-            sentence = sentence.strip()
-            if 40 <= len(sentence) <= 400 and sentence.count("*") < 3 and ">>>" not in sentence:
-                sentence = sentence.replace(" -- ", " — ").replace("n't", "n’t")
-                sentence = sentence.replace("'s ", "’s ").replace(" - ", " – ")
-                sentence = re.sub(r'"([^"]{1,80})"', "“\\1”", sentence)
-                out.append(sentence)
-    return out
-
-
-class Prose:
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.sentences = _sentences()
-
-    def text(self, nbytes: int) -> str:
-        """Consecutive sentences from a random place, about `nbytes` UTF-8 bytes."""
-        i = self.rng.randrange(len(self.sentences))
-        parts: list[str] = []
-        size = 0
-        while size < nbytes:
-            s = self.sentences[i % len(self.sentences)]
-            parts.append(s)
-            size += len(s.encode()) + 1
-            i += 1
-        text = " ".join(parts)
-        raw = text.encode()
-        if len(raw) > nbytes * 1.05:  # keep sizes near the target; cut on a word
-            text = raw[:nbytes].decode("utf-8", "ignore").rsplit(" ", 1)[0] + "."
-        return text
 
 
 def _value(v: Any) -> AnyValue:

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -47,10 +46,10 @@ import time
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from pydoc_data.topics import topics
 from typing import Any
 
 import grpc
+from _prose import Prose
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -66,36 +65,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parent.parent
 
 # --- workload ------------------------------------------------------------------------------------
-
-
-def _sentences() -> list[str]:
-    out: list[str] = []
-    for key in sorted(topics):
-        text = re.sub(r"\s+", " ", topics[key])
-        for sentence in re.split(r"(?<=[.!?]) (?=[A-Z])", text):
-            sentence = sentence.strip()
-            if 40 <= len(sentence) <= 400 and sentence.count("*") < 3 and ">>>" not in sentence:
-                sentence = sentence.replace(" -- ", " — ").replace("n't", "n’t")
-                sentence = re.sub(r'"([^"]{1,80})"', "“\\1”", sentence)
-                out.append(sentence)
-    return out
-
-
-class Prose:
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-        self.sentences = _sentences()
-
-    def text(self, nbytes: int) -> str:
-        i = self.rng.randrange(len(self.sentences))
-        parts: list[str] = []
-        size = 0
-        while size < nbytes:
-            sentence = self.sentences[i % len(self.sentences)]
-            parts.append(sentence)
-            size += len(sentence.encode()) + 1
-            i += 1
-        return " ".join(parts)[: int(nbytes * 1.05)]
 
 
 def _value(v: Any) -> AnyValue:

@@ -1,0 +1,50 @@
+"""Realistic English text for the benchmarks' generated traces.
+
+Sentences come from CPython's own documentation (`pydoc_data.topics`), with the typography LLM
+output has (curly quotes, dashes), so tokenization and JSON costs are those of real agent text.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from pydoc_data.topics import topics
+
+__all__ = ["Prose"]
+
+
+def sentences() -> list[str]:
+    """English sentences from the CPython docs, with the typography LLM output has."""
+    out: list[str] = []
+    for key in sorted(topics):
+        text = re.sub(r"\s+", " ", topics[key])
+        for sentence in re.split(r"(?<=[.!?]) (?=[A-Z])", text):
+            sentence = sentence.strip()
+            if 40 <= len(sentence) <= 400 and sentence.count("*") < 3 and ">>>" not in sentence:
+                sentence = sentence.replace(" -- ", " — ").replace("n't", "n’t")
+                sentence = sentence.replace("'s ", "’s ").replace(" - ", " – ")
+                sentence = re.sub(r'"([^"]{1,80})"', "“\\1”", sentence)
+                out.append(sentence)
+    return out
+
+
+class Prose:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.sentences = sentences()
+
+    def text(self, nbytes: int) -> str:
+        """Consecutive sentences from a random place, about `nbytes` UTF-8 bytes."""
+        i = self.rng.randrange(len(self.sentences))
+        parts: list[str] = []
+        size = 0
+        while size < nbytes:
+            s = self.sentences[i % len(self.sentences)]
+            parts.append(s)
+            size += len(s.encode()) + 1
+            i += 1
+        text = " ".join(parts)
+        raw = text.encode()
+        if len(raw) > nbytes * 1.05:  # keep sizes near the target; cut on a word
+            text = raw[:nbytes].decode("utf-8", "ignore").rsplit(" ", 1)[0] + "."
+        return text
