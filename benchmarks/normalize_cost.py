@@ -44,7 +44,7 @@ from collections.abc import Callable
 from importlib.metadata import version
 from typing import Any
 
-from _prose import Prose
+from _workload import Prose, any_value
 from google.protobuf.internal import api_implementation
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -64,22 +64,8 @@ BASE_NS = 1_764_000_000_000_000_000
 # --- workload ------------------------------------------------------------------------------------
 
 
-def _value(v: Any) -> AnyValue:
-    if isinstance(v, bool):
-        return AnyValue(bool_value=v)
-    if isinstance(v, int):
-        return AnyValue(int_value=v)
-    if isinstance(v, float):
-        return AnyValue(double_value=v)
-    if isinstance(v, list):
-        av = AnyValue()
-        av.array_value.values.extend(_value(x) for x in v)
-        return av
-    return AnyValue(string_value=str(v))
-
-
 def _set_attributes(span: Span, attrs: dict[str, Any]) -> None:
-    span.attributes.extend(KeyValue(key=k, value=_value(v)) for k, v in attrs.items())
+    span.attributes.extend(KeyValue(key=k, value=any_value(v)) for k, v in attrs.items())
 
 
 def _span(

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from _prose import Prose
+from _workload import Prose, any_value
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -65,20 +65,6 @@ TICK = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parent.parent
 
 # --- workload ------------------------------------------------------------------------------------
-
-
-def _value(v: Any) -> AnyValue:
-    if isinstance(v, bool):
-        return AnyValue(bool_value=v)
-    if isinstance(v, int):
-        return AnyValue(int_value=v)
-    if isinstance(v, float):
-        return AnyValue(double_value=v)
-    if isinstance(v, list):
-        av = AnyValue()
-        av.array_value.values.extend(_value(x) for x in v)
-        return av
-    return AnyValue(string_value=str(v))
 
 
 def _span(  # noqa: PLR0917 - a test-data builder
@@ -101,7 +87,7 @@ def _span(  # noqa: PLR0917 - a test-data builder
         end_time_unix_nano=start + duration,
         flags=0x100,
     )
-    span.attributes.extend(KeyValue(key=k, value=_value(v)) for k, v in attrs.items())
+    span.attributes.extend(KeyValue(key=k, value=any_value(v)) for k, v in attrs.items())
     return span
 
 

@@ -1,4 +1,4 @@
-"""Realistic English text for the benchmarks' generated traces.
+"""Shared pieces of the benchmarks' generated traces: realistic English text, OTLP values.
 
 Sentences come from CPython's own documentation (`pydoc_data.topics`), with the typography LLM
 output has (curly quotes, dashes), so tokenization and JSON costs are those of real agent text.
@@ -9,8 +9,26 @@ from __future__ import annotations
 import random
 import re
 from pydoc_data.topics import topics
+from typing import Any
 
-__all__ = ["Prose"]
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+__all__ = ["Prose", "any_value"]
+
+
+def any_value(v: Any) -> AnyValue:
+    """A Python value as an OTLP `AnyValue` (lists become arrays, anything else a string)."""
+    if isinstance(v, bool):
+        return AnyValue(bool_value=v)
+    if isinstance(v, int):
+        return AnyValue(int_value=v)
+    if isinstance(v, float):
+        return AnyValue(double_value=v)
+    if isinstance(v, list):
+        av = AnyValue()
+        av.array_value.values.extend(any_value(x) for x in v)
+        return av
+    return AnyValue(string_value=str(v))
 
 
 def sentences() -> list[str]:
