@@ -25,7 +25,9 @@ Usage::
 
 `TRACEHOUND_ENABLED=false` gives the plain SDK set-up. With `OTEL_CONFIG_FILE` (declarative
 configuration) the SDK's own path is taken and tracehound is not added (a warning says so). Other
-`TRACEHOUND_*` variables: see `tracehound.config`. A bad tracehound setting fails at start-up
+`TRACEHOUND_*` variables: see `tracehound.config`; e.g. `TRACEHOUND_EVALUATORS=evidence,loops,drift`
+adds drift scoring against the baselines of `TRACEHOUND_BASELINES` (a SQLite file by default,
+opened at start-up and closed by the exit handler). A bad tracehound setting fails at start-up
 (the instrumented program does not start), as OTel's configurator does for a bad exporter name.
 """
 

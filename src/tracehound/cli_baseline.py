@@ -46,7 +46,7 @@ __all__ = [
 
 EXIT_OK, EXIT_USAGE = 0, 2
 _STORE_HELP = (
-    "baseline store: an SQLite file (default: $TRACEHOUND_BASELINES, else "
+    "baseline store: an SQLite file or a redis:// URL (default: $TRACEHOUND_BASELINES, else "
     "$XDG_STATE_HOME/tracehound/baselines.sqlite3)"
 )
 
@@ -118,10 +118,10 @@ def _store(
 ) -> Iterator[tuple[BaselineStore, str]]:
     """The store and its location; a store file that does not exist is not created unless
     `create` (it reads as an empty store)."""
-    from tracehound.baselines import MemoryStore, default_store_path, open_store
+    from tracehound.baselines import MemoryStore, default_store_path, is_redis_url, open_store
 
     location: str | None = args.baselines
-    if location not in ("memory", ":memory:"):
+    if location not in ("memory", ":memory:") and not is_redis_url(location):
         path = Path(location).expanduser() if location else default_store_path()
         if not create and not path.exists():
             yield MemoryStore(), f"{path} (does not exist)"
@@ -416,6 +416,7 @@ class EvalExtras:
             self.baselines is not None
             and not self.update
             and self.baselines not in ("memory", ":memory:")
+            and "://" not in self.baselines  # a store URL (Redis): checked when opened
             and not Path(self.baselines).expanduser().exists()
         ):
             raise InputError(

@@ -19,14 +19,18 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from tracehound.engine import EngineConfig
 from tracehound.evaluators.base import Evaluator, PluginError
 
+if TYPE_CHECKING:
+    from tracehound.baselines import BaselineStore
+
 __all__ = [
+    "TRACEHOUND_BASELINES",
     "TRACEHOUND_ENABLED",
     "TRACEHOUND_EVALUATORS",
     "TRACEHOUND_EVENTS",
@@ -46,6 +50,8 @@ __all__ = [
     "Mode",
     "ProcessorSettings",
     "build_evaluators",
+    "open_evaluators",
+    "reopen_baselines",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -64,8 +70,14 @@ TRACEHOUND_FORWARDING = "TRACEHOUND_FORWARDING"
 """Wrap mode: `stream` (default) exports each span once evaluated and holds only the root span
 until its trace is finalized; `hold` holds whole traces until finalization."""
 TRACEHOUND_EVALUATORS = "TRACEHOUND_EVALUATORS"
-"""Comma-separated evaluators (built in: `evidence`, `loops`; or installed plugins). Default: all
-built-in. An unknown name fails at start-up."""
+"""Comma-separated evaluators (built in: `evidence`, `loops`, and `drift` on request; or installed
+plugins). Default: `evidence` and `loops`. An unknown name fails at start-up."""
+TRACEHOUND_BASELINES = "TRACEHOUND_BASELINES"
+"""Where `drift` keeps its per-agent baselines: a SQLite file path (shared by the processes of one
+machine), `memory` (this process only), or a store URL (`tracehound.baselines.open_store`, as for
+`tracehound serve --baselines`). Default: `tracehound.baselines.default_store_path()`, the user's
+state directory. The same variable as the sidecar's `--baselines` and the `tracehound baseline`
+commands read. A store that cannot be opened fails at start-up."""
 TRACEHOUND_QUIET_PERIOD = "TRACEHOUND_QUIET_PERIOD"
 """Seconds (float) to wait after a trace's root span ended before finalizing it. Default 2."""
 TRACEHOUND_TRACE_TIMEOUT = "TRACEHOUND_TRACE_TIMEOUT"
@@ -237,7 +249,9 @@ class ProcessorSettings:
     mode: Mode = "wrap"
     forwarding: Forwarding = "stream"
     evaluators: tuple[str, ...] | None = None
-    """Evaluator names; None: every built-in evaluator."""
+    """Evaluator names; None: every built-in evaluator (`drift` only when named)."""
+    baselines: str | None = None
+    """The baseline store of `drift` (see `TRACEHOUND_BASELINES`); None: the default file."""
     engine: EngineConfig = field(default_factory=EngineConfig)
     redact: bool = False
     span_events: bool = False
@@ -276,6 +290,7 @@ class ProcessorSettings:
             mode=mode,  # type: ignore[arg-type]  # checked by env_choice
             forwarding=forwarding,  # type: ignore[arg-type]
             evaluators=evaluators or None,
+            baselines=_raw(env, TRACEHOUND_BASELINES),
             engine=engine,
             redact=env_bool(env, TRACEHOUND_REDACT, False),
             span_events=env_bool(env, TRACEHOUND_SPAN_EVENTS, False),
@@ -284,11 +299,86 @@ class ProcessorSettings:
         )
 
 
+DRIFT = "drift"
+"""The evaluator name that selects `DriftEvaluator` (it needs a baseline store, opened here)."""
+
+
 def build_evaluators(evaluator_names: tuple[str, ...] | None) -> list[Evaluator]:
-    """Instantiate evaluators by name (built-in first, then plugins); unknown names fail here."""
+    """Instantiate evaluators by name (built-in first, then plugins); unknown names fail here.
+
+    `drift` keeps its baselines in memory here (nothing to close); `open_evaluators` gives it
+    the persistent store of `TRACEHOUND_BASELINES`."""
+    return open_evaluators(evaluator_names, "memory")[0]
+
+
+def open_evaluators(
+    evaluator_names: tuple[str, ...] | None, baselines: str | None = None
+) -> tuple[list[Evaluator], BaselineStore | None]:
+    """Instantiate evaluators by name, in the given order, as the sidecar does: `drift` gets the
+    baseline store at `baselines` (`tracehound.baselines.open_store`; None: the default file).
+
+    Returns the evaluators and the store opened for them (None without `drift`): the caller owns
+    it and closes it at shutdown. Unknown names and unusable stores raise `ConfigError` here.
+    """
     from tracehound.cli import select_evaluators
 
+    wanted = list(evaluator_names or ())
+    others = [name for name in wanted if name != DRIFT]
     try:
-        return select_evaluators(list(evaluator_names) if evaluator_names else None)
+        # Without any name, every built-in evaluator; `drift` is never implied (it writes a file).
+        built = iter(select_evaluators(others) if others or not wanted else [])
     except PluginError as exc:
         raise ConfigError(f"{TRACEHOUND_EVALUATORS}: {exc}") from None
+    if not wanted:
+        return list(built), None
+    store: BaselineStore | None = None
+    evaluators: list[Evaluator] = []
+    for name in wanted:
+        if name != DRIFT:
+            evaluators.append(next(built))
+        elif store is None:  # a repeated `drift` would score (and update) every run twice
+            store = _open_baselines(baselines)
+            from tracehound.evaluators.drift import DriftEvaluator
+
+            evaluators.append(DriftEvaluator(store))
+    return evaluators, store
+
+
+def _open_baselines(location: str | None) -> BaselineStore:
+    from tracehound.baselines import BaselineStoreError, default_store_path, open_store
+
+    try:
+        return open_store(location)
+    except (BaselineStoreError, OSError, ValueError) as exc:
+        if location is None:
+            where = f"the default baseline store {str(default_store_path())!r}"
+        elif "://" in location:  # a URL may carry a password: the store's error names it without
+            where = TRACEHOUND_BASELINES
+        else:
+            where = f"{TRACEHOUND_BASELINES}={location!r}"
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def reopen_baselines(
+    evaluators: Sequence[Evaluator], store: BaselineStore, location: str | None
+) -> BaselineStore:
+    """In a forked child: the same baseline store on a connection of its own.
+
+    An SQLite connection must not be used by two processes, so the drift evaluators that used
+    the parent's store get a new one (a `MemoryStore` is kept: it is the child's own copy).
+    Returns the store now in use; on failure, logs and keeps the inherited one.
+    """
+    from tracehound.baselines import MemoryStore
+    from tracehound.evaluators.drift import DriftEvaluator
+
+    if isinstance(store, MemoryStore):
+        return store
+    try:
+        fresh = _open_baselines(location)
+    except ConfigError:
+        _logger.exception("tracehound: cannot reopen the baseline store after fork")
+        return store
+    for evaluator in evaluators:
+        if isinstance(evaluator, DriftEvaluator) and evaluator.store is store:
+            evaluator.store = fresh
+    return fresh

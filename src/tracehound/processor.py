@@ -46,7 +46,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry._logs import LoggerProvider as ApiLoggerProvider
 from opentelemetry.context import (
@@ -66,7 +66,8 @@ from tracehound.config import (
     BatchSettings,
     Forwarding,
     ProcessorSettings,
-    build_evaluators,
+    open_evaluators,
+    reopen_baselines,
 )
 from tracehound.emit import (
     EventEmitter,
@@ -81,6 +82,9 @@ from tracehound.emit import (
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator
 from tracehound.spans import AttributeValue, LogView, SpanView
+
+if TYPE_CHECKING:
+    from tracehound.baselines import BaselineStore
 
 __all__ = ["ProcessorStats", "TracehoundLogProcessor", "TracehoundSpanProcessor"]
 
@@ -244,7 +248,9 @@ class TracehoundSpanProcessor(SpanProcessor):
         span_exporter: the exporter to wrap; None for observe mode.
         max_queue_size, schedule_delay_millis, max_export_batch_size, export_timeout_millis:
             as for `BatchSpanProcessor`.
-        evaluators: evaluator instances; default: `TRACEHOUND_EVALUATORS`, else all built-in.
+        evaluators: evaluator instances; default: `TRACEHOUND_EVALUATORS`, else all built-in
+            (`drift` there gets the baseline store of `TRACEHOUND_BASELINES`, which the
+            processor opens, reopens in a forked child, and closes at shutdown).
         engine_config: engine limits and timings; default from `TRACEHOUND_*`.
         forwarding: wrap mode: `stream` or `hold`.
         redact: strip message content, tool arguments/results and documents from exported copies.
@@ -292,9 +298,12 @@ class TracehoundSpanProcessor(SpanProcessor):
         self._span_events = settings.span_events if span_events is None else span_events
         self._emit_events = settings.events if emit_events is None else emit_events
         self._engine_config = engine_config if engine_config is not None else settings.engine
-        self._evaluators = (
-            list(evaluators) if evaluators is not None else build_evaluators(settings.evaluators)
-        )
+        self._baselines = settings.baselines
+        self._store: BaselineStore | None = None  # opened here for `drift`: closed at shutdown
+        if evaluators is not None:
+            self._evaluators = list(evaluators)
+        else:
+            self._evaluators, self._store = open_evaluators(settings.evaluators, self._baselines)
         self._poll_interval = min(max(self._engine_config.quiet_period / 4, 0.01), 0.5)
         self._emitter = EventEmitter(logger_provider)
         use_metrics = settings.metrics if emit_metrics is None else emit_metrics
@@ -362,6 +371,8 @@ class TracehoundSpanProcessor(SpanProcessor):
     def _at_fork_reinit(self) -> None:
         # The parent's threads do not exist in the child, and its engine state may be mid-update:
         # start over with an empty engine and fresh threads (like BatchSpanProcessor).
+        if self._store is not None:
+            self._store = reopen_baselines(self._evaluators, self._store, self._baselines)
         self._init_runtime()
 
     # --- properties ----------------------------------------------------------------------------
@@ -468,7 +479,7 @@ class TracehoundSpanProcessor(SpanProcessor):
     def _reinit_after_fork(self) -> None:
         with self._reinit_lock:
             if self._pid != os.getpid():
-                self._init_runtime()
+                self._at_fork_reinit()
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -537,6 +548,11 @@ class TracehoundSpanProcessor(SpanProcessor):
                     shutdown()
             except Exception:
                 _logger.exception("tracehound: exporter shutdown failed")
+        if self._store is not None:
+            try:
+                self._store.close()
+            except Exception:
+                _logger.exception("tracehound: closing the baseline store failed")
 
     # --- the worker ------------------------------------------------------------------------------
 

@@ -213,9 +213,9 @@ def test_check_config_precedence_flags_env_toml_defaults(tmp_path: Path) -> None
             "quiet_period (from env TRACEHOUND_QUIET_PERIOD)",
         ),
         (
-            ["--baselines", "redis://localhost:6379/0"],
+            ["--baselines", "redis://:secret@127.0.0.1:1/0"],  # nothing listens on port 1
             {},
-            "Redis baseline stores are not available",
+            "baselines: Redis baseline store redis://:***@127.0.0.1:1/0: cannot reach the server",
         ),
         (
             ["--otlp-grpc", "127.0.0.1:4317"],

@@ -1,4 +1,5 @@
-"""The `BaselineStore` protocol, held by `MemoryStore` and `SQLiteStore` alike."""
+"""The `BaselineStore` protocol, held by `MemoryStore`, `SQLiteStore` and `RedisStore` alike
+(the Redis one against a real server: see `redis_url` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tracehound.baselines import (
     BaselineStore,
     BaselineStoreError,
     MemoryStore,
+    RedisStore,
     SQLiteStore,
     default_store_path,
     open_store,
@@ -45,11 +47,15 @@ def delta(
     return Baseline.from_run(features, EMBEDDER)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaselineStore]:
-    opened: BaselineStore = (
-        MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "b.sqlite3")
-    )
+    opened: BaselineStore
+    if request.param == "memory":
+        opened = MemoryStore()
+    elif request.param == "sqlite":
+        opened = SQLiteStore(tmp_path / "b.sqlite3")
+    else:
+        opened = RedisStore(request.getfixturevalue("redis_url"))
     assert isinstance(opened, BaselineStore)
     yield opened
     opened.close()
@@ -201,7 +207,7 @@ def test_default_path_and_open_store(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert default_store_path({}) == home / ".local/state/tracehound/baselines.sqlite3"
     assert isinstance(open_store("memory"), MemoryStore)
     with pytest.raises(BaselineStoreError, match="unsupported baseline store"):
-        open_store("redis://localhost")
+        open_store("ftp://localhost")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.delenv("TRACEHOUND_BASELINES", raising=False)
     default = open_store()

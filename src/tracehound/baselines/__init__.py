@@ -2,13 +2,16 @@
 
 - `BaselineStore`: the protocol (get, atomic update-by-merge, put, list, pin/unpin, reset,
   export/import, close). Every write is a merge or a replacement of one stored value, so a shared
-  store (Redis, later) implements it with one atomic script per operation.
+  store implements it with one atomic script per operation.
 - `MemoryStore`: in process memory (tests, one-shot evaluation).
 - `SQLiteStore`: the embedded default, one file (`default_store_path()`), safe with several
   processes writing.
+- `RedisStore`: shared by the replicas of a scaled-out sidecar (`redis://`, `rediss://`,
+  `unix://` URLs; needs `tracehound[redis]`); each write is one atomic Lua script.
 
 `open_store(location)` picks one from a string: `memory` (or `:memory:`) for a `MemoryStore`,
-anything else is a path for a `SQLiteStore`; None opens the default SQLite file.
+a `redis://`, `rediss://` or `unix://` URL for a `RedisStore`, anything else is a path for a
+`SQLiteStore`; None opens the default SQLite file.
 
 Typical use::
 
@@ -39,6 +42,7 @@ from tracehound.baselines._base import (
     parse_export,
 )
 from tracehound.baselines._memory import MemoryStore
+from tracehound.baselines._redis import ENV_REDIS_URL, RedisStore, is_redis_url, redact_url
 from tracehound.baselines._sqlite import (
     APPLICATION_ID,
     ENV_BASELINES,
@@ -50,6 +54,7 @@ from tracehound.baselines._sqlite import (
 __all__ = [
     "APPLICATION_ID",
     "ENV_BASELINES",
+    "ENV_REDIS_URL",
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "SCHEMA_VERSION",
@@ -58,10 +63,12 @@ __all__ = [
     "BaselineStoreError",
     "ImportMode",
     "MemoryStore",
+    "RedisStore",
     "SQLiteStore",
     "UpdateResult",
     "apply_update",
     "default_store_path",
+    "is_redis_url",
     "open_store",
     "parse_export",
 ]
@@ -70,15 +77,20 @@ __all__ = [
 def open_store(
     location: str | os.PathLike[str] | None = None, *, timeout: float = 30.0
 ) -> BaselineStore:
-    """`memory` / `:memory:` → `MemoryStore`; a path → `SQLiteStore`; None → the default file.
+    """`memory` / `:memory:` → `MemoryStore`; `redis://`, `rediss://`, `unix://` → `RedisStore`
+    (connected: an unreachable server fails here); a path → `SQLiteStore`; None → the default
+    file. `timeout` is SQLite's wait for a lock (Redis timeouts are URL parameters).
 
-    Raises `BaselineStoreError` when the file is not a usable baseline store.
+    Raises `BaselineStoreError` when the location is not a usable baseline store.
     """
     if isinstance(location, str):
         if location in ("memory", ":memory:"):
             return MemoryStore()
+        if is_redis_url(location):
+            return RedisStore(location)
         if "://" in location:
             raise BaselineStoreError(
-                f"unsupported baseline store {location!r}: give a file path or 'memory'"
+                f"unsupported baseline store {redact_url(location)!r}: give a file path, "
+                "'memory', or a redis://, rediss:// or unix:// URL"
             )
     return SQLiteStore(location, timeout=timeout)

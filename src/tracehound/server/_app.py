@@ -38,7 +38,7 @@ from tracehound.server._forward import (
     RetryPolicy,
     Sender,
 )
-from tracehound.server._grpc import build_grpc_server
+from tracehound.server._grpc import HealthWatchers, build_grpc_server
 from tracehound.server._http import OTLPHTTPServer, PrometheusServer
 from tracehound.server._otlp import LOGS, METRICS, SIGNALS, TRACES, OTLPError, Signal
 from tracehound.server._pipeline import Pipeline, Submitted
@@ -90,22 +90,18 @@ def build_serve_evaluators(
 
 
 def _drift(location: str | None, open_it: bool) -> tuple[Evaluator | None, Any]:
-    if location is not None and location.lower().startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(
-            f"baselines {location!r}: Redis baseline stores are not available in this version "
-            "of tracehound; use a SQLite file path (shared by the processes of one machine) or "
-            "'memory'"
-        )
     try:
-        from tracehound.baselines import BaselineStoreError, open_store
+        from tracehound.baselines import BaselineStoreError, is_redis_url, open_store
         from tracehound.evaluators.drift import DriftEvaluator
     except ImportError as exc:
         raise ConfigError(f"the drift evaluator is not available: {exc}") from None
     if not open_it:
         return None, None
     try:
-        store = open_store(location)
+        store = open_store(location)  # a Redis URL connects here: unreachable fails start-up
     except (BaselineStoreError, OSError) as exc:
+        if is_redis_url(location):  # the error names the URL without its password
+            raise ConfigError(f"baselines: {exc}") from None
         raise ConfigError(f"baselines {location or '(default)'}: {exc}") from None
     return DriftEvaluator(store), store
 
@@ -160,6 +156,7 @@ class Sidecar:
         )
         self._register_gauges()
         self._grpc: Any = None
+        self._health_watchers = HealthWatchers(self.ready)  # gRPC health `Watch` streams
         self._http: OTLPHTTPServer | None = None
         self._prometheus: PrometheusServer | None = None
         self._threads: list[threading.Thread] = []
@@ -281,6 +278,7 @@ class Sidecar:
                     ready=self.ready,
                     on_error=self._grpc_error,
                     max_request_bytes=settings.max_request_bytes,
+                    watchers=self._health_watchers,
                 )
                 server.start()
                 self._grpc = server
@@ -309,6 +307,7 @@ class Sidecar:
             self.shutdown()
             raise
         self._started = True
+        self._health_watchers.changed()  # watches opened while starting: now SERVING
         _logger.info(
             "listening",
             extra={
@@ -350,6 +349,8 @@ class Sidecar:
         try:
             _logger.info("shutting down", extra={"deadline_s": round(deadline - started, 3)})
             grace = max(min(2.0, deadline - time.monotonic()), 0.0)
+            # Watch streams get NOT_SERVING and end, so that they do not hold the grace below.
+            self._health_watchers.close()
             if self._grpc is not None:
                 self._grpc.stop(grace).wait(grace + 1.0)
             if self._http is not None:

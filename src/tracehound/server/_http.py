@@ -10,10 +10,17 @@ bytes (413), a malformed body gives 400 with a `google.rpc.Status`, backpressure
 
 `/healthz` answers 200 while the process works (the evaluation worker is alive); `/readyz` 200
 while it accepts data (not shutting down, traces queue not full), else 503.
+
+Responses (here and on `/metrics`) are gzipped when the client's `Accept-Encoding` allows gzip and
+the body is over `GZIP_THRESHOLD` bytes (`Content-Encoding: gzip`, `Vary: Accept-Encoding`), as
+the OTLP specification allows. Export responses are a few bytes (a `partial_success` message is
+capped well below the threshold), so in practice this compresses the Prometheus text and long
+error statuses.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import math
 import threading
@@ -36,13 +43,55 @@ from tracehound.server._otlp import (
 )
 from tracehound.server._pipeline import Submitted
 
-__all__ = ["OTLPHTTPServer", "PrometheusServer"]
+__all__ = ["GZIP_THRESHOLD", "OTLPHTTPServer", "PrometheusServer", "accepts_gzip", "encode_body"]
 
 _logger = logging.getLogger("tracehound.server.http")
 
 _BY_PATH = {s.http_path: s for s in SIGNALS.values()}
 _DISCARD_LIMIT = 64 * 1024 * 1024
 Submit = Callable[[Signal, Any, bytes | None, int, str], Submitted]
+
+GZIP_THRESHOLD = 1024
+"""Response bodies larger than this (bytes) are gzipped for clients that accept gzip; smaller ones
+would gain a few bytes at best, and cost a compression per request."""
+
+
+def accepts_gzip(accept_encoding: str) -> bool:
+    """Whether an `Accept-Encoding` value allows gzip: listed (or `x-gzip`), else covered by `*`,
+    with a non-zero weight (`gzip;q=0` refuses it; RFC 9110 §12.5.3)."""
+    gzip_weight: float | None = None
+    any_weight: float | None = None
+    for item in accept_encoding.split(","):
+        coding, _, params = item.partition(";")
+        coding = coding.strip().lower()
+        weight = 1.0
+        for param in params.split(";"):
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    weight = float(value.strip())
+                except ValueError:
+                    weight = 0.0  # an unreadable weight: do not assume the client accepts it
+        if coding in ("gzip", "x-gzip"):
+            gzip_weight = weight
+        elif coding == "*":
+            any_weight = weight
+    chosen = gzip_weight if gzip_weight is not None else any_weight
+    return chosen is not None and chosen > 0
+
+
+def encode_body(body: bytes, accept_encoding: str) -> tuple[bytes, dict[str, str]]:
+    """The body to send and the headers that go with it: gzipped when allowed and worth it."""
+    if len(body) <= GZIP_THRESHOLD:
+        return body, {}
+    # From this size the representation depends on Accept-Encoding, compressed or not.
+    headers = {"Vary": "Accept-Encoding"}
+    if accepts_gzip(accept_encoding):
+        compressed = gzip.compress(body, compresslevel=6, mtime=0)
+        if len(compressed) < len(body):  # already-dense bytes can grow
+            headers["Content-Encoding"] = "gzip"
+            return compressed, headers
+    return body, headers
 
 
 class OTLPHTTPServer(ThreadingHTTPServer):
@@ -95,10 +144,11 @@ class _Handler(BaseHTTPRequestHandler):
         content_type: str,
         headers: dict[str, str] | None = None,
     ) -> None:
+        body, encoding = encode_body(body, self.headers.get("Accept-Encoding", ""))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
-        for key, value in (headers or {}).items():
+        for key, value in {**(headers or {}), **encoding}.items():
             self.send_header(key, value)
         if self.server.closing or self.close_connection:
             self.send_header("Connection", "close")
@@ -262,8 +312,11 @@ class _PrometheusHandler(BaseHTTPRequestHandler):
                 _logger.exception("rendering /metrics failed")
                 body, status = b"error\n", 500
             content_type = "text/plain; version=0.0.4; charset=utf-8"
+        body, encoding = encode_body(body, self.headers.get("Accept-Encoding", ""))
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        for key, value in encoding.items():
+            self.send_header(key, value)
         self.end_headers()
         self.wfile.write(body)

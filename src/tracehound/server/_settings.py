@@ -38,6 +38,7 @@ __all__ = [
     "TRACEHOUND_OTLP_GRPC",
     "TRACEHOUND_OTLP_HTTP",
     "TRACEHOUND_PROMETHEUS",
+    "TRACEHOUND_REDIS_URL",
     "Address",
     "ForwardTarget",
     "ServeSettings",
@@ -63,6 +64,9 @@ and logs in PATH, metrics beside it in PATH-stem`.metrics`.suffix). Default:
 `OTEL_EXPORTER_OTLP_ENDPOINT` when set, else `none`."""
 TRACEHOUND_PROMETHEUS = "TRACEHOUND_PROMETHEUS"
 """`HOST:PORT` serving self-metrics at `/metrics` (Prometheus text format). Default: off."""
+TRACEHOUND_REDIS_URL = "TRACEHOUND_REDIS_URL"
+"""A `redis://`, `rediss://` or `unix://` URL: the baselines shared by replicas, used when
+`--baselines` and `TRACEHOUND_BASELINES` are not given (it beats the TOML `baselines`)."""
 TRACEHOUND_MAX_REQUEST_BYTES = "TRACEHOUND_MAX_REQUEST_BYTES"
 """Largest accepted request, after decompression (413 / RESOURCE_EXHAUSTED). Default 16 MiB."""
 TRACEHOUND_MAX_QUEUE_BYTES = "TRACEHOUND_MAX_QUEUE_BYTES"
@@ -188,6 +192,8 @@ class SettingSpec:
     parse: Callable[[Any], Any]
     default: Any
     help: str
+    fallback_env: tuple[str, ...] = ()
+    """Variables read, in order, when `env` is not set (still above the TOML file)."""
 
 
 def _spec(
@@ -198,10 +204,32 @@ def _spec(
     help: str,
     *,
     flag: bool = True,
+    fallback_env: tuple[str, ...] = (),
 ) -> SettingSpec:
     return SettingSpec(
-        name, "--" + name.replace("_", "-") if flag else None, env, parse, default, help
+        name,
+        "--" + name.replace("_", "-") if flag else None,
+        env,
+        parse,
+        default,
+        help,
+        fallback_env,
     )
+
+
+def _env_name(spec: SettingSpec, env: Mapping[str, str]) -> str | None:
+    """The first of the setting's variables that is set (non-blank), if any."""
+    for name in (spec.env, *spec.fallback_env):
+        if name and env.get(name, "").strip():
+            return name
+    return None
+
+
+def _redacted(location: str) -> str:
+    """The baselines location, a Redis URL without its password (for `--check-config`)."""
+    from tracehound.baselines._redis import is_redis_url, redact_url
+
+    return redact_url(location) if is_redis_url(location) else location
 
 
 SETTINGS: tuple[SettingSpec, ...] = (
@@ -239,7 +267,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "TRACEHOUND_BASELINES",
         _text,
         None,
-        "drift baselines: a SQLite file, memory, or redis://…; default: the user's state directory",
+        "drift baselines: a SQLite file, memory, or redis://… (shared by replicas); default: "
+        f"${TRACEHOUND_REDIS_URL}, else a SQLite file in the user's state directory",
+        fallback_env=(TRACEHOUND_REDIS_URL,),
     ),
     _spec(
         "prometheus",
@@ -512,10 +542,11 @@ class ServeSettings:
         sources: dict[str, str] = {}
         for spec in SETTINGS:
             raw: Any = None
+            env_name = _env_name(spec, env)
             if spec.name in flags:
                 raw, source = flags[spec.name], f"flag {spec.flag}"
-            elif spec.env and env.get(spec.env, "").strip():
-                raw, source = env[spec.env].strip(), f"env {spec.env}"
+            elif env_name is not None:
+                raw, source = env[env_name].strip(), f"env {env_name}"
             elif spec.name in toml:
                 raw, source = toml[spec.name], f"toml {path}"
             if raw is None:
@@ -526,6 +557,14 @@ class ServeSettings:
             except (ValueError, TypeError) as exc:
                 raise ConfigError(f"{spec.name} (from {source}): {exc}") from None
             sources[spec.name] = source
+        if sources["baselines"] == f"env {TRACEHOUND_REDIS_URL}":
+            from tracehound.baselines._redis import is_redis_url
+
+            if not is_redis_url(values["baselines"]):
+                raise ConfigError(
+                    f"baselines (from env {TRACEHOUND_REDIS_URL}): expected a redis://, "
+                    "rediss:// or unix:// URL"
+                )
         try:
             engine = EngineConfig(
                 quiet_period=values["quiet_period"],
@@ -584,7 +623,7 @@ class ServeSettings:
                 sorted({t.protocol for t in self.forward.signals.values()})
             )
             or "-",
-            "baselines": self.baselines or "(default SQLite file)",
+            "baselines": _redacted(self.baselines) if self.baselines else "(default SQLite file)",
             "prometheus": str(self.prometheus or "none"),
             "mode": self.mode,
             "quiet_period": str(self.engine.quiet_period),

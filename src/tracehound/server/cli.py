@@ -24,7 +24,9 @@ Precedence: flags > environment variables > TOML file ([serve] table of --config
 ${TRACEHOUND_CONFIG}) > defaults. The forwarder also reads the OTel SDK exporter variables
 (OTEL_EXPORTER_OTLP_ENDPOINT, _PROTOCOL, _HEADERS, _COMPRESSION, _TIMEOUT, _INSECURE,
 _CERTIFICATE, _CLIENT_KEY, _CLIENT_CERTIFICATE, and their _TRACES_/_LOGS_/_METRICS_ variants).
-Settings and variables: """ + ", ".join(f"{s.name} (${s.env})" for s in SETTINGS if s.env)
+Settings and variables: """ + ", ".join(
+    f"{s.name} (${s.env}{''.join(f' or ${e}' for e in s.fallback_env)})" for s in SETTINGS if s.env
+)
 
 
 _METAVARS = {
@@ -123,11 +125,20 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
     wanted = settings.evaluators or DEFAULT_EVALUATORS
     baselines = "not used (drift not enabled)"
     if "drift" in wanted:
-        from tracehound.baselines import default_store_path
+        from tracehound.baselines import default_store_path, is_redis_url
 
         location = settings.baselines
         if location in ("memory", ":memory:"):
             baselines = "memory (not kept across restarts)"
+        elif is_redis_url(location):
+            from tracehound.baselines import BaselineStoreError, open_store
+
+            try:  # a shared store is only useful if the replicas reach it: connect once
+                store = open_store(location)
+            except BaselineStoreError as exc:
+                raise ConfigError(f"baselines: {exc}") from None
+            baselines = f"{store.location} (Redis, reachable)"
+            store.close()
         else:
             path = Path(location).expanduser() if location else default_store_path()
             if path.exists():
