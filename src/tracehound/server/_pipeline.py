@@ -763,7 +763,13 @@ class Pipeline:
 _EMPTY_RESOURCE = Resource()
 
 
-_SPAN_IDS = re.compile(rb"\x12[\x80-\xff]{0,4}[\x00-\x7f]\x0a\x10(.{16})\x12\x08(.{8})", re.DOTALL)
+# The `spans` field tag and a 1-5 byte varint length, just before the trace id's tag: checked
+# behind the match, so that the pattern starts with a literal, which the regex engine searches
+# for directly instead of trying every 0x12 byte (twice as fast on plain spans).
+_SPAN_START = b"|".join(
+    rb"(?<=\x12" + rb"[\x80-\xff]" * extra + rb"[\x00-\x7f]\x0a\x10)" for extra in range(5)
+)
+_SPAN_IDS = re.compile(rb"\x0a\x10(?:" + _SPAN_START + rb")(.{16})\x12\x08(.{8})", re.DOTALL)
 """A `Span` as every OTLP encoder writes it: the `spans` field tag and length, then `trace_id`
 (16 bytes) and `span_id` (8 bytes), fields 1 and 2, first."""
 
