@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import filterfalse
 
 __all__ = [
@@ -92,13 +93,20 @@ def _normalized_tokens(text: str) -> list[str]:
     return data.decode("ascii").split()
 
 
+# Whole texts (outputs, tool results) are tokenized by more than one evaluator of a trace —
+# evidence matches them, drift embeds them — so those tokens are kept for a while, process-wide.
+@lru_cache(maxsize=1024)
+def _text_tokens(text: str) -> tuple[str, ...]:
+    return tuple(_normalized_tokens(text))
+
+
 def normalize_text(text: str) -> str:
     """NFKC, lower case, tokens joined by single spaces."""
     return " ".join(_normalized_tokens(text))
 
 
 def informative_tokens(text: str) -> tuple[str, ...]:
-    return tuple(filterfalse(_IS_STOP_WORD, _normalized_tokens(text)))
+    return tuple(filterfalse(_IS_STOP_WORD, _text_tokens(text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +186,7 @@ class TextCache:
     def tokenized(self, text: str) -> Tokenized:
         cached = self._tokenized.get(text)
         if cached is None:
-            tokens = _normalized_tokens(text)
+            tokens = _text_tokens(text)
             cached = Tokenized(" ".join(tokens), frozenset(tokens).difference(STOP_WORDS))
             self._tokenized[text] = cached
         return cached

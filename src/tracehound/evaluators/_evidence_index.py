@@ -201,24 +201,30 @@ class EvidenceIndex:
 
     def _rarest(self, unit: Unit, keep: int) -> list[str]:
         """The unit's `keep` rarest tokens by current frequency (ties: text order)."""
-        return sorted(dict.fromkeys(unit.tokens), key=self._df.__getitem__)[:keep]
+        unique = dict.fromkeys(unit.tokens)
+        if keep >= len(unique):
+            return list(unique)
+        return sorted(unique, key=self._df.__getitem__)[:keep]
 
     def _add_class(self, unit: Unit, class_id: int, source: int) -> None:
         tokens = unit.token_set
         threshold = unit.threshold
         self._thresholds.append(threshold)
         df, full = self._df, self._full
+        df_get, full_get = df.get, full.get
+        posting = (class_id,)
         for token in tokens:
-            full[token] = (*full.get(token, ()), class_id)
-            df[token] = df.get(token, 0) + 1
+            full[token] = full_get(token, ()) + posting
+            df[token] = df_get(token, 0) + 1
         # Any n - t + 1 of its tokens serve both to index it and to find the larger units it
         # can match; the rarest keep both short.
         rarest = self._rarest(unit, len(tokens) - threshold + 1)
         self._link(unit, threshold, source, rarest)
         self._group_classes[self._group[source]].add(class_id)
         prefix = self._prefix
+        prefix_get = prefix.get
         for token in rarest:
-            prefix[token] = (*prefix.get(token, ()), class_id)
+            prefix[token] = prefix_get(token, ()) + posting
 
     def _link(self, unit: Unit, threshold: int, source: int, rarest: list[str]) -> None:
         """Join `source` with the sources of the earlier classes matching this one either way."""

@@ -53,6 +53,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from tracehound import names
@@ -211,6 +212,9 @@ def _as_time(text: str) -> tuple[float, bool] | None:
     return moment.timestamp(), len(text) == 10
 
 
+# Each output is folded as its span arrives and again in the trace's final analysis (and a
+# long one costs ~30 µs): the second time comes from here. Bounded; shared by all traces.
+@lru_cache(maxsize=2048)
 def _fold(text: str) -> str:
     if text.isascii():  # NFKC changes no ASCII text, and casefold() is lower() there
         return " ".join(text.lower().split())
