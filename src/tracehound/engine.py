@@ -143,7 +143,9 @@ class _TraceState:
         self.span_count = 0
         self.text_bytes = 0
         self.info = TraceInfo(trace_id)
-        self.eval_states: list[Any] = []
+        # Evaluator states, made on the trace's first GenAI span: a trace without one (an HTTP
+        # request, a health check) is followed for its parent links only, never evaluated.
+        self.eval_states: list[Any] | None = None
 
 
 class Engine:
@@ -214,11 +216,12 @@ class Engine:
         steps = tuple(state.builder.add(normalized))
         results: list[EvaluationResult] = []
         info = state.info
+        eval_states = state.eval_states
+        if eval_states is None:
+            eval_states = state.eval_states = [e.start_trace(info) for e in self._evaluators]
         for i, evaluator in enumerate(self._evaluators):
-            new_state, span_results = evaluator.on_span(
-                state.eval_states[i], normalized, steps, info
-            )
-            state.eval_states[i] = new_state
+            new_state, span_results = evaluator.on_span(eval_states[i], normalized, steps, info)
+            eval_states[i] = new_state
             results.extend(span_results)
         return SpanOutcome(trace_id, span_id, genai=True, steps=steps, results=tuple(results))
 
@@ -274,7 +277,6 @@ class Engine:
             self.stats.traces_finalized_early += 1
             self._finalize(oldest, "max_traces")
         state = _TraceState(trace_id, now)
-        state.eval_states = [e.start_trace(state.info) for e in self._evaluators]
         self._traces[trace_id] = state
         return state
 
@@ -302,8 +304,12 @@ class Engine:
         stats.logs_unjoined += sum(len(v) for k, v in state.logs.items() if k not in joined)
         trajectory = builder.build(state.parents, state.names)
         results: list[EvaluationResult] = []
-        for i, evaluator in enumerate(self._evaluators):
-            results.extend(evaluator.finish_trace(state.eval_states[i], trajectory, state.info))
+        eval_states = state.eval_states
+        if eval_states is None and trajectory.steps:  # GenAI only once its late logs joined
+            eval_states = [e.start_trace(state.info) for e in self._evaluators]
+        if eval_states is not None:
+            for evaluator, eval_state in zip(self._evaluators, eval_states, strict=True):
+                results.extend(evaluator.finish_trace(eval_state, trajectory, state.info))
         stats.evaluator_errors = sum(e.errors for e in self._evaluators)
         root = _root_span_id(state.parents)
         results = [r if r.span_id is not None else replace(r, span_id=root) for r in results]

@@ -5,9 +5,10 @@ through the very same path as any other input (SpanView → conventions → step
 
 - `evidenceflow` step lists: a JSON array of `{type, content, id?, tool?, source?, evidence_id?}`
   (or `{"steps": [...]}`). Each assistant/reasoning step becomes a `chat` span whose inputs are the
-  user/system steps since the previous one; a tool_call with its tool_result becomes an
-  `execute_tool` span (call id = the result's `evidence_id`, else generated); a retrieval step a
-  `retrieval` span with one document.
+  user/system steps since the previous one (the span starts with the first of them, so tool steps
+  in between fall within it and keep their place after the question); a tool_call with its
+  tool_result becomes an `execute_tool` span (call id = the result's `evidence_id`, else
+  generated); a retrieval step a `retrieval` span with one document.
 - `tracecheck` traces: `{trace_id, agent_name, user_input?, steps: [{type: llm_call | tool_call |
   retry | error, name, input, output, latency_ms, tokens, timestamp, error}]}`, one per JSON line
   or as an array. `llm_call` → `chat`, `tool_call` and `retry` → `execute_tool`, `error` → a span
@@ -163,6 +164,7 @@ def _evidenceflow_spans(steps: list[dict[str, Any]], where: str) -> dict[str, An
     key = json.dumps(steps, sort_keys=True, default=str)
     writer = _SpanWriter(f"evidenceflow:{key}", "evidenceflow-import")
     pending_inputs: list[dict[str, Any]] = []
+    inputs_since = 0  # when the first of the pending inputs came
     pending_call: tuple[int, dict[str, Any]] | None = None
     t = _BASE_NS
     generated = 0
@@ -172,12 +174,16 @@ def _evidenceflow_spans(steps: list[dict[str, Any]], where: str) -> dict[str, An
         raw_content = step.get("content")
         content = raw_content if isinstance(raw_content, str) else ""
         if kind in ("user", "system"):
+            if not pending_inputs:
+                inputs_since = t
             pending_inputs.append(_text_message(str(kind), content))
         elif kind in ("assistant", "reasoning"):
             part_type = "text" if kind == "assistant" else "reasoning"
+            # The call starts when its inputs came, so that a question asked before tool steps
+            # stays before them in the trajectory (the tools then run within the call).
             writer.add(
                 "chat imported",
-                t,
+                inputs_since if pending_inputs else t,
                 t + _STEP_NS // 2,
                 {
                     "gen_ai.operation.name": "chat",

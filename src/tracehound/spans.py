@@ -495,6 +495,11 @@ class SpanView:
             self._gate = gate
             return gate
 
+    def mark_not_genai(self) -> None:
+        """Record that the bytes this span came in were checked (`tracehound._wire`) and hold no
+        GenAI key: detection then skips it without reading its attributes."""
+        self._gate = False
+
     @property
     def attribute_keys(self) -> tuple[str, ...]:
         """The attribute keys, without decoding any value (cheap: used for detection)."""

@@ -274,6 +274,32 @@ def test_per_span_and_trace_results_and_root_attributes() -> None:
     assert done.attributes["tracehound.test.steps"] == 5
 
 
+def test_trace_without_genai_spans_is_followed_not_evaluated() -> None:
+    """An HTTP trace gets no evaluator state and no results; a GenAI span arriving late for it
+    (after its non-GenAI root) starts the evaluation then."""
+
+    class Counting(Recorder):
+        started = 0
+
+        def start_trace(self, trace: TraceInfo) -> list[str]:
+            Counting.started += 1
+            return []
+
+    recorder = Counting()
+    engine = Engine([recorder])
+    engine.add_span(span("d" * 16, ROOT, trace=TRACE2, name="SELECT", start=10, end=20))
+    engine.add_span(span(ROOT, trace=TRACE2, name="GET /health", start=0, end=30))
+    engine.add_span(span(ROOT, name="POST /ask", start=0, end=500))
+    assert Counting.started == 0
+    engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    assert Counting.started == 1
+    done = {t.trace_id: t for t in engine.flush()}
+    plain, agent = done[TRACE2], done[TRACE]
+    assert plain.results == () and plain.trajectory.steps == () and plain.attributes == {}
+    assert [r.name for r in agent.results] == ["steps"]
+    assert recorder.finished == [agent.trajectory]  # finish_trace ran for the GenAI trace only
+
+
 def test_failing_evaluator_is_isolated(caplog: pytest.LogCaptureFixture) -> None:
     recorder = Recorder()
     engine = Engine([Exploding(), recorder])

@@ -514,10 +514,10 @@ def test_evidenceflow_import(
     steps = trace["steps"]
     kinds = [s["kind"] for s in steps]
     assert kinds == [
-        "agent", "tool_call", "tool_result", "retrieval",
-        "user", "llm", "assistant", "user", "llm", "assistant",
+        "agent", "user", "llm", "tool_call", "tool_result", "retrieval",
+        "assistant", "user", "llm", "assistant",
     ]  # fmt: skip
-    call, result, retrieval = steps[1:4]
+    call, result, retrieval = steps[3:6]
     assert call["tool"] == "search" and call["call_id"] == "ev-search"
     assert call["arguments"] == '{"q":"France"}'
     assert result["tool"] == "search" and result["call_id"] == "ev-search"

@@ -560,7 +560,7 @@ class Pipeline:
                     except ValueError:  # a bad parent id the fast id check does not read
                         continue  # forwarded as received, not evaluated
                     if gate is False:
-                        view._gate = False  # the request- or scope-level check already answered
+                        view.mark_not_genai()  # the request- or scope-level check answered
                     if own:
                         continue
                     started = time.perf_counter()
