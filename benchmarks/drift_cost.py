@@ -13,6 +13,10 @@ figures are medians over the repetitions with their min–max.
 
     python benchmarks/drift_cost.py            # 15 repetitions
     python benchmarks/drift_cost.py --reps 5 --json
+    python benchmarks/drift_cost.py --redis redis://127.0.0.1:6379/15   # + a RedisStore update
+
+With `--redis URL` (a server you run; the benchmark writes one key under its own prefix and
+deletes it), the same update also goes through a `RedisStore`: one Lua script, one round trip.
 
 Targets (issue 4): ≤ 1 ms to score one run (features + score), ≤ 5 ms per SQLite update.
 """
@@ -38,6 +42,7 @@ import numpy as np
 from tracehound.baselines import MemoryStore, SQLiteStore
 from tracehound.drift import Baseline, DriftScorer, HashingEmbedder, run_features
 from tracehound.steps import Run, Step, Trajectory
+from tracehound.text import _text_tokens
 
 TOOLS = ("web_search", "fetch_page", "extract_records", "summarize")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -138,6 +143,10 @@ def make_run(
     return trajectory, run, session
 
 
+def text_tokens_cache_clear() -> None:
+    _text_tokens.cache_clear()
+
+
 def per_call(fn: Callable[[], Any], iterations: int) -> float:
     start = time.perf_counter()
     for _ in range(iterations):
@@ -152,6 +161,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--iterations", type=int, default=200, help="calls per measurement")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--redis", metavar="URL", help="also time a RedisStore update there")
     args = parser.parse_args()
 
     import reasontrace.baseline as rt_baseline
@@ -193,6 +203,13 @@ def main() -> None:
         sqlite.put("svc/agent", baseline)
         memory = MemoryStore()
         memory.put("svc/agent", baseline)
+        redis = None
+        if args.redis:
+            from tracehound.baselines import open_store
+
+            redis = open_store(f"{args.redis}{'&' if '?' in args.redis else '?'}prefix=bench")
+            redis.reset("svc/agent")
+            redis.put("svc/agent", baseline)
         scorer = DriftScorer()
         rt = rt_scorer.DriftScorer()
         features = run_features(trajectory, run, embedder)
@@ -201,20 +218,34 @@ def main() -> None:
         assert score.scored and score.explanation is not None
 
         cases: dict[str, Callable[[], Any]] = {
-            "features (tokenize + 1024-d embed)": lambda: run_features(trajectory, run, embedder),
+            # cold: the tokens of whole texts are cached process-wide (evidence shares them)
+            "features (tokenize + 1024-d embed)": lambda: (
+                text_tokens_cache_clear(),
+                run_features(trajectory, run, embedder),
+            ),
             "score vs baseline (+ explanation)": lambda: scorer.score(
                 features, baseline, embedder=embedder
             ),
             "score vs baseline (no explanation)": lambda: scorer.score(
                 features, baseline, embedder=embedder, explain=False
             ),
-            "score one finished run (both)": lambda: scorer.score(
-                run_features(trajectory, run, embedder), baseline, embedder=embedder
+            "score one finished run (both)": lambda: (
+                text_tokens_cache_clear(),
+                scorer.score(run_features(trajectory, run, embedder), baseline, embedder=embedder),
             ),
             "SQLite update (from_run + RMW txn)": lambda: sqlite.update(
                 "svc/agent", Baseline.from_run(features, embedder)
             ),
             "memory update": lambda: memory.update("svc/agent", delta),
+            **(
+                {
+                    "Redis update (from_run + Lua merge)": lambda: redis.update(
+                        "svc/agent", Baseline.from_run(features, embedder)
+                    )
+                }
+                if redis is not None
+                else {}
+            ),
             "reasontrace DriftScorer.score (stub)": lambda: rt.score(session, rt_base),
         }
         samples: dict[str, list[float]] = {name: [] for name in cases}
@@ -225,9 +256,8 @@ def main() -> None:
         }
         for _ in range(args.reps):
             for name, fn in cases.items():
-                iterations = (
-                    args.iterations if "SQLite" not in name else max(20, args.iterations // 4)
-                )
+                slow = "SQLite" in name or "Redis" in name
+                iterations = args.iterations if not slow else max(20, args.iterations // 4)
                 samples[name].append(per_call(fn, iterations))
             theirs = samples["reasontrace DriftScorer.score (stub)"][-1]
             for name, values in ratios.items():
@@ -235,6 +265,11 @@ def main() -> None:
         final = sqlite.get("svc/agent")
         assert final is not None and final.runs > baseline.runs
         sqlite.close()
+        if redis is not None:
+            shared = redis.get("svc/agent")
+            assert shared is not None and shared.runs == final.runs  # same updates, same merge
+            redis.reset("svc/agent")
+            redis.close()
 
     report = {
         name: {
