@@ -235,10 +235,12 @@ class EvidenceIndex:
         # tokens, which `_full` (every class under each of its tokens; this one too, but not
         # of a higher threshold) finds.
         candidates = self._candidates(tokens)
-        full, thresholds = self._full, self._thresholds
+        thresholds = self._thresholds
         if threshold < self._max_threshold:
-            for token in rarest:
-                candidates.update([other for other in full[token] if thresholds[other] > threshold])
+            # every class under those tokens, lower thresholds too: a few more exact checks
+            # below cost less than filtering the postings here
+            full = self._full
+            candidates.update(*[full[token] for token in rarest])
         else:
             self._max_threshold = threshold
         # Classes already in this source's group need no check (`-` walks the small candidate
