@@ -283,7 +283,9 @@ def _tracecheck_spans(trace: dict[str, Any], where: str) -> dict[str, Any]:
                 inputs.append(_text_message("user", user_input))
             first_llm = False
             if step.get("input") is not None:
-                inputs.append(_text_message("user", _as_text(step.get("input"))))
+                message = _text_message("user", _as_text(step.get("input")))
+                if message not in inputs:  # the first call's input is often the user input
+                    inputs.append(message)
             outputs = []
             if step.get("output") is not None:
                 outputs.append(

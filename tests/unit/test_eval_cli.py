@@ -549,6 +549,27 @@ def test_evidenceflow_import(
     assert labels == {"tracehound.evidence.reuse": "reuses_evidence"}
 
 
+def test_tracecheck_import_states_the_user_input_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """tracecheck traces often repeat `user_input` as the first LLM call's `input`."""
+    trace = {
+        "trace_id": "tc-echo",
+        "agent_name": "bot",
+        "user_input": "Weather in Oslo?",
+        "steps": [
+            {"type": "llm_call", "name": "m", "input": "Weather in Oslo?", "output": "Snow."},
+            {"type": "llm_call", "name": "m", "input": "And Bergen?", "output": "Rain."},
+        ],
+    }
+    path = write_tracecheck(tmp_path / "echo.jsonl", [trace])
+    code, out, _ = run(["inspect", "--format", "json", str(path)], capsys)
+    assert code == 0
+    [imported] = json_lines(out)
+    users = [s["text"] for s in imported["steps"] if s["kind"] == "user"]
+    assert users == ["Weather in Oslo?", "And Bergen?"]
+
+
 def test_tracecheck_import(capsys: pytest.CaptureFixture[str], traces_file: Path) -> None:
     code, out, _ = run(["inspect", "--format", "json", str(traces_file)], capsys)
     assert code == 0
