@@ -13,6 +13,7 @@ import functools
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -472,7 +473,7 @@ def test_a_server_that_goes_away_and_comes_back(tmp_path: Path) -> None:
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
     with redis_server(port=port):
-        store = RedisStore(url)
+        store = RedisStore(url, outage_backoff=0.3)
         store.update(KEY, delta(0, 0))
     for call in (
         lambda: store.get(KEY),
@@ -485,12 +486,39 @@ def test_a_server_that_goes_away_and_comes_back(tmp_path: Path) -> None:
         with pytest.raises(BaselineStoreError, match="cannot reach the server"):
             call()
     with redis_server(port=port):  # a new, empty server: the store reconnects by itself
+        time.sleep(0.35)  # once the outage back-off has passed
         assert store.get(KEY) is None
         assert store.update(KEY, delta(0, 1)).outcome == "created"
     store.close()
     store.close()  # idempotent
     with pytest.raises(BaselineStoreError, match="is closed"):
         store.get(KEY)
+
+
+def test_an_unresponsive_server_costs_one_timeout_then_fails_fast() -> None:
+    """A host that accepts connections and never answers (a hung Redis, a black-holed route)
+    costs the caller one timeout; later calls fail at once until the back-off has passed."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel completes handshakes; nothing ever replies
+        port = silent.getsockname()[1]
+        url = f"redis://127.0.0.1:{port}/0?socket_timeout=0.2&socket_connect_timeout=0.2"
+        with pytest.raises(BaselineStoreError, match="cannot reach the server"):
+            RedisStore(url)  # opening pings: the same timeout, reported at once
+        real_port = free_port()
+        with redis_server(port=real_port):
+            store = RedisStore(
+                f"redis://127.0.0.1:{real_port}/0?socket_timeout=0.2", outage_backoff=30.0
+            )
+        # the server is gone now; the first call pays the failure, the next ones do not
+        with pytest.raises(BaselineStoreError, match="cannot reach the server"):
+            store.get(KEY)
+        started = time.monotonic()
+        for _ in range(20):
+            with pytest.raises(BaselineStoreError, match=r"next attempt in \d+\.\d s"):
+                store.get(KEY)
+        assert time.monotonic() - started < 0.1
+        store.close()
 
 
 def test_unix_socket_and_tls_urls(tmp_path: Path, redis_base_url: str) -> None:

@@ -31,7 +31,9 @@ whose reply was lost to a timeout — returns the recorded outcome instead of me
 Reads: `get` is one `HGETALL`; `list` and `export_baselines` `SCAN` the prefix (each baseline is
 read atomically, the set of baselines is not a snapshot). Server unreachable, timeouts, refused
 authentication and unreadable values raise `BaselineStoreError` naming the (password-redacted)
-URL; a hash written by a newer tracehound is refused, never overwritten.
+URL; a hash written by a newer tracehound is refused, never overwritten. Once the server could
+not be reached, calls fail at once for `outage_backoff` seconds (5 by default) before the next
+attempt, so that an outage costs each finished run an error result, not a connect timeout.
 """
 
 from __future__ import annotations
@@ -88,6 +90,10 @@ DEFAULT_TIMEOUT = 5.0
 `socket_connect_timeout` query parameters override it)."""
 DEFAULT_FLUSH_TTL = 600
 """Seconds a flush id is remembered: far longer than any client retry of the same command."""
+DEFAULT_OUTAGE_BACKOFF = 5.0
+"""Seconds during which, after the server could not be reached, calls fail at once instead of
+trying again: an unreachable host costs a connect timeout per call, and the sidecar's evaluation
+thread must not wait that long for every finished run while Redis is down."""
 
 _FORMAT = "tracehound.baselines.redis"
 _VERSION = 1
@@ -666,6 +672,7 @@ class RedisStore:
         prefix: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         flush_ttl: int = DEFAULT_FLUSH_TTL,
+        outage_backoff: float = DEFAULT_OUTAGE_BACKOFF,
     ) -> None:
         if not is_redis_url(url):
             raise BaselineStoreError(
@@ -675,6 +682,11 @@ class RedisStore:
             raise ValueError("timeout must be > 0 seconds")
         if not (isinstance(flush_ttl, int) and flush_ttl >= 1):
             raise ValueError("flush_ttl must be a whole number of seconds >= 1")
+        if not outage_backoff >= 0:
+            raise ValueError("outage_backoff must be >= 0 seconds")
+        self.outage_backoff = outage_backoff
+        self._unreachable_until = 0.0  # monotonic time before which calls fail at once
+        self._unreachable_reason = ""
         client_url, url_prefix = _split_prefix(url)
         self.prefix = prefix if prefix is not None else (url_prefix or DEFAULT_PREFIX)
         self._prefix_shown = self.prefix != (url_prefix or DEFAULT_PREFIX)  # not in the URL
@@ -750,6 +762,12 @@ class RedisStore:
         """Redis failures as `BaselineStoreError` naming the store (never a raw redis error)."""
         if self._closed:
             raise BaselineStoreError(f"baseline store {self.location} is closed")
+        wait = self._unreachable_until - time.monotonic()
+        if wait > 0:
+            raise BaselineStoreError(
+                f"Redis baseline store {self.location}: cannot reach the server "
+                f"({self._unreachable_reason}); next attempt in {wait:.1f} s"
+            )
         errors = self._errors
         try:
             yield
@@ -758,6 +776,8 @@ class RedisStore:
                 f"Redis baseline store {self.location}: authentication failed ({exc})"
             ) from None
         except (errors.ConnectionError, errors.TimeoutError) as exc:
+            self._unreachable_reason = str(exc)
+            self._unreachable_until = time.monotonic() + self.outage_backoff
             raise BaselineStoreError(
                 f"Redis baseline store {self.location}: cannot reach the server ({exc})"
             ) from None
