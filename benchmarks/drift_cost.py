@@ -42,7 +42,6 @@ import numpy as np
 from tracehound.baselines import MemoryStore, SQLiteStore
 from tracehound.drift import Baseline, DriftScorer, HashingEmbedder, run_features
 from tracehound.steps import Run, Step, Trajectory
-from tracehound.text import _text_tokens
 
 TOOLS = ("web_search", "fetch_page", "extract_records", "summarize")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -143,10 +142,6 @@ def make_run(
     return trajectory, run, session
 
 
-def text_tokens_cache_clear() -> None:
-    _text_tokens.cache_clear()
-
-
 def per_call(fn: Callable[[], Any], iterations: int) -> float:
     start = time.perf_counter()
     for _ in range(iterations):
@@ -218,20 +213,15 @@ def main() -> None:
         assert score.scored and score.explanation is not None
 
         cases: dict[str, Callable[[], Any]] = {
-            # cold: the tokens of whole texts are cached process-wide (evidence shares them)
-            "features (tokenize + 1024-d embed)": lambda: (
-                text_tokens_cache_clear(),
-                run_features(trajectory, run, embedder),
-            ),
+            "features (tokenize + 1024-d embed)": lambda: run_features(trajectory, run, embedder),
             "score vs baseline (+ explanation)": lambda: scorer.score(
                 features, baseline, embedder=embedder
             ),
             "score vs baseline (no explanation)": lambda: scorer.score(
                 features, baseline, embedder=embedder, explain=False
             ),
-            "score one finished run (both)": lambda: (
-                text_tokens_cache_clear(),
-                scorer.score(run_features(trajectory, run, embedder), baseline, embedder=embedder),
+            "score one finished run (both)": lambda: scorer.score(
+                run_features(trajectory, run, embedder), baseline, embedder=embedder
             ),
             "SQLite update (from_run + RMW txn)": lambda: sqlite.update(
                 "svc/agent", Baseline.from_run(features, embedder)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import filterfalse
 
 __all__ = [
@@ -93,20 +92,13 @@ def _normalized_tokens(text: str) -> list[str]:
     return data.decode("ascii").split()
 
 
-# Whole texts (outputs, tool results) are tokenized by more than one evaluator of a trace —
-# evidence matches them, drift embeds them — so those tokens are kept for a while, process-wide.
-@lru_cache(maxsize=1024)
-def _text_tokens(text: str) -> tuple[str, ...]:
-    return tuple(_normalized_tokens(text))
-
-
 def normalize_text(text: str) -> str:
     """NFKC, lower case, tokens joined by single spaces."""
     return " ".join(_normalized_tokens(text))
 
 
 def informative_tokens(text: str) -> tuple[str, ...]:
-    return tuple(filterfalse(_IS_STOP_WORD, _text_tokens(text)))
+    return tuple(filterfalse(_IS_STOP_WORD, _normalized_tokens(text)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,19 +166,32 @@ def split_units(text: str) -> list[Unit]:
 class TextCache:
     """Tokenizes each distinct text once (per trace) and splits each evidence text once; a
     sentence that recurs in other evidence texts (the same document fetched again, boilerplate)
-    is tokenized once too."""
+    is tokenized once too. The engine keeps one per trace (`TraceInfo.texts`), so evaluators
+    that read the same outputs — evidence matches them, drift embeds them — share the work."""
 
-    __slots__ = ("_segments", "_tokenized", "_units")
+    __slots__ = ("_segments", "_tokenized", "_tokens", "_units")
 
     def __init__(self) -> None:
+        self._tokens: dict[str, tuple[str, ...]] = {}
         self._tokenized: dict[str, Tokenized] = {}
         self._units: dict[str, list[Unit]] = {}
         self._segments: dict[str, Unit | None] = {}
 
+    def tokens(self, text: str) -> tuple[str, ...]:
+        """The text's tokens, in order (`normalize_text` joins them)."""
+        cached = self._tokens.get(text)
+        if cached is None:
+            cached = self._tokens[text] = tuple(_normalized_tokens(text))
+        return cached
+
+    def informative(self, text: str) -> tuple[str, ...]:
+        """`informative_tokens(text)`, from the cached tokens."""
+        return tuple(filterfalse(_IS_STOP_WORD, self.tokens(text)))
+
     def tokenized(self, text: str) -> Tokenized:
         cached = self._tokenized.get(text)
         if cached is None:
-            tokens = _text_tokens(text)
+            tokens = self.tokens(text)
             cached = Tokenized(" ".join(tokens), frozenset(tokens).difference(STOP_WORDS))
             self._tokenized[text] = cached
         return cached

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tracehound.drift._embed import Blocks, Embedder, FloatArray
+from tracehound.drift._embed import Blocks, Embedder, FloatArray, HashingEmbedder
 from tracehound.steps import Run, Step, Trajectory
+from tracehound.text import TextCache
 
 __all__ = [
     "COMPLEXITY_DIMENSIONS",
@@ -132,12 +133,18 @@ def _subtree_run_ids(run: Run, runs: Sequence[Run]) -> set[str]:
     return ids
 
 
-def run_features(trajectory: Trajectory, run: Run, embedder: Embedder) -> RunFeatures:
-    """The drift observation of one run of a trajectory (its whole subtree)."""
+def run_features(
+    trajectory: Trajectory, run: Run, embedder: Embedder, texts_cache: TextCache | None = None
+) -> RunFeatures:
+    """The drift observation of one run of a trajectory (its whole subtree).
+
+    `texts_cache`: the trace's tokenized texts (the engine's `TraceInfo.texts`), which the hashing
+    embedder reads tokens from instead of tokenizing the texts again.
+    """
     steps = trajectory.run_steps(run.run_id, nested=True)
     tools = Counter(s.tool or "" for s in steps if s.kind == "tool_call")
     texts = run_texts(steps)
-    embedding = embed_run(texts, embedder)
+    embedding = embed_run(texts, embedder, texts_cache)
     return RunFeatures(
         run_id=run.run_id,
         trace_id=trajectory.trace_id,
@@ -150,11 +157,18 @@ def run_features(trajectory: Trajectory, run: Run, embedder: Embedder) -> RunFea
     )
 
 
-def embed_run(texts: Sequence[str], embedder: Embedder) -> FloatArray:
+def embed_run(
+    texts: Sequence[str], embedder: Embedder, texts_cache: TextCache | None = None
+) -> FloatArray:
     """The mean of the texts' embeddings, each block normalized (zeros without text)."""
     if not texts:
         return np.zeros(embedder.dim, dtype=np.float64)
-    total = np.asarray(embedder.embed(texts), dtype=np.float64).sum(axis=0)
+    if texts_cache is not None and isinstance(embedder, HashingEmbedder):
+        # `embed(texts)` is `embed_tokens` of each text's informative tokens: the same rows
+        rows = embedder.embed_tokens([texts_cache.informative(t) if t else () for t in texts])
+    else:
+        rows = embedder.embed(texts)
+    total = np.asarray(rows, dtype=np.float64).sum(axis=0)
     return normalize_blocks(total, embedder.blocks)
 
 

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from tracehound.conventions import NormalizedSpan
 from tracehound.spans import AttributeValue
 from tracehound.steps import Step, Trajectory
+from tracehound.text import TextCache
 
 __all__ = [
     "PLUGIN_GROUP",
@@ -70,6 +71,8 @@ class TraceInfo:
     trace_id: str
     service_name: str = ""
     truncated: bool = False
+    texts: TextCache = field(default_factory=TextCache, repr=False, compare=False)
+    """The trace's tokenized texts, shared by its evaluators (each text tokenized once)."""
 
 
 class Evaluator:

@@ -102,7 +102,7 @@ class DriftEvaluator(Evaluator):
         key = self.config.key(run, trace)
         span_id = None if run.implicit else run.span_id
         embedder = self.embedder
-        features = run_features(trajectory, run, embedder)
+        features = run_features(trajectory, run, embedder, trace.texts)
         try:
             baseline = self.store.get(key)
             score = self.scorer.score(features, baseline, embedder=embedder)

@@ -115,8 +115,8 @@ _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
 class _State:
     __slots__ = ("cache", "index", "position", "reusing", "seen")
 
-    def __init__(self) -> None:
-        self.cache = TextCache()
+    def __init__(self, cache: TextCache | None = None) -> None:
+        self.cache = cache if cache is not None else TextCache()
         self.index = EvidenceIndex(self.cache)
         self.position = 0
         # What the index was fed, in order: (position, role, text) of each evidence and target
@@ -173,7 +173,7 @@ class EvidenceEvaluator(Evaluator):
         self.config = config or EvidenceConfig()
 
     def start_trace(self, trace: TraceInfo) -> _State:
-        return _State()
+        return _State(trace.texts)
 
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo

@@ -53,7 +53,6 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any, Literal, get_args
 
 from tracehound import names
@@ -212,9 +211,6 @@ def _as_time(text: str) -> tuple[float, bool] | None:
     return moment.timestamp(), len(text) == 10
 
 
-# Each output is folded as its span arrives and again in the trace's final analysis (and a
-# long one costs ~30 µs): the second time comes from here. Bounded; shared by all traces.
-@lru_cache(maxsize=2048)
 def _fold(text: str) -> str:
     if text.isascii():  # NFKC changes no ASCII text, and casefold() is lower() there
         return " ".join(text.lower().split())
@@ -474,7 +470,15 @@ class _NearEntry:
         self.group = group
 
 
-_Cache = dict[str, "_Flat | None"]
+class _Cache:
+    """Per-trace memo shared by the streaming pass and the final analysis, which meet the same
+    arguments and outputs again: arguments flattened (by their canonical text), outputs folded."""
+
+    __slots__ = ("flat", "folded")
+
+    def __init__(self) -> None:
+        self.flat: dict[str, _Flat | None] = {}
+        self.folded: dict[str, str] = {}
 
 
 class _Result:
@@ -692,8 +696,9 @@ class _RunDetector:
     def _flat(self, call: _Call) -> _Flat | None:
         """The call's flattened arguments (parsed once per trace, both passes share them)."""
         text = call.key[1] if call.key is not None else ""
-        if text in self.cache:
-            return self.cache[text]
+        flats = self.cache.flat
+        if text in flats:
+            return flats[text]
         flat: _Flat | None = None
         if len(text) <= self.config.near_max_chars:
             value: Any = text
@@ -706,7 +711,7 @@ class _RunDetector:
                 flat = _Flat(value)
             except RecursionError:
                 flat = None
-        self.cache[text] = flat
+        flats[text] = flat
         return flat
 
     # -- results and outputs -------------------------------------------------------------------
@@ -749,7 +754,11 @@ class _RunDetector:
         """`output_repeat`: the same assistant text, folded."""
         self.product(producer, ("o", index))
         out: list[LoopSignal] = []
-        text = _fold(step.text or "")
+        raw = step.text or ""
+        folded = self.cache.folded
+        text = folded.get(raw)
+        if text is None:
+            text = folded[raw] = _fold(raw)
         if not text:
             return out
         members = self.outputs.setdefault(text, [])
@@ -790,7 +799,7 @@ class _Tracker:
 
     def __init__(self, config: LoopConfig, cache: _Cache | None = None) -> None:
         self.config = config
-        self.cache: _Cache = {} if cache is None else cache
+        self.cache = _Cache() if cache is None else cache
         self.detectors: dict[str, _RunDetector] = {}
         self.calls_by_id: dict[str, tuple[_RunDetector, _Call]] = {}
         self.calls_by_span: dict[str, tuple[_RunDetector, _Call]] = {}
