@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,16 @@ def test_describe_rows_cover_every_setting() -> None:
     assert "forward" in names and "mode" in names and "quiet_period" in names
     forward = next(value for name, value, _ in rows if name == "forward")
     assert "traces=grpc c:4317" in forward
+
+
+def test_the_sidecar_process_tunes_its_garbage_collector_and_the_library_does_not() -> None:
+    """`tracehound serve` freezes start-up objects and spaces out collections in its own process;
+    importing or embedding the server code leaves the host's collector alone."""
+    probe = (
+        "import gc, tracehound.server._app as app\n"
+        "before = gc.get_threshold()\n"
+        "assert before != app.GC_THRESHOLDS and gc.get_freeze_count() == 0\n"
+        "app.tune_gc()\n"
+        "assert gc.get_threshold() == app.GC_THRESHOLDS and gc.get_freeze_count() > 1000\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=60)

@@ -412,7 +412,6 @@ class Sidecar:
             stop.set()
 
         previous = {s: signals.signal(s, on_signal) for s in (signals.SIGTERM, signals.SIGINT)}
-        tune_gc()
         try:
             self.start()
             while not stop.wait(1.0):
@@ -427,8 +426,9 @@ class Sidecar:
 
 
 # Young-generation collections every 700 allocations keep re-scanning the per-trace state the
-# engine holds for a few seconds; in the sidecar's own process (never in a user's, where the
-# processor runs) they are made rarer, and what start-up imported is left out of every scan.
+# engine holds for a few seconds; in the sidecar's own process (`tracehound serve` calls this;
+# never a library user's process) they are made rarer, and what start-up imported is left out
+# of every scan.
 # Measured on the GenAI workload of benchmarks/sidecar_throughput.py: ~10 % less CPU per span.
 GC_THRESHOLDS = (10_000, 20, 10)
 

@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ConfigError as exc:
         print(f"tracehound serve: configuration error: {exc}", file=err)
         return EXIT_CONFIG
-    from tracehound.server._app import Sidecar
+    from tracehound.server._app import Sidecar, tune_gc
     from tracehound.server._telemetry import setup_logging
 
     setup_logging(settings.log_format, settings.log_level, err)
@@ -110,6 +110,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ConfigError as exc:
         print(f"tracehound serve: configuration error: {exc}", file=err)
         return EXIT_CONFIG
+    tune_gc()  # this process is the sidecar's own
     try:
         return sidecar.run()
     except OSError as exc:
