@@ -174,7 +174,9 @@ class SQLiteStore:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             self._check_identity(conn)  # read-only: a foreign file is left untouched
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            mode = _when_unlocked(
+                lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone(), timeout
+            )
             if not mode or str(mode[0]).lower() != "wal":
                 raise BaselineStoreError(f"{path}: cannot switch the baseline store to WAL mode")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -404,6 +406,28 @@ class SQLiteStore:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+
+
+_T = TypeVar("_T")
+
+
+def _when_unlocked(action: Callable[[], _T], timeout: float) -> _T:
+    """`action()`, retried while the database is locked, for up to `timeout` seconds.
+
+    Switching a new file to WAL needs an exclusive lock, and SQLite answers "database is locked"
+    at once there rather than through the busy handler: processes opening the same new store
+    together (several instrumented apps starting on one machine) would otherwise fail.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 @contextmanager
