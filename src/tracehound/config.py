@@ -345,17 +345,20 @@ def open_evaluators(
 
 
 def _open_baselines(location: str | None) -> BaselineStore:
-    from tracehound.baselines import BaselineStoreError, default_store_path, open_store
+    from tracehound.baselines import (
+        BaselineStoreError,
+        default_store_path,
+        open_store,
+        shown_location,
+    )
 
     try:
         return open_store(location)
     except (BaselineStoreError, OSError, ValueError) as exc:
         if location is None:
             where = f"the default baseline store {str(default_store_path())!r}"
-        elif "://" in location:  # a URL may carry a password: the store's error names it without
-            where = TRACEHOUND_BASELINES
         else:
-            where = f"{TRACEHOUND_BASELINES}={location!r}"
+            where = f"{TRACEHOUND_BASELINES}={shown_location(location)!r}"
         raise ConfigError(f"{where}: {exc}") from None
 
 

@@ -115,13 +115,14 @@ def test_unusable_store_fails_at_start_naming_the_variable(
     location = {
         "directory": str(tmp_path),
         "text file": str(tmp_path / "notes.txt"),
-        "url": "ftp://example.com/baselines",
+        "url": "ftp://user:hunter2@example.com/baselines",
     }[kind]
     with pytest.raises(ConfigError, match=message) as caught:
         open_evaluators(("loops", "drift"), location)
-    # A URL is left to the store's message (which leaves out a password it may carry).
-    named = "TRACEHOUND_BASELINES" if kind == "url" else f"TRACEHOUND_BASELINES={location!r}"
-    assert str(caught.value).startswith(f"{named}: ")
+    # A URL is named without the password it may carry.
+    shown = "ftp://user:***@example.com/baselines" if kind == "url" else location
+    assert str(caught.value).startswith(f"TRACEHOUND_BASELINES={shown!r}: ")
+    assert "hunter2" not in str(caught.value)
     with pytest.raises(ConfigError, match=message):
         TracehoundSpanProcessor(
             settings=ProcessorSettings(evaluators=("drift",), baselines=location)

@@ -71,7 +71,13 @@ __all__ = [
     "is_redis_url",
     "open_store",
     "parse_export",
+    "shown_location",
 ]
+
+
+def shown_location(location: str) -> str:
+    """A store location fit for messages and `--check-config`: a URL without its password."""
+    return redact_url(location) if "://" in location else location
 
 
 def open_store(
@@ -90,7 +96,7 @@ def open_store(
             return RedisStore(location)
         if "://" in location:
             raise BaselineStoreError(
-                f"unsupported baseline store {redact_url(location)!r}: give a file path, "
+                f"unsupported baseline store {shown_location(location)!r}: give a file path, "
                 "'memory', or a redis://, rediss:// or unix:// URL"
             )
     return SQLiteStore(location, timeout=timeout)

@@ -92,7 +92,7 @@ def build_serve_evaluators(
 
 def _drift(location: str | None, open_it: bool) -> tuple[Evaluator | None, Any]:
     try:
-        from tracehound.baselines import BaselineStoreError, is_redis_url, open_store
+        from tracehound.baselines import BaselineStoreError, open_store, shown_location
         from tracehound.evaluators.drift import DriftEvaluator
     except ImportError as exc:
         raise ConfigError(f"the drift evaluator is not available: {exc}") from None
@@ -100,10 +100,11 @@ def _drift(location: str | None, open_it: bool) -> tuple[Evaluator | None, Any]:
         return None, None
     try:
         store = open_store(location)  # a Redis URL connects here: unreachable fails start-up
-    except (BaselineStoreError, OSError) as exc:
-        if is_redis_url(location):  # the error names the URL without its password
-            raise ConfigError(f"baselines: {exc}") from None
-        raise ConfigError(f"baselines {location or '(default)'}: {exc}") from None
+    except BaselineStoreError as exc:  # it names the store (a URL without its password)
+        raise ConfigError(f"baselines: {exc}") from None
+    except OSError as exc:
+        shown = shown_location(location) if location else "(default)"
+        raise ConfigError(f"baselines {shown}: {exc}") from None
     return DriftEvaluator(store), store
 
 

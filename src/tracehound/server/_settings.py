@@ -225,13 +225,6 @@ def _env_name(spec: SettingSpec, env: Mapping[str, str]) -> str | None:
     return None
 
 
-def _redacted(location: str) -> str:
-    """The baselines location, a Redis URL without its password (for `--check-config`)."""
-    from tracehound.baselines._redis import is_redis_url, redact_url
-
-    return redact_url(location) if is_redis_url(location) else location
-
-
 SETTINGS: tuple[SettingSpec, ...] = (
     _spec(
         "otlp_grpc",
@@ -615,6 +608,8 @@ class ServeSettings:
 
     def describe(self) -> list[tuple[str, str, str]]:
         """(setting, value, source) rows, for `--check-config` and the start-up log."""
+        from tracehound.baselines import shown_location
+
         shown = {
             "otlp_grpc": str(self.otlp_grpc or "none"),
             "otlp_http": str(self.otlp_http or "none"),
@@ -623,7 +618,9 @@ class ServeSettings:
                 sorted({t.protocol for t in self.forward.signals.values()})
             )
             or "-",
-            "baselines": _redacted(self.baselines) if self.baselines else "(default SQLite file)",
+            "baselines": (
+                shown_location(self.baselines) if self.baselines else "(default SQLite file)"
+            ),
             "prometheus": str(self.prometheus or "none"),
             "mode": self.mode,
             "quiet_period": str(self.engine.quiet_period),
