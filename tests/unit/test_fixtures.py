@@ -10,6 +10,7 @@ fixtures fail (tool raises / HTTP 500); the `_nocontent` fixtures carry no messa
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -459,3 +460,21 @@ def test_log_events_alone_give_the_same_trajectory_protobuf(name: str) -> None:
     from_logs = single_trajectory(spans, logs)
     assert steps_as_dicts(from_logs) == steps_as_dicts(full)
     assert from_logs.runs == full.runs
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_steps_equal_steps_built_by_their_constructor(
+    name: str, trajectories: dict[str, Trajectory]
+) -> None:
+    """Trajectory steps are made by filling the instance dict (fast path): each must be the Step
+    its dataclass constructor makes from the same fields, with no attribute beyond them."""
+    field_names = {f.name for f in dataclasses.fields(Step)}
+    for step in trajectories[name].steps:
+        assert set(vars(step)) <= field_names
+        values = {n: getattr(step, n) for n in field_names}
+        rebuilt = Step(**values)
+        assert rebuilt == step
+        assert hash(rebuilt) == hash(step)
+        assert dataclasses.replace(step, text="x").text == "x"
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            step.text = "changed"  # type: ignore[misc]
