@@ -5,6 +5,7 @@ Run from the repository root with the project's virtualenv:
     python benchmarks/normalize_cost.py              # 15 reps x 4096 spans
     python benchmarks/normalize_cost.py --reps 9 --spans 2048
     python benchmarks/normalize_cost.py --json        # machine-readable only
+    TRACEHOUND_PURE_PYTHON=1 python benchmarks/normalize_cost.py   # without the C accelerator
 
 The workload is generated deterministically (fixed seed) as `ExportTraceServiceRequest` batches
 of 512 spans, in traces of 8 spans:
@@ -50,6 +51,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
+from tracehound import _wire
 from tracehound.conventions import detect_convention, normalize
 from tracehound.spans import iter_proto_spans
 from tracehound.steps import TrajectoryBuilder
@@ -491,6 +493,8 @@ def environment() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "loadavg_at_start": round(os.getloadavg()[0], 2),
         "calibration_sum_range_1e5_ms": calibration_ms(),
+        # TRACEHOUND_PURE_PYTHON=1 measures the pure-Python paths
+        "accelerator": "C (tracehound._speedups)" if _wire.NATIVE else "none (pure Python)",
     }
 
 

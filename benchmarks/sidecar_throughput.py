@@ -5,6 +5,7 @@ Run from the repository root with the project's virtualenv:
     python benchmarks/sidecar_throughput.py                 # 3 reps
     python benchmarks/sidecar_throughput.py --reps 5 --genai-spans 8192
     python benchmarks/sidecar_throughput.py --json          # one JSON line only
+    python benchmarks/sidecar_throughput.py --pure-python   # without the C accelerator
 
 Workloads (generated here, deterministic), in `ExportTraceServiceRequest`s of 512 spans with
 unique ids (tracehound drops duplicates, so nothing is re-sent):
@@ -62,6 +63,7 @@ METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 TARGET_GENAI = 10_000.0
 TARGET_RATIO = 0.5
 TICK = os.sysconf("SC_CLK_TCK")
+PURE_PYTHON = False  # --pure-python: tracehound without its C accelerator
 ROOT = Path(__file__).resolve().parent.parent
 
 # --- workload ------------------------------------------------------------------------------------
@@ -454,6 +456,8 @@ def run_tracehound(
 ) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
     env["TRACEHOUND_METRICS"] = "false"
+    if PURE_PYTHON:
+        env["TRACEHOUND_PURE_PYTHON"] = "1"
     command = [
         sys.executable,
         "-m",
@@ -524,6 +528,10 @@ def engine_alone(batches: list[bytes]) -> float:
     from tracehound.evaluators.drift import DriftEvaluator
     from tracehound.spans import iter_proto_spans
 
+    if PURE_PYTHON:
+        from tracehound import _wire
+
+        _wire._native = None
     engine = Engine([*select_evaluators(None), DriftEvaluator(MemoryStore())], EngineConfig())
     started = time.process_time()
     n = 0
@@ -533,6 +541,13 @@ def engine_alone(batches: list[bytes]) -> float:
             n += 1
     engine.flush()
     return (time.process_time() - started) / n * 1e6
+
+
+def accelerator() -> str:
+    sys.path.insert(0, str(ROOT / "src"))
+    from tracehound import _wire
+
+    return "C (tracehound._speedups)" if _wire.NATIVE else "none (pure Python): not built"
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -547,7 +562,8 @@ def print_table(report: dict[str, Any], reps: int) -> None:
     size, spans = report["bytes_per_span"], report["spans"]
     print(
         f"workload: GenAI {size['genai']:,.0f} B/span × {spans['genai']:,}; "
-        f"non-GenAI {size['plain']:,.0f} B/span × {spans['plain']:,}; {reps} reps"
+        f"non-GenAI {size['plain']:,.0f} B/span × {spans['plain']:,}; {reps} reps; "
+        f"accelerator: {report['accelerator']}"
     )
     rss = report["peak_rss_mib"]
     rows = [
@@ -585,11 +601,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--genai-spans", type=int, default=4096)
     parser.add_argument("--plain-spans", type=int, default=204_800)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--pure-python", action="store_true", help="run tracehound without its C accelerator"
+    )
     parser.add_argument("--do-nothing-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.do_nothing_server:
         do_nothing_server()
         return 0
+    global PURE_PYTHON  # noqa: PLW0603 - one switch, read by run_tracehound and engine_alone
+    PURE_PYTHON = args.pure_python
     log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     log("generating workloads …")
     genai = workload("genai", args.genai_spans + 1024, SEED)
@@ -635,6 +656,7 @@ def main(argv: list[str] | None = None) -> int:
         for t, a in zip(results["th_genai"], results["anchor_genai"], strict=True)
     ]
     report = {
+        "accelerator": "none (pure Python)" if PURE_PYTHON else accelerator(),
         "bytes_per_span": bytes_per_span,
         "spans": {"genai": n_genai, "plain": n_plain},
         "anchor_plain_per_core": summary([r["per_core"] for r in results["anchor_plain"]]),

@@ -1,22 +1,40 @@
-"""A byte-level pre-check: can this OTLP protobuf contain a GenAI span at all?
+"""Reading OTLP protobuf bytes directly, before (or instead of) going through upb.
 
-Reading a span's attribute keys through upb costs ~0.4 µs per key, so for the many spans that are
-not GenAI, looking at every key costs more than parsing the span. The keys are plain bytes on the
-wire — each is field 1 of a `KeyValue` (tag byte 0x0a, a varint length, UTF-8) — so one regex pass
-anchored on that tag byte answers "does any key start with a GenAI prefix?" for a whole request
-or scope at once, and a substring search answers "does any span carry a `db.query.result` event?"
-(OpenLLMetry's vector-DB spans carry only `db.*` keys).
+Two jobs, each with a C fast path (`tracehound._speedups`, built when a compiler is available)
+and a pure-Python path that gives the same answers:
 
-The check may say "maybe" for bytes that are not keys (a value that happens to look like one);
-that only sends those spans to the exact, key-level detection. It never says "no" for a span that
-has such a key or event.
+- **The GenAI pre-check**: can this request contain a GenAI span at all? Reading a span's
+  attribute keys through upb costs ~0.4 µs per key, so for the many spans that are not GenAI,
+  looking at every key costs more than parsing the span. The keys are plain bytes on the wire —
+  each is field 1 of a `KeyValue` (tag byte 0x0a, a varint length, UTF-8) — so one regex pass
+  anchored on that tag byte answers "does any key start with a GenAI prefix?" for a whole request
+  or scope, and a substring search answers "does any span carry a `db.query.result` event?"
+  (OpenLLMetry's vector-DB spans carry only `db.*` keys). That check may say "maybe" for bytes
+  that are not keys; it never says "no" for a span that has such a key or event. The C scan
+  (`scan_trace_request`) walks the message structure instead and looks at real keys only.
+- **Span ids and attributes from the bytes**: the C scan also returns each span's trace and span
+  id and where the span lies in the request, so that its attributes can be decoded straight from
+  those bytes (`decode_key_values`), without a Python wrapper object per field.
+
+The C functions answer None for anything they do not handle exactly as upb would (malformed
+data, merge semantics of repeated singular fields); callers then take the Python path. Set
+`TRACEHOUND_PURE_PYTHON=1` to use the Python paths only (for comparison and debugging).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from typing import Any
 
-__all__ = ["GENAI_KEY_PREFIXES", "may_hold_genai"]
+__all__ = [
+    "GENAI_KEY_PREFIXES",
+    "NATIVE",
+    "accelerator_status",
+    "decode_key_values",
+    "may_hold_genai",
+    "scan_trace_request",
+]
 
 GENAI_KEY_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.", "tool_")
 DB_QUERY_RESULT = "db.query.result"
@@ -28,9 +46,69 @@ _KEY_PREFIX = re.compile(
     + rb")"
 )
 _DB_QUERY_RESULT = DB_QUERY_RESULT.encode()
+_PREFIX_BYTES = tuple(p.encode() for p in GENAI_KEY_PREFIXES)
+
+_native: Any
+try:
+    from tracehound import _speedups as _native
+except ImportError:  # built without a C compiler: the Python paths below
+    _native = None
+if os.environ.get("TRACEHOUND_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
+    _native = None
+
+NATIVE = _native is not None
+"""Whether the C accelerator is in use."""
+_VALIDATES = NATIVE and getattr(_native, "VALIDATES", False)
+
+
+def accelerator_status() -> str:
+    """What start-up logs and `--check-config` print about the C accelerator."""
+    if _native is not None:
+        return "in use"
+    if os.environ.get("TRACEHOUND_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
+        return "off (TRACEHOUND_PURE_PYTHON)"
+    return "not built (no C compiler at install time): same results, slower"
+
+
+# Span.attributes is field 9 of the `Span` message.
+SPAN_ATTRIBUTES_FIELD = 9
 
 
 def may_hold_genai(data: bytes) -> bool:
     """False only if no attribute key in `data` has a GenAI prefix and no event is a
     `db.query.result` event (a serialized request, scope or span)."""
     return _KEY_PREFIX.search(data) is not None or _DB_QUERY_RESULT in data
+
+
+def scan_trace_request(
+    data: bytes, *, validate: bool = False
+) -> tuple[bool, list[bytes], list[int]] | None:
+    """One pass over a serialized `ExportTraceServiceRequest` (C accelerator only): whether any
+    resource, scope, span, event or link attribute key has a GenAI prefix or any event is a
+    `db.query.result` event; each span's trace id + span id (24 bytes), in order; each span's
+    byte range in `data` (start, end, start, end, …). None without the accelerator, for malformed
+    data, or when a span's ids have the wrong size (the caller's slower path reports those).
+
+    With `validate`, the scan also checks everything upb checks when it parses the request
+    (wire structure at every depth, UTF-8 of every string field) and answers None when it cannot
+    vouch for it: an answer then means upb would parse these bytes without error."""
+    if _native is None:
+        return None
+    if validate and not _VALIDATES:
+        return None
+    result: tuple[bool, list[bytes], list[int]] | None = (
+        _native.scan_trace_request(data, _PREFIX_BYTES, _DB_QUERY_RESULT, True)
+        if validate
+        else _native.scan_trace_request(data, _PREFIX_BYTES, _DB_QUERY_RESULT)
+    )
+    return result
+
+
+def decode_key_values(data: bytes, start: int, end: int, field: int) -> dict[str, Any] | None:
+    """The repeated `KeyValue` field `field` of the message at `data[start:end]`, decoded as
+    `tracehound.spans` decodes it through upb; None without the accelerator or when the bytes
+    need upb's own handling."""
+    if _native is None:
+        return None
+    result: dict[str, Any] | None = _native.decode_key_values(data, start, end, field)
+    return result

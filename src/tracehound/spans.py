@@ -23,7 +23,12 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tracehound._wire import may_hold_genai
+from tracehound._wire import (
+    SPAN_ATTRIBUTES_FIELD,
+    decode_key_values,
+    may_hold_genai,
+    scan_trace_request,
+)
 
 __all__ = [
     "AttributeValue",
@@ -295,6 +300,7 @@ class SpanView:
         "_start_ns",
         "_status_code",
         "_status_message",
+        "_wire_at",
         "name",
         "parent_is_remote",
         "parent_span_id",
@@ -328,6 +334,7 @@ class SpanView:
     _scope_gate: _ScopeGate
     _source: Any
     _source_kind: str
+    _wire_at: tuple[bytes, int, int]  # the request's bytes and this span's range in them
 
     # --- constructors -------------------------------------------------------------------------
 
@@ -495,6 +502,12 @@ class SpanView:
             self._gate = gate
             return gate
 
+    def locate_in(self, data: bytes, start: int, end: int) -> None:
+        """Record that this (protobuf) span is `data[start:end]`, as the C scan of the request
+        found it (`tracehound._wire.scan_trace_request`): its attributes are then decoded from
+        those bytes, with upb as the fallback."""
+        self._wire_at = (data, start, end)
+
     def mark_not_genai(self) -> None:
         """Record that the bytes this span came in were checked (`tracehound._wire`) and hold no
         GenAI key: detection then skips it without reading its attributes."""
@@ -506,7 +519,10 @@ class SpanView:
         if not hasattr(self, "_keys"):
             kind = self._source_kind
             if kind == "proto":
-                self._keys = tuple(kv.key for kv in self._source.attributes)
+                if hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
+                    self._keys = tuple(self.attributes)
+                else:
+                    self._keys = tuple(kv.key for kv in self._source.attributes)
             elif kind == "json":
                 self._keys = _json_keys(self._source.get("attributes"))
             elif kind == "sdk":
@@ -524,7 +540,14 @@ class SpanView:
             pass
         kind = self._source_kind
         if kind == "proto":
-            self._attributes = _proto_attributes(self._source.attributes)
+            decoded = None
+            wire_at = getattr(self, "_wire_at", None)
+            if wire_at is not None:  # straight from the bytes (C accelerator)
+                data, start, end = wire_at
+                decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
+            if decoded is None:
+                decoded = _proto_attributes(self._source.attributes)
+            self._attributes = decoded
         elif kind == "json":
             self._attributes = _json_attributes(self._source.get("attributes"))
         elif kind == "sdk":
@@ -723,16 +746,30 @@ def iter_proto_spans(
     reader has anyway), a request that holds no GenAI key at all marks every view as non-GenAI at
     the cost of one scan. Otherwise each instrumentation scope is checked once, when one of its
     spans first needs it (scopes are nearly always all-GenAI or all-not); a request of a single
-    scope needs no scope check beside the request's.
+    scope needs no scope check beside the request's. With the C accelerator, that scan also
+    locates each span in `raw`, and views decode their attributes from those bytes.
     """
     from_proto = SpanView._from_proto
-    request_gate = None if raw is None or may_hold_genai(raw) else False
     resource_spans_list = request.resource_spans
+    scan = scan_trace_request(raw) if raw is not None else None
+    offsets: list[int] | None = None
+    if scan is not None:
+        request_gate: bool | None = None if scan[0] else False
+        offsets = scan[2]
+        total = 0
+        for resource_spans in resource_spans_list:
+            for scope_spans in resource_spans.scope_spans:
+                total += len(scope_spans.spans)
+        if 2 * total != len(offsets):  # `raw` is not this request as it is now
+            offsets = None
+    else:
+        request_gate = None if raw is None or may_hold_genai(raw) else False
     single_scope = (
         raw is not None
         and len(resource_spans_list) == 1
         and len(resource_spans_list[0].scope_spans) == 1
     )
+    position = 0
     for resource_spans in resource_spans_list:
         resource = ResourceView(resource_spans.resource, "proto")
         for scope_spans in resource_spans.scope_spans:
@@ -742,6 +779,8 @@ def iter_proto_spans(
             if request_gate is None and not single_scope:
                 scope_gate = _ScopeGate(scope_spans)
             for span in scope_spans.spans:
+                at = position
+                position += 2
                 try:
                     view = from_proto(span, resource, scope_name, scope_version)
                 except ValueError as exc:
@@ -752,6 +791,9 @@ def iter_proto_spans(
                     view._gate = request_gate
                 elif scope_gate is not None:
                     view._scope_gate = scope_gate
+                if offsets is not None:
+                    assert raw is not None
+                    view.locate_in(raw, offsets[at], offsets[at + 1])
                 yield view
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -200,7 +201,18 @@ def test_check_config_precedence_flags_env_toml_defaults(tmp_path: Path) -> None
     assert "hold" in rows["mode"] and f"[toml {config}]" in rows["mode"]
     assert "127.0.0.1:9999" in rows["otlp_http"]
     assert "localhost:4317" in rows["otlp_grpc"] and "[default]" in rows["otlp_grpc"]
+    assert rows["C"].split(None, 2)[2] == "in use"  # the accelerator is built in CI
     assert result.stdout.strip().endswith("configuration OK")
+
+
+def test_check_config_says_when_the_accelerator_is_off(tmp_path: Path) -> None:
+    result = run_cli(
+        ["--check-config"],
+        {"TRACEHOUND_BASELINES": "memory", "TRACEHOUND_PURE_PYTHON": "1"},
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^C accelerator +off \(TRACEHOUND_PURE_PYTHON\)$", result.stdout, re.M)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The sidecar pipeline in-process: stream/hold forwarding, in-place annotation, the non-GenAI
 bypass, known-trace routing, dedupe, redaction and span events; plus the Prometheus rendering
-and the JSON log format."""
+and the JSON log format. Each test runs twice: with the C byte reader and without it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
+from tracehound import _wire
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings, Sidecar
@@ -103,6 +104,14 @@ def plain_request(count: int) -> ExportTraceServiceRequest:
         span = ss.spans.add(trace_id=trace_id, span_id=os.urandom(8), name=f"GET {i}", kind=3)
         span.attributes.add(key="http.request.method", value=value("GET"))
     return request
+
+
+@pytest.fixture(autouse=True, params=["native", "pure-python"])
+def byte_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the C accelerator's byte reader and with the pure-Python one."""
+    if request.param == "pure-python":
+        monkeypatch.setattr(_wire, "_native", None)
+    return str(request.param)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any
 
 from tracehound import names
+from tracehound._wire import accelerator_status
 from tracehound.config import ConfigError
 from tracehound.emit import MetricsRecorder
 from tracehound.evaluators.base import Evaluator, PluginError
@@ -320,6 +321,7 @@ class Sidecar:
                 "mode": settings.mode,
                 "evaluators": self.evaluator_names,
                 "version": self._version,
+                "accelerator": accelerator_status(),
             },
         )
         return self

@@ -29,13 +29,13 @@ from concurrent import futures
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
-from google.protobuf.message import DecodeError
 
 from tracehound.server._otlp import (
     SIGNALS,
-    BadRequest,
+    TRACES,
     OTLPError,
     Signal,
+    parse_protobuf,
     retry_info_trailers,
 )
 from tracehound.server._pipeline import Submitted
@@ -273,18 +273,14 @@ class _Handlers:
         self._watchers = watchers
 
     def export(self, signal: Signal) -> Callable[[bytes, Any], bytes]:
-        request_class = signal.request
+        lazy = signal is TRACES
         response_class = signal.response
         rejected_field = signal.rejected_field
 
         def handle(data: bytes, context: Any) -> bytes:
             try:
-                try:
-                    message = request_class.FromString(data)
-                except (DecodeError, ValueError, RuntimeError) as exc:
-                    raise BadRequest(
-                        f"malformed protobuf {request_class.__name__}: {exc}"
-                    ) from None
+                # Trace requests go on as bytes: the pipeline parses them only when needed.
+                message = None if lazy else parse_protobuf(signal, data)
                 answer = self._submit(signal, message, data, len(data), "grpc")
             except OTLPError as error:
                 self._on_error(signal, error)

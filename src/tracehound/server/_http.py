@@ -31,6 +31,7 @@ from typing import Any
 from tracehound.server._otlp import (
     PROTOBUF,
     SIGNALS,
+    TRACES,
     BadRequest,
     OTLPError,
     Signal,
@@ -243,7 +244,9 @@ class _Handler(BaseHTTPRequestHandler):
             limit = self.server.max_request_bytes
             body = self._read_body(limit)
             data = decompress(body, self.headers.get("Content-Encoding", ""), limit)
-            message = decode_request(signal, data, mime)
+            # Protobuf trace requests go on as bytes: the pipeline parses them only when needed.
+            lazy = signal is TRACES and mime == PROTOBUF
+            message = None if lazy else decode_request(signal, data, mime)
             answer = self.server.submit(
                 signal, message, data if mime == PROTOBUF else None, len(data), "http"
             )

@@ -60,6 +60,7 @@ __all__ = [
     "decode_request",
     "decompress",
     "evaluation_log_record",
+    "parse_protobuf",
     "redact_span",
     "retry_info_trailers",
     "set_attributes",
@@ -255,16 +256,21 @@ def media_type(content_type: str) -> str:
     )
 
 
+def parse_protobuf(signal: Signal, data: bytes) -> Any:
+    """Parse protobuf bytes into the signal's `Export*ServiceRequest`; `BadRequest` if
+    malformed."""
+    try:
+        return signal.request.FromString(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise BadRequest(f"malformed protobuf {signal.request.__name__}: {exc}") from None
+
+
 def decode_request(signal: Signal, data: bytes, mime: str) -> Any:
     """Parse a decompressed body into the signal's `Export*ServiceRequest`; `BadRequest` if
     malformed."""
-    message = signal.request()
     if mime == PROTOBUF:
-        try:
-            message.ParseFromString(data)
-        except (DecodeError, ValueError, RuntimeError) as exc:
-            raise BadRequest(f"malformed protobuf {signal.request.__name__}: {exc}") from None
-        return message
+        return parse_protobuf(signal, data)
+    message = signal.request()
     try:
         document = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:

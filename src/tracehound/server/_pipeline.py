@@ -48,7 +48,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracehound import names
-from tracehound._wire import may_hold_genai
+from tracehound._wire import may_hold_genai, scan_trace_request
 from tracehound.emit import (
     MetricsRecorder,
     event_attributes,
@@ -64,9 +64,11 @@ from tracehound.server._otlp import (
     LOGS,
     METRICS,
     TRACES,
+    BadRequest,
     Overloaded,
     add_event,
     evaluation_log_record,
+    parse_protobuf,
     redact_span,
     set_attributes,
 )
@@ -118,6 +120,10 @@ class _Work:
     items: int
     modified: bool
     keys: list[bytes] = field(default_factory=list)
+    # From the receiver's scan of `raw` (C accelerator), when `raw` is still the request as is:
+    # whether it may hold GenAI (None: not scanned) and each span's range in `raw`.
+    genai: bool | None = None
+    offsets: list[int] | None = None
 
 
 @dataclass(slots=True)
@@ -263,41 +269,72 @@ class Pipeline:
             raise Overloaded(f"{reason}: retry later", retry_after=float(round(hint)))
 
     def submit_traces(self, request: Any, raw: bytes | None, size: int) -> Submitted:
-        """Take a parsed `ExportTraceServiceRequest` (`raw`: its bytes, None for JSON).
+        """Take an `ExportTraceServiceRequest`: parsed (`raw`: its bytes, None for JSON), or as
+        protobuf bytes only (`request` None), parsed here only when needed.
 
         One pass over the spans, under the pipeline's lock: cut out spans with bad ids (counted
         in partial_success) and duplicates; when the bytes may hold GenAI, mark the request's
         traces as known (so that a later non-GenAI span of them — the HTTP root, say — goes to
         the engine too, after them); otherwise, when no span belongs to a known trace, forward
-        the request straight to the traces lane, as received: the worker never sees it.
+        the request straight to the traces lane, as received: the worker never sees it. With the
+        C accelerator, such a request is checked as upb would check it by the same scan that
+        reads its ids, and is never parsed.
         """
-        total = 0
-        for rs in request.resource_spans:
-            for ss in rs.scope_spans:
-                total += len(ss.spans)
+        scan = None
+        if request is None:
+            assert raw is not None
+            scan = scan_trace_request(raw, validate=True)
+            if scan is None or scan[0]:  # not validated here, or GenAI: the engine needs it
+                request = parse_protobuf(TRACES, raw)
+        if scan is not None:
+            total = len(scan[1])
+        else:
+            total = 0
+            for rs in request.resource_spans:
+                for ss in rs.scope_spans:
+                    total += len(ss.spans)
         self._admit(TRACES.name, size, total)
         if raw is None:  # JSON: the bytes of what was parsed, for the pre-check and forwarding
             raw = request.SerializeToString()
         modified = False
-        genai = may_hold_genai(raw)
+        if scan is None:
+            scan = scan_trace_request(raw)
+        offsets: list[int] | None = None
+        if scan is not None:
+            genai, offsets = scan[0], scan[2]
+            fast = _checked_keys(scan[1], total)
+        else:
+            genai = may_hold_genai(raw)
+            fast = _fast_keys(raw, total)
         keys: list[bytes] = []
         messages: list[str] = []
         rejected = duplicates = 0
         routed = genai
         seen = self._seen
         known = self._known
-        fast = _fast_keys(raw, total)
         with self._lock:
-            if fast is not None and seen.add_all_new(fast[0]):
+            fast_done = fast is not None and seen.add_all_new(fast[0])
+            if fast_done:
+                assert fast is not None
                 keys = fast[0]
                 if genai:
                     for trace_id in fast[1]:
                         self._touch(trace_id)
                 else:
                     routed = not known.keys().isdisjoint(fast[1])
-                request_list: Any = ()  # done: skip the span-by-span pass
-            else:
-                request_list = request.resource_spans
+        if request is None and (routed or not fast_done):
+            try:
+                request = parse_protobuf(TRACES, raw)
+            except BadRequest:
+                if fast_done:  # validated by the scan, yet upb refuses it: never lose it
+                    self.stats.internal_errors += 1
+                    _logger.error("a request the byte scan accepted does not parse; forwarded")
+                    routed = False
+                else:
+                    self.lanes[TRACES.name].budget.release(size)
+                    raise
+        with self._lock:
+            request_list: Any = () if fast_done else request.resource_spans
             for rs in request_list:
                 for ss in rs.scope_spans:
                     spans = ss.spans
@@ -352,6 +389,7 @@ class Pipeline:
         if not keys:
             lane.budget.release(size)
         elif routed:
+            modified = modified or bool(rejected or duplicates)
             self._enqueue(
                 _Work(
                     "traces",
@@ -359,8 +397,10 @@ class Pipeline:
                     raw,
                     size,
                     len(keys),
-                    modified or bool(rejected or duplicates),
+                    modified,
                     keys,
+                    genai if scan is not None else None,
+                    None if modified else offsets,
                 )
             )
         else:
@@ -503,7 +543,7 @@ class Pipeline:
         raw = work.raw
         lane = self.lanes[TRACES.name]
         try:
-            modified = self._annotate_request(request, raw, work.keys) or work.modified
+            modified = self._annotate_request(request, raw, work) or work.modified
         except Exception:
             # Never lose accepted spans to a bug: forward what we have, as it is now.
             self.stats.internal_errors += 1
@@ -517,7 +557,7 @@ class Pipeline:
         payload = raw if raw is not None and not modified else request.SerializeToString()
         lane.put(payload, remaining, reserved=work.size)
 
-    def _annotate_request(self, request: Any, raw: bytes | None, keys: list[bytes]) -> bool:
+    def _annotate_request(self, request: Any, raw: bytes | None, work: _Work) -> bool:
         """Feed every span to the engine (or past it) and edit the request in place; True when
         anything in it changed."""
         engine = self.engine
@@ -525,8 +565,12 @@ class Pipeline:
         known = self._known
         hold_all = self._hold
         recorder = self._recorder
+        keys = work.keys
+        offsets = work.offsets if raw is not None else None
         request_gate: bool | None = None
-        if raw is not None and not may_hold_genai(raw):
+        if work.genai is not None:
+            request_gate = None if work.genai else False
+        elif raw is not None and not may_hold_genai(raw):
             request_gate = False
         resource_list = request.resource_spans
         single_scope = len(resource_list) == 1 and len(resource_list[0].scope_spans) == 1
@@ -561,6 +605,9 @@ class Pipeline:
                         continue  # forwarded as received, not evaluated
                     if gate is False:
                         view.mark_not_genai()  # the request- or scope-level check answered
+                    elif offsets is not None:  # attributes decoded from the bytes (C)
+                        assert raw is not None
+                        view.locate_in(raw, offsets[2 * k - 2], offsets[2 * k - 1])
                     if own:
                         continue
                     started = time.perf_counter()
@@ -772,6 +819,19 @@ _SPAN_START = b"|".join(
 _SPAN_IDS = re.compile(rb"\x0a\x10(?:" + _SPAN_START + rb")(.{16})\x12\x08(.{8})", re.DOTALL)
 """A `Span` as every OTLP encoder writes it: the `spans` field tag and length, then `trace_id`
 (16 bytes) and `span_id` (8 bytes), fields 1 and 2, first."""
+
+
+def _checked_keys(keys: list[bytes], count: int) -> tuple[list[bytes], set[bytes]] | None:
+    """`_fast_keys` for the (trace id + span id) keys of the C scan, which has already checked
+    the ids' sizes."""
+    if len(keys) != count:
+        return None
+    trace_ids = {key[:16] for key in keys}
+    if _ZERO_TRACE in trace_ids or any(key.endswith(_ZERO_SPAN) for key in keys):
+        return None
+    if len(set(keys)) != count:
+        return None
+    return keys, trace_ids
 
 
 def _fast_keys(raw: bytes, count: int) -> tuple[list[bytes], set[bytes]] | None:

@@ -120,6 +120,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _check(settings: ServeSettings, out: TextIO) -> int:
     """Validate what start-up would (evaluators, baselines) without opening a port or a file."""
+    from tracehound._wire import accelerator_status
     from tracehound.server._app import DEFAULT_EVALUATORS, build_serve_evaluators
 
     build_serve_evaluators(settings, open_store=False)  # unknown names, drift availability
@@ -157,5 +158,6 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
         out.write(f"{name:<{width}}  {value}    [{source}]\n")
     out.write(f"{'evaluators (built)':<{width}}  {', '.join(wanted)}\n")
     out.write(f"{'baseline store':<{width}}  {baselines}\n")
+    out.write(f"{'C accelerator':<{width}}  {accelerator_status()}\n")
     out.write("configuration OK\n")
     return EXIT_OK

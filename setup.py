@@ -1,0 +1,18 @@
+"""Build configuration beyond pyproject.toml: the optional C accelerator.
+
+`tracehound._speedups` reads OTLP protobuf bytes directly (attribute decoding, one pass over a
+request for span ids and GenAI keys). It is optional: without a C compiler the build skips it
+and tracehound runs the same pure-Python code paths, with the same results, only slower.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "tracehound._speedups",
+            sources=["src/tracehound/_speedups.c"],
+            optional=True,
+        )
+    ]
+)
