@@ -40,6 +40,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter, methodcaller
 from typing import Any
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
@@ -821,13 +822,17 @@ _SPAN_IDS = re.compile(rb"\x0a\x10(?:" + _SPAN_START + rb")(.{16})\x12\x08(.{8})
 (16 bytes) and `span_id` (8 bytes), fields 1 and 2, first."""
 
 
+_TRACE_PART = itemgetter(slice(0, 16))
+_ENDS_WITH_ZERO_SPAN = methodcaller("endswith", _ZERO_SPAN)
+
+
 def _checked_keys(keys: list[bytes], count: int) -> tuple[list[bytes], set[bytes]] | None:
     """`_fast_keys` for the (trace id + span id) keys of the C scan, which has already checked
     the ids' sizes."""
     if len(keys) != count:
         return None
-    trace_ids = {key[:16] for key in keys}
-    if _ZERO_TRACE in trace_ids or any(key.endswith(_ZERO_SPAN) for key in keys):
+    trace_ids = set(map(_TRACE_PART, keys))  # map and any run in C: no frame per span
+    if _ZERO_TRACE in trace_ids or any(map(_ENDS_WITH_ZERO_SPAN, keys)):
         return None
     if len(set(keys)) != count:
         return None
