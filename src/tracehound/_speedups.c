@@ -12,13 +12,16 @@
  * or, in decode_key_values, protobuf merge semantics (a KeyValue's key or value, or an AnyValue
  * member, occurring twice: upb would keep the last one or merge sub-messages). The caller then
  * falls back to the Python/upb path. scan_trace_request reads only bytes and strings it compares
- * (ids, keys, event names) and, as upb does, takes the last occurrence of each.
+ * (ids, keys, event names) and, as upb does, takes the last occurrence of each. With its
+ * `validate` argument it walks the whole request instead and answers only for bytes upb parses
+ * (see "the validating scan" below): the caller may then pass the bytes on unparsed.
  *
  * Nothing here raises for any bytes input; only bad arguments raise (TypeError / ValueError),
  * and a failed allocation raises MemoryError. The GIL is held throughout (the input may be a
  * mutable buffer such as a bytearray).
  *
- * C99, ordinary CPython API only, Python 3.10+.
+ * C99, ordinary CPython API only, Python 3.10+. With GCC or Clang, a bit-scan builtin and, on
+ * x86-64, SSE2 intrinsics speed up the UTF-8 check; other compilers get the portable code.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -31,6 +34,13 @@
 #define MAX_VALUE_DEPTH 32
 /* Hard bound on C recursion (decode_any_value nests at most MAX_VALUE_DEPTH + 1 levels). */
 #define MAX_C_DEPTH 40
+/* For the few small functions of the hot loops that must be inlined. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 /* The largest protobuf field number. */
 #define MAX_FIELD_NUMBER ((1 << 29) - 1)
 
@@ -516,7 +526,7 @@ static const int8_t SPAN_WT[17] = {WT_UNKNOWN, 2, 2, 2, 2, 2, 0, 1, 1, 2, 0, 2, 
 static const int8_t EVENT_WT[5] = {WT_UNKNOWN, 1, 2, 2, 0};
 static const int8_t LINK_WT[7] = {WT_UNKNOWN, 2, 2, 2, 2, 0, 5};
 
-static inline void
+static ALWAYS_INLINE void
 check_key(scan_t *s, const uint8_t *key, size_t len)
 {
     Py_ssize_t i;
@@ -622,13 +632,41 @@ scan_event(scan_t *s, const uint8_t *p, const uint8_t *end)
     return ST_OK;
 }
 
+/* Record a span (ids of the right sizes) whose payload is [start, end). */
+static int
+push_span(scan_t *s, const uint8_t *trace_id, const uint8_t *span_id, const uint8_t *start,
+          const uint8_t *end)
+{
+    span_rec_t *rec;
+    if (s->n_spans == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        span_rec_t *grown;
+        if (cap > (size_t)PY_SSIZE_T_MAX / (2 * sizeof(span_rec_t))) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        grown = PyMem_Realloc(s->spans, cap * sizeof(span_rec_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        s->spans = grown;
+        s->cap = cap;
+    }
+    rec = &s->spans[s->n_spans++];
+    rec->trace_id = trace_id;
+    rec->span_id = span_id;
+    rec->start = (size_t)(start - s->base);
+    rec->end = (size_t)(end - s->base);
+    return ST_OK;
+}
+
 static int
 scan_span(scan_t *s, const uint8_t *p, const uint8_t *end)
 {
     field_t f;
     const uint8_t *start = p, *trace_id = NULL, *span_id = NULL;
     size_t trace_id_len = 0, span_id_len = 0;
-    span_rec_t *rec;
 
     while (p < end) {
         p = read_field(p, end, &f);
@@ -667,27 +705,7 @@ scan_span(scan_t *s, const uint8_t *p, const uint8_t *end)
     if (trace_id_len != 16 || span_id_len != 8) {
         return ST_UNHANDLED;
     }
-    if (s->n_spans == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 64;
-        span_rec_t *grown;
-        if (cap > (size_t)PY_SSIZE_T_MAX / (2 * sizeof(span_rec_t))) {
-            PyErr_NoMemory();
-            return ST_ERROR;
-        }
-        grown = PyMem_Realloc(s->spans, cap * sizeof(span_rec_t));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return ST_ERROR;
-        }
-        s->spans = grown;
-        s->cap = cap;
-    }
-    rec = &s->spans[s->n_spans++];
-    rec->trace_id = trace_id;
-    rec->span_id = span_id;
-    rec->start = (size_t)(start - s->base);
-    rec->end = (size_t)(end - s->base);
-    return ST_OK;
+    return push_span(s, trace_id, span_id, start, end);
 }
 
 static int
@@ -762,6 +780,575 @@ scan_request(scan_t *s, const uint8_t *p, const uint8_t *end)
     return ST_OK;
 }
 
+/* --- the validating scan -------------------------------------------------------------------- */
+
+/*
+ * scan_trace_request(..., validate=True) answers only for bytes that
+ * ExportTraceServiceRequest.FromString (upb) parses. It walks every message of the request, at
+ * every depth, against a schema of every message type reachable from ExportTraceServiceRequest
+ * (opentelemetry-proto 1.x; tests/unit/test_speedups.py compares it with the installed
+ * descriptors), checking what upb checks while parsing:
+ *
+ * - wire structure: tags of at most 5 bytes and 32 bits, field number >= 1, varints of at most
+ *   10 bytes, lengths of at most 5 bytes that stay within the enclosing message, fixed64 /
+ *   fixed32 values within it; groups (which upb parses) and wire types 4, 6, 7 are None;
+ * - proto3 `string` fields (known fields only, as upb) must be valid UTF-8 by the strictest
+ *   rules: no overlong forms, no surrogates, nothing above U+10FFFF (upb uses utf8_range, which
+ *   agrees with Python's strict decoder); `bytes` fields and unknown fields are not checked;
+ * - nesting: upb refuses more than 100 levels of sub-messages; this walk answers None beyond
+ *   VALIDATE_MAX_DEPTH message levels (the request itself being level 1);
+ * - a known field with another wire type (upb would keep it as an unknown field) is None.
+ *
+ * In the same pass it does what the plain scan does (keys, ids, offsets, the GenAI check) and
+ * gives the same answer: the roles of the schema say which messages the scan looks into.
+ */
+
+/* Message levels the validating walk enters (upb's limit is 100 levels below the request). */
+#define VALIDATE_MAX_DEPTH 64
+/* Inputs at least this large are left to upb (its sizes are 32-bit). */
+#define VALIDATE_MAX_SIZE ((Py_ssize_t)1 << 30)
+
+/* Field kinds: how a field is encoded and checked. K_UNKNOWN: not a field of the message. */
+enum { K_UNKNOWN, K_VARINT, K_FIXED64, K_FIXED32, K_BYTES, K_STRING, K_MESSAGE, K_COUNT };
+static const char *const KIND_NAME[K_COUNT] = {
+    NULL, "varint", "fixed64", "fixed32", "bytes", "string", "message",
+};
+/* The wire type of each kind (K_UNKNOWN: any). */
+static const uint8_t KIND_WT[K_COUNT] = {0, 0, 1, 5, 2, 2, 2};
+
+/* The message types. */
+enum {
+    M_REQUEST,
+    M_RESOURCE_SPANS,
+    M_RESOURCE,
+    M_ENTITY_REF,
+    M_SCOPE_SPANS,
+    M_SCOPE,
+    M_SPAN,
+    M_EVENT,
+    M_LINK,
+    M_STATUS,
+    M_KEY_VALUE,
+    M_ANY_VALUE,
+    M_ARRAY_VALUE,
+    M_KEY_VALUE_LIST,
+    M_COUNT
+};
+
+/* What the scan does with a message: nothing, record a span, compare an event name, check an
+ * attribute key. Given by the field that holds the message. */
+enum { R_PLAIN, R_SPAN, R_EVENT, R_ATTRIBUTE };
+
+typedef struct {
+    uint8_t kind;
+    uint8_t msg;  /* K_MESSAGE: the message type */
+    uint8_t role; /* K_MESSAGE: the scan's role for it */
+} vfield_t;
+
+typedef struct {
+    const char *full_name;
+    const vfield_t *fields; /* by field number; [0] unused */
+    uint32_t n_fields;      /* the largest field number + 1 */
+} vmessage_t;
+
+#define F_VARINT {K_VARINT, 0, R_PLAIN}
+#define F_FIXED64 {K_FIXED64, 0, R_PLAIN}
+#define F_FIXED32 {K_FIXED32, 0, R_PLAIN}
+#define F_BYTES {K_BYTES, 0, R_PLAIN}
+#define F_STRING {K_STRING, 0, R_PLAIN}
+#define F_MESSAGE(m, role) {K_MESSAGE, (m), (role)}
+
+/* opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest */
+static const vfield_t V_REQUEST[] = {
+    [1] = F_MESSAGE(M_RESOURCE_SPANS, R_PLAIN), /* resource_spans */
+};
+/* opentelemetry.proto.trace.v1.ResourceSpans */
+static const vfield_t V_RESOURCE_SPANS[] = {
+    [1] = F_MESSAGE(M_RESOURCE, R_PLAIN),    /* resource */
+    [2] = F_MESSAGE(M_SCOPE_SPANS, R_PLAIN), /* scope_spans */
+    [3] = F_STRING,                          /* schema_url */
+};
+/* opentelemetry.proto.resource.v1.Resource */
+static const vfield_t V_RESOURCE[] = {
+    [1] = F_MESSAGE(M_KEY_VALUE, R_ATTRIBUTE), /* attributes */
+    [2] = F_VARINT,                            /* dropped_attributes_count: uint32 */
+    [3] = F_MESSAGE(M_ENTITY_REF, R_PLAIN),    /* entity_refs */
+};
+/* opentelemetry.proto.common.v1.EntityRef */
+static const vfield_t V_ENTITY_REF[] = {
+    [1] = F_STRING, /* schema_url */
+    [2] = F_STRING, /* type */
+    [3] = F_STRING, /* id_keys: repeated */
+    [4] = F_STRING, /* description_keys: repeated */
+};
+/* opentelemetry.proto.trace.v1.ScopeSpans */
+static const vfield_t V_SCOPE_SPANS[] = {
+    [1] = F_MESSAGE(M_SCOPE, R_PLAIN), /* scope */
+    [2] = F_MESSAGE(M_SPAN, R_SPAN),   /* spans */
+    [3] = F_STRING,                    /* schema_url */
+};
+/* opentelemetry.proto.common.v1.InstrumentationScope */
+static const vfield_t V_SCOPE[] = {
+    [1] = F_STRING,                            /* name */
+    [2] = F_STRING,                            /* version */
+    [3] = F_MESSAGE(M_KEY_VALUE, R_ATTRIBUTE), /* attributes */
+    [4] = F_VARINT,                            /* dropped_attributes_count: uint32 */
+};
+/* opentelemetry.proto.trace.v1.Span */
+static const vfield_t V_SPAN[] = {
+    [1] = F_BYTES,                             /* trace_id */
+    [2] = F_BYTES,                             /* span_id */
+    [3] = F_STRING,                            /* trace_state */
+    [4] = F_BYTES,                             /* parent_span_id */
+    [5] = F_STRING,                            /* name */
+    [6] = F_VARINT,                            /* kind: enum */
+    [7] = F_FIXED64,                           /* start_time_unix_nano */
+    [8] = F_FIXED64,                           /* end_time_unix_nano */
+    [9] = F_MESSAGE(M_KEY_VALUE, R_ATTRIBUTE), /* attributes */
+    [10] = F_VARINT,                           /* dropped_attributes_count: uint32 */
+    [11] = F_MESSAGE(M_EVENT, R_EVENT),        /* events */
+    [12] = F_VARINT,                           /* dropped_events_count: uint32 */
+    [13] = F_MESSAGE(M_LINK, R_PLAIN),         /* links */
+    [14] = F_VARINT,                           /* dropped_links_count: uint32 */
+    [15] = F_MESSAGE(M_STATUS, R_PLAIN),       /* status */
+    [16] = F_FIXED32,                          /* flags */
+};
+/* opentelemetry.proto.trace.v1.Span.Event */
+static const vfield_t V_EVENT[] = {
+    [1] = F_FIXED64,                           /* time_unix_nano */
+    [2] = F_STRING,                            /* name */
+    [3] = F_MESSAGE(M_KEY_VALUE, R_ATTRIBUTE), /* attributes */
+    [4] = F_VARINT,                            /* dropped_attributes_count: uint32 */
+};
+/* opentelemetry.proto.trace.v1.Span.Link */
+static const vfield_t V_LINK[] = {
+    [1] = F_BYTES,                             /* trace_id */
+    [2] = F_BYTES,                             /* span_id */
+    [3] = F_STRING,                            /* trace_state */
+    [4] = F_MESSAGE(M_KEY_VALUE, R_ATTRIBUTE), /* attributes */
+    [5] = F_VARINT,                            /* dropped_attributes_count: uint32 */
+    [6] = F_FIXED32,                           /* flags */
+};
+/* opentelemetry.proto.trace.v1.Status */
+static const vfield_t V_STATUS[] = {
+    [2] = F_STRING, /* message */
+    [3] = F_VARINT, /* code: enum */
+};
+/* opentelemetry.proto.common.v1.KeyValue */
+static const vfield_t V_KEY_VALUE[] = {
+    [1] = F_STRING,                          /* key */
+    [2] = F_MESSAGE(M_ANY_VALUE, R_PLAIN),   /* value */
+    [3] = F_VARINT,                          /* key_strindex: int32 */
+};
+/* opentelemetry.proto.common.v1.AnyValue: all members of the oneof `value` */
+static const vfield_t V_ANY_VALUE[] = {
+    [1] = F_STRING,                             /* string_value */
+    [2] = F_VARINT,                             /* bool_value */
+    [3] = F_VARINT,                             /* int_value: int64 */
+    [4] = F_FIXED64,                            /* double_value */
+    [5] = F_MESSAGE(M_ARRAY_VALUE, R_PLAIN),    /* array_value */
+    [6] = F_MESSAGE(M_KEY_VALUE_LIST, R_PLAIN), /* kvlist_value */
+    [7] = F_BYTES,                              /* bytes_value */
+    [8] = F_VARINT,                             /* string_value_strindex: int32 */
+};
+/* opentelemetry.proto.common.v1.ArrayValue */
+static const vfield_t V_ARRAY_VALUE[] = {
+    [1] = F_MESSAGE(M_ANY_VALUE, R_PLAIN), /* values */
+};
+/* opentelemetry.proto.common.v1.KeyValueList: keys in values are not attribute keys */
+static const vfield_t V_KEY_VALUE_LIST[] = {
+    [1] = F_MESSAGE(M_KEY_VALUE, R_PLAIN), /* values */
+};
+
+#define VMESSAGE(name, table) {(name), (table), (uint32_t)(sizeof(table) / sizeof((table)[0]))}
+
+static const vmessage_t VMESSAGES[M_COUNT] = {
+    [M_REQUEST] = VMESSAGE("opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest",
+                           V_REQUEST),
+    [M_RESOURCE_SPANS] = VMESSAGE("opentelemetry.proto.trace.v1.ResourceSpans", V_RESOURCE_SPANS),
+    [M_RESOURCE] = VMESSAGE("opentelemetry.proto.resource.v1.Resource", V_RESOURCE),
+    [M_ENTITY_REF] = VMESSAGE("opentelemetry.proto.common.v1.EntityRef", V_ENTITY_REF),
+    [M_SCOPE_SPANS] = VMESSAGE("opentelemetry.proto.trace.v1.ScopeSpans", V_SCOPE_SPANS),
+    [M_SCOPE] = VMESSAGE("opentelemetry.proto.common.v1.InstrumentationScope", V_SCOPE),
+    [M_SPAN] = VMESSAGE("opentelemetry.proto.trace.v1.Span", V_SPAN),
+    [M_EVENT] = VMESSAGE("opentelemetry.proto.trace.v1.Span.Event", V_EVENT),
+    [M_LINK] = VMESSAGE("opentelemetry.proto.trace.v1.Span.Link", V_LINK),
+    [M_STATUS] = VMESSAGE("opentelemetry.proto.trace.v1.Status", V_STATUS),
+    [M_KEY_VALUE] = VMESSAGE("opentelemetry.proto.common.v1.KeyValue", V_KEY_VALUE),
+    [M_ANY_VALUE] = VMESSAGE("opentelemetry.proto.common.v1.AnyValue", V_ANY_VALUE),
+    [M_ARRAY_VALUE] = VMESSAGE("opentelemetry.proto.common.v1.ArrayValue", V_ARRAY_VALUE),
+    [M_KEY_VALUE_LIST] = VMESSAGE("opentelemetry.proto.common.v1.KeyValueList",
+                                  V_KEY_VALUE_LIST),
+};
+
+#define HIGH_BITS 0x8080808080808080ULL
+
+static inline uint64_t
+load_word(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof(w));
+    return w;
+}
+
+/* The number of ASCII bytes a word starts with, given its non-zero high bits (the word as
+ * loaded from memory). Define TRACEHOUND_PORTABLE to build (and test) the portable code. */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+    !defined(TRACEHOUND_PORTABLE)
+#define ASCII_PREFIX(high) ((size_t)__builtin_ctzll(high) >> 3)
+#else
+static inline size_t
+ASCII_PREFIX(uint64_t high)
+{
+    uint8_t bytes[8];
+    size_t n = 0;
+    memcpy(bytes, &high, sizeof(bytes));
+    while (!bytes[n]) {
+        n++;
+    }
+    return n;
+}
+#endif
+
+#if defined(__SSE2__) && defined(__GNUC__) && !defined(TRACEHOUND_PORTABLE)
+#include <emmintrin.h>
+#define USE_SSE2 1
+/* The high bits of 16 bytes, as a 16-bit mask (bit i: byte i). */
+static inline unsigned
+high_mask16(const uint8_t *p)
+{
+    return (unsigned)_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+#else
+#define USE_SSE2 0
+#endif
+
+/* The first non-ASCII byte in [p, end), or end. Runs of ASCII go 16 or 8 bytes at a time; the
+ * last, partial block is read overlapping the bytes before it, which are known to be ASCII. */
+static ALWAYS_INLINE const uint8_t *
+skip_ascii(const uint8_t *p, const uint8_t *end)
+{
+#if USE_SSE2
+    if (end - p >= 16) {
+        unsigned mask;
+        for (; end - p > 16; p += 16) {
+            mask = high_mask16(p);
+            if (mask) {
+                return p + __builtin_ctz(mask);
+            }
+        }
+        p = end - 16;
+        mask = high_mask16(p);
+        return mask ? p + __builtin_ctz(mask) : end;
+    }
+#endif
+    if (end - p >= 8) {
+        uint64_t high;
+        for (; end - p > 8; p += 8) {
+            high = load_word(p) & HIGH_BITS;
+            if (high) {
+                return p + ASCII_PREFIX(high);
+            }
+        }
+        p = end - 8;
+        high = load_word(p) & HIGH_BITS;
+        return high ? p + ASCII_PREFIX(high) : end;
+    }
+    for (; p < end; p++) {
+        if (*p & 0x80) {
+            return p;
+        }
+    }
+    return end;
+}
+
+/* Strict UTF-8 (Unicode 3.9, table 3-7) from a non-ASCII byte on: no overlong forms, no
+ * surrogates, nothing above U+10FFFF, no truncated sequence. */
+static int
+utf8_valid_slow(const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        uint8_t c = *p, lo = 0x80, hi = 0xbf;
+        if (c < 0x80) {
+            p = skip_ascii(p, end);
+            continue;
+        }
+        if (c < 0xc2) { /* a continuation byte, or an overlong 2-byte form */
+            return 0;
+        }
+        if (c < 0xe0) {
+            if (end - p < 2 || (p[1] & 0xc0) != 0x80) {
+                return 0;
+            }
+            p += 2;
+            continue;
+        }
+        if (c < 0xf0) {
+            if (c == 0xe0) {
+                lo = 0xa0; /* overlong */
+            }
+            else if (c == 0xed) {
+                hi = 0x9f; /* surrogates */
+            }
+            if (end - p < 3 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80) {
+                return 0;
+            }
+            p += 3;
+            continue;
+        }
+        if (c > 0xf4) { /* above U+10FFFF, or not a lead byte */
+            return 0;
+        }
+        if (c == 0xf0) {
+            lo = 0x90; /* overlong */
+        }
+        else if (c == 0xf4) {
+            hi = 0x8f; /* above U+10FFFF */
+        }
+        if (end - p < 4 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80 ||
+            (p[3] & 0xc0) != 0x80) {
+            return 0;
+        }
+        p += 4;
+    }
+    return 1;
+}
+
+/* Is [p, p + len) valid UTF-8, as upb requires of a string field? */
+static ALWAYS_INLINE int
+utf8_valid(const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len;
+    p = skip_ascii(p, end);
+    return p == end || utf8_valid_slow(p, end);
+}
+
+/* A varint, skipped: at most 10 bytes (upb ignores the bits beyond 64). NULL if malformed. */
+static inline const uint8_t *
+skip_varint(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *limit = end - p > 10 ? p + 10 : end;
+    for (; p < limit; p++) {
+        if (!(*p & 0x80)) {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+static int vscan_message(scan_t *s, const uint8_t *p, const uint8_t *end, int msg, int role,
+                         int depth);
+
+/*
+ * A KeyValue `depth` levels deep. The usual shape, a key under 128 bytes then nothing or an
+ * AnyValue under 128 bytes with at most one scalar member, is checked here, without the general
+ * walk (two calls per attribute); any other shape takes vscan_message from the start. Same
+ * checks, same result.
+ */
+static int
+vscan_key_value(scan_t *s, const uint8_t *p, const uint8_t *end, int role, int depth)
+{
+    const uint8_t *key = p + 2, *v;
+    size_t key_len, len;
+
+    if (depth >= VALIDATE_MAX_DEPTH || end - p < 2 || p[0] != 0x0a || p[1] >= 0x80 ||
+        p[1] > end - p - 2) {
+        return vscan_message(s, p, end, M_KEY_VALUE, role, depth);
+    }
+    key_len = p[1];
+    v = key + key_len;
+    if (v != end) {
+        /* value: an AnyValue (field 2) that ends the KeyValue */
+        if (end - v < 2 || v[0] != 0x12 || v[1] >= 0x80 || v[1] != end - v - 2) {
+            return vscan_message(s, p, end, M_KEY_VALUE, role, depth);
+        }
+        v += 2;
+        len = (size_t)(end - v);
+        if (len != 0) {
+            switch (v[0]) {
+            case 0x0a: /* string_value */
+            case 0x3a: /* bytes_value */
+                if (len < 2 || v[1] >= 0x80 || v[1] != len - 2) {
+                    return vscan_message(s, p, end, M_KEY_VALUE, role, depth);
+                }
+                if (v[0] == 0x0a && !utf8_valid(v + 2, len - 2)) {
+                    return ST_UNHANDLED;
+                }
+                break;
+            case 0x10: /* bool_value */
+            case 0x18: /* int_value */
+            case 0x40: /* string_value_strindex */
+                if (skip_varint(v + 1, end) != end) {
+                    return vscan_message(s, p, end, M_KEY_VALUE, role, depth);
+                }
+                break;
+            case 0x21: /* double_value */
+                if (len != 9) {
+                    return vscan_message(s, p, end, M_KEY_VALUE, role, depth);
+                }
+                break;
+            default:
+                return vscan_message(s, p, end, M_KEY_VALUE, role, depth);
+            }
+        }
+    }
+    if (!utf8_valid(key, key_len)) {
+        return ST_UNHANDLED;
+    }
+    if (role == R_ATTRIBUTE && !s->genai) {
+        check_key(s, key, key_len);
+    }
+    return ST_OK;
+}
+
+/*
+ * The message of type `msg` in [p, end), `depth` levels deep (the request is level 1): validate
+ * it and everything in it, and do the scan's work for its role.
+ */
+static int
+vscan_message(scan_t *s, const uint8_t *p, const uint8_t *end, int msg, int role, int depth)
+{
+    const vmessage_t *m = &VMESSAGES[msg];
+    const uint8_t *start = p;
+    /* R_SPAN: trace_id, span_id; R_ATTRIBUTE: the key; R_EVENT: the name (last occurrences) */
+    const uint8_t *a = NULL, *b = NULL;
+    size_t a_len = 0, b_len = 0;
+    int st;
+
+    if (depth > VALIDATE_MAX_DEPTH) {
+        return ST_UNHANDLED;
+    }
+    while (p < end) {
+        uint32_t tag, num, kind;
+        const uint8_t *q;
+        size_t len;
+
+        /* the tag: at most 5 bytes, 32 bits */
+        if (*p < 0x80) {
+            tag = *p++;
+        }
+        else {
+            uint64_t v;
+            q = read_varint_slow(p, end, &v);
+            if (q == NULL || q - p > 5 || v > UINT32_MAX) {
+                return ST_UNHANDLED;
+            }
+            tag = (uint32_t)v;
+            p = q;
+        }
+        num = tag >> 3;
+        if (num == 0) {
+            return ST_UNHANDLED;
+        }
+        kind = num < m->n_fields ? m->fields[num].kind : K_UNKNOWN;
+        if (kind != K_UNKNOWN && KIND_WT[kind] != (tag & 7)) {
+            return ST_UNHANDLED; /* upb: an unknown field; here None */
+        }
+        switch (tag & 7) {
+        case 0:
+            p = skip_varint(p, end);
+            if (p == NULL) {
+                return ST_UNHANDLED;
+            }
+            continue;
+        case 1:
+            if (end - p < 8) {
+                return ST_UNHANDLED;
+            }
+            p += 8;
+            continue;
+        case 5:
+            if (end - p < 4) {
+                return ST_UNHANDLED;
+            }
+            p += 4;
+            continue;
+        case 2:
+            break;
+        default: /* 3, 4: groups; 6, 7: invalid */
+            return ST_UNHANDLED;
+        }
+        /* a length: at most 5 bytes, within the message */
+        if (p < end && *p < 0x80) {
+            len = *p++;
+        }
+        else {
+            uint64_t v;
+            q = read_varint_slow(p, end, &v);
+            if (q == NULL || q - p > 5) {
+                return ST_UNHANDLED;
+            }
+            len = (size_t)v; /* v < 2**35 */
+            p = q;
+        }
+        if (len > (size_t)(end - p)) {
+            return ST_UNHANDLED;
+        }
+        q = p;
+        p += len;
+        switch (kind) {
+        case K_STRING:
+            if (!utf8_valid(q, len)) {
+                return ST_UNHANDLED;
+            }
+            if ((role == R_ATTRIBUTE && num == 1) || (role == R_EVENT && num == 2)) {
+                a = q; /* the key, the event name */
+                a_len = len;
+            }
+            break;
+        case K_BYTES:
+            if (role == R_SPAN) {
+                if (num == 1) {
+                    a = q;
+                    a_len = len;
+                }
+                else if (num == 2) {
+                    b = q;
+                    b_len = len;
+                }
+            }
+            break;
+        case K_MESSAGE: {
+            const vfield_t *fd = &m->fields[num];
+            /* once a GenAI key is known, attribute keys need no more checks */
+            int child_role = (fd->role == R_ATTRIBUTE && s->genai) ? R_PLAIN : fd->role;
+            st = fd->msg == M_KEY_VALUE
+                     ? vscan_key_value(s, q, p, child_role, depth + 1)
+                     : vscan_message(s, q, p, fd->msg, child_role, depth + 1);
+            if (st != ST_OK) {
+                return st;
+            }
+            break;
+        }
+        default: /* K_UNKNOWN: skipped */
+            break;
+        }
+    }
+    switch (role) {
+    case R_ATTRIBUTE:
+        if (!s->genai) {
+            check_key(s, a, a_len);
+        }
+        break;
+    case R_EVENT:
+        if (a == NULL) {
+            a = (const uint8_t *)"";
+        }
+        if (a_len == s->event_name_len && memcmp(a, s->event_name, a_len) == 0) {
+            s->genai = 1;
+        }
+        break;
+    case R_SPAN:
+        if (a_len != 16 || b_len != 8) {
+            return ST_UNHANDLED;
+        }
+        return push_span(s, a, b, start, end);
+    default:
+        break;
+    }
+    return ST_OK;
+}
+
 /* The (genai, keys, offsets) tuple from a successful scan. */
 static PyObject *
 scan_result(const scan_t *s)
@@ -811,7 +1398,7 @@ fail: /* the NULL items of a partly filled list are fine for its deallocator */
 }
 
 PyDoc_STRVAR(scan_trace_request_doc,
-"scan_trace_request($module, data, prefixes, event_name, /)\n"
+"scan_trace_request($module, data, prefixes, event_name, validate=False, /)\n"
 "--\n"
 "\n"
 "One pass over a serialized ExportTraceServiceRequest: (genai, keys, offsets).\n"
@@ -825,7 +1412,14 @@ PyDoc_STRVAR(scan_trace_request_doc,
 "\n"
 "Returns None for malformed wire data, groups, a known field with an unexpected wire type,\n"
 "or a span whose trace_id is not 16 bytes or span_id not 8 bytes (missing included).\n"
-"Raises TypeError for arguments of the wrong type.");
+"Raises TypeError for arguments of the wrong type.\n"
+"\n"
+"With a true `validate`, the whole request is checked as upb parses it, at every depth:\n"
+"wire structure, UTF-8 of every string field, nesting depth. The answer is then not None\n"
+"only if ExportTraceServiceRequest.FromString(data) succeeds, so the bytes may be passed on\n"
+"without parsing them. None is also answered for some requests upb accepts (known fields\n"
+"with another wire type, groups, over 64 message levels); the caller then parses with upb.\n"
+"The answer, when there is one, is that of the scan without validation.");
 
 static PyObject *
 scan_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -834,12 +1428,12 @@ scan_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     scan_t s;
     PyObject *prefixes, *result = NULL;
     Py_ssize_t i;
-    int st;
+    int st, validate = 0;
 
     (void)module;
-    if (nargs != 3) {
+    if (nargs != 3 && nargs != 4) {
         PyErr_Format(PyExc_TypeError,
-                     "scan_trace_request() takes exactly 3 arguments (%zd given)", nargs);
+                     "scan_trace_request() takes 3 or 4 arguments (%zd given)", nargs);
         return NULL;
     }
     prefixes = args[1];
@@ -854,6 +1448,12 @@ scan_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                      "scan_trace_request() argument 'event_name' must be bytes, not %.100s",
                      Py_TYPE(args[2])->tp_name);
         return NULL;
+    }
+    if (nargs == 4) {
+        validate = PyObject_IsTrue(args[3]);
+        if (validate < 0) {
+            return NULL;
+        }
     }
     memset(&s, 0, sizeof(s));
     s.event_name = (const uint8_t *)PyBytes_AS_STRING(args[2]);
@@ -888,7 +1488,15 @@ scan_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done_no_view;
     }
     s.base = (const uint8_t *)view.buf;
-    st = scan_request(&s, s.base, s.base + view.len);
+    if (!validate) {
+        st = scan_request(&s, s.base, s.base + view.len);
+    }
+    else if (view.len < VALIDATE_MAX_SIZE) {
+        st = vscan_message(&s, s.base, s.base + view.len, M_REQUEST, R_PLAIN, 1);
+    }
+    else {
+        st = ST_UNHANDLED;
+    }
     if (st == ST_OK) {
         result = scan_result(&s);
     }
@@ -904,6 +1512,64 @@ done_no_view:
     return result;
 }
 
+PyDoc_STRVAR(trace_request_schema_doc,
+"trace_request_schema($module, /)\n"
+"--\n"
+"\n"
+"The schema the validating scan_trace_request checks requests against:\n"
+"{message full name: {field number: (kind, message full name or None)}}, kind one of\n"
+"'varint', 'fixed64', 'fixed32', 'bytes', 'string' (UTF-8 checked), 'message'. Every\n"
+"message type reachable from ExportTraceServiceRequest is in it; a test compares it with\n"
+"the descriptors of the installed opentelemetry-proto.");
+
+static PyObject *
+trace_request_schema(PyObject *module, PyObject *unused)
+{
+    PyObject *schema, *fields = NULL, *key = NULL, *value = NULL;
+    size_t i;
+    uint32_t num;
+
+    (void)module;
+    (void)unused;
+    schema = PyDict_New();
+    if (schema == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < M_COUNT; i++) {
+        const vmessage_t *m = &VMESSAGES[i];
+        /* not PyDict_SetItemString, which interns the name (a new interned string per call) */
+        fields = PyDict_New();
+        key = PyUnicode_FromString(m->full_name);
+        if (fields == NULL || key == NULL || PyDict_SetItem(schema, key, fields) < 0) {
+            goto fail;
+        }
+        Py_CLEAR(key);
+        for (num = 1; num < m->n_fields; num++) {
+            const vfield_t *f = &m->fields[num];
+            if (f->kind == K_UNKNOWN) {
+                continue;
+            }
+            key = PyLong_FromUnsignedLong(num);
+            value = Py_BuildValue("(sz)", KIND_NAME[f->kind],
+                                  f->kind == K_MESSAGE ? VMESSAGES[f->msg].full_name : NULL);
+            if (key == NULL || value == NULL || PyDict_SetItem(fields, key, value) < 0) {
+                goto fail;
+            }
+            Py_CLEAR(key);
+            Py_CLEAR(value);
+        }
+        Py_CLEAR(fields);
+    }
+    return schema;
+
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(fields);
+    Py_DECREF(schema);
+    return NULL;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -911,10 +1577,24 @@ static PyMethodDef speedups_methods[] = {
      decode_key_values_doc},
     {"scan_trace_request", (PyCFunction)(void (*)(void))scan_trace_request, METH_FASTCALL,
      scan_trace_request_doc},
+    {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},
     {NULL, NULL, 0, NULL},
 };
 
+/* VALIDATES: scan_trace_request takes `validate` (the Python side checks for it). */
+static int
+speedups_exec(PyObject *module)
+{
+    Py_INCREF(Py_True);
+    if (PyModule_AddObject(module, "VALIDATES", Py_True) < 0) {
+        Py_DECREF(Py_True);
+        return -1;
+    }
+    return 0;
+}
+
 static PyModuleDef_Slot speedups_slots[] = {
+    {Py_mod_exec, (void *)speedups_exec},
     {0, NULL},
 };
 

@@ -2,7 +2,12 @@
 
 from typing import Any
 
+VALIDATES: bool
+
 def scan_trace_request(
-    data: bytes, prefixes: tuple[bytes, ...], event_name: bytes
+    data: bytes, prefixes: tuple[bytes, ...], event_name: bytes, validate: bool = False, /
 ) -> tuple[bool, list[bytes], list[int]] | None: ...
-def decode_key_values(data: bytes, start: int, end: int, field: int) -> dict[str, Any] | None: ...
+def decode_key_values(
+    data: bytes, start: int, end: int, field: int, /
+) -> dict[str, Any] | None: ...
+def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...

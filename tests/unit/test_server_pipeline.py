@@ -135,8 +135,9 @@ def sidecar(sink: OTLPSink, **flags: Any) -> Sidecar:
 
 
 def submit(car: Sidecar, request: ExportTraceServiceRequest) -> Any:
+    """As the receivers hand a protobuf trace request over: as bytes, parsed only if needed."""
     raw = request.SerializeToString()
-    return car.submit(TRACES, ExportTraceServiceRequest.FromString(raw), raw, len(raw), "test")
+    return car.submit(TRACES, None, raw, len(raw), "test")
 
 
 def by_id(sink: OTLPSink) -> dict[bytes, Any]:
@@ -357,5 +358,30 @@ def test_bad_ids_fall_back_to_the_span_by_span_pass(sink: OTLPSink) -> None:
         answer = submit(car, request)
         assert answer.rejected == 2
         assert sink.wait_for(lambda: len(sink.spans()) == 2, 5)
+    finally:
+        car.shutdown()
+
+
+def test_bytes_the_scan_vouched_for_but_upb_refuses_are_forwarded_and_counted(
+    sink: OTLPSink, byte_reader: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defensive path: if the C scan ever accepted bytes that upb then refuses, the request is
+    forwarded as received (never lost) and counted as an internal error."""
+    car = sidecar(sink)
+    try:
+        trace_id = os.urandom(16)
+        genai, _, _ = agent_request(trace_id, root_in_request=False)
+        submit(car, genai)  # the trace is known from now on: the next request is routed
+        assert sink.wait_for(lambda: len(sink.spans()) == 6, 5)
+        garbage = b"\x0a\xff\xff"  # not a protobuf message
+        key = trace_id + os.urandom(8)
+        monkeypatch.setattr(
+            "tracehound.server._pipeline.scan_trace_request",
+            lambda data, validate=False: (False, [key], [0, len(data)]),
+        )
+        before = car.pipeline.stats.internal_errors
+        car.submit(TRACES, None, garbage, len(garbage), "test")
+        assert car.pipeline.stats.internal_errors == before + 1
+        assert car.pipeline.stats.spans_bypassed == 1
     finally:
         car.shutdown()

@@ -6,6 +6,11 @@ keys, key order, values and value types, NaN payloads and -0.0 included), and th
 upb-parsed request for `scan_trace_request`. None is always allowed for input the C code does not
 handle exactly (the caller falls back); for some shapes None is required (protobuf merge
 semantics). Hostile input must never crash the interpreter or raise.
+
+`scan_trace_request(..., validate=True)` vouches for the bytes: it answers only if
+`ExportTraceServiceRequest.FromString` (upb) parses them, and then exactly as without validation.
+Every input `check_scan` sees is checked for that, and section 6 aims at what upb checks: wire
+structure at every depth, UTF-8 of every string field, nesting depth.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from google.protobuf.message import DecodeError
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError, Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -128,15 +134,38 @@ def expected_genai(request: ExportTraceServiceRequest) -> bool:
     return False
 
 
+def message_levels(message: Message) -> int:
+    """Nesting levels of a parsed message as upb counts them: 1 + its deepest sub-message."""
+    deepest = 0
+    for field, value in message.ListFields():
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            for sub in value if field.is_repeated else [value]:
+                deepest = max(deepest, message_levels(sub))
+    return 1 + deepest
+
+
+# The message levels the validating scan enters (upb's limit: 101, the request included).
+VALIDATE_LEVELS = 64
+
+
 def check_scan(data: bytes, *, require_answer: bool = False) -> Any:
-    """scan_trace_request(data) is None or agrees with upb (when upb can parse `data`)."""
+    """scan_trace_request(data) is None or agrees with upb (when upb can parse `data`), and the
+    validating scan answers only if upb parses `data`, then as the plain scan does.
+    require_answer: the plain scan must answer, and so must the validating scan if upb parses
+    `data` and it is at most VALIDATE_LEVELS deep."""
     got = scan_trace_request(data, PREFIXES, EVENT)
+    validated = scan_trace_request(data, PREFIXES, EVENT, True)
     try:
         request = ExportTraceServiceRequest.FromString(data)
     except DecodeError:
         request = None
+    if validated is not None:  # the key property: vouched-for bytes are bytes upb parses
+        assert request is not None, "the validating scan answered for bytes upb refuses"
+        assert validated == got
     if require_answer:
         assert got is not None
+        if validated is None and request is not None:
+            assert message_levels(request) > VALIDATE_LEVELS
     if got is None:
         return None
     genai, keys, offsets = got
@@ -155,6 +184,21 @@ def check_scan(data: bytes, *, require_answer: bool = False) -> Any:
         assert 0 <= start <= end <= len(data)
         assert Span.FromString(data[start:end]) == span
     return got
+
+
+def _upb_parses(data: bytes) -> bool:
+    """Does ExportTraceServiceRequest.FromString (upb) parse `data`?"""
+    try:
+        ExportTraceServiceRequest.FromString(data)
+    except DecodeError:
+        return False
+    return True
+
+
+def no_answer(data: bytes) -> None:
+    """Neither scan answers for `data`."""
+    assert scan_trace_request(data, PREFIXES, EVENT) is None
+    assert scan_trace_request(data, PREFIXES, EVENT, True) is None
 
 
 def check_decode(data: bytes | bytearray | memoryview, start: int, end: int, field: int) -> Any:
@@ -304,19 +348,25 @@ def _requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
     texts = st.sampled_from(["", "GET /", "chat gpt-4o", "é😀"])
     request = ExportTraceServiceRequest()
     for _ in range(draw(st.integers(0, 2))):
-        rs = request.resource_spans.add()
+        rs = request.resource_spans.add(schema_url=draw(texts))
         if draw(st.booleans()):
             rs.resource.attributes.extend(draw(attributes))
+        if draw(st.booleans()):
+            rs.resource.entity_refs.add(
+                schema_url=draw(texts), type=draw(texts), id_keys=[draw(texts)] * 2
+            ).description_keys.append(draw(texts))
         for _ in range(draw(st.integers(0, 2))):
-            ss = rs.scope_spans.add()
+            ss = rs.scope_spans.add(schema_url=draw(texts))
             if draw(st.booleans()):
                 ss.scope.name = draw(texts)
+                ss.scope.version = draw(texts)
                 ss.scope.attributes.extend(draw(attributes))
             for _ in range(draw(st.integers(0, 3))):
                 span = ss.spans.add(
                     trace_id=draw(st.binary(min_size=16, max_size=16)),
                     span_id=draw(st.binary(min_size=8, max_size=8)),
                     parent_span_id=b"P" * 8,
+                    trace_state=draw(texts),
                     name=draw(texts),
                     kind=3,
                     start_time_unix_nano=draw(st.integers(0, 2**64 - 1)),
@@ -329,7 +379,9 @@ def _requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
                     event = span.events.add(name=draw(event_names), time_unix_nano=1)
                     event.attributes.extend(draw(attributes))
                 if draw(st.booleans()):
-                    link = span.links.add(trace_id=b"L" * 16, span_id=b"l" * 8, flags=1)
+                    link = span.links.add(
+                        trace_id=b"L" * 16, span_id=b"l" * 8, flags=1, trace_state=draw(texts)
+                    )
                     link.attributes.extend(draw(attributes))
                     span.status.CopyFrom(Status(code=2, message=draw(texts)))
     return request
@@ -347,6 +399,12 @@ def test_parity_with_upb_on_random_requests(request: ExportTraceServiceRequest) 
 
     got = scan_trace_request(data, PREFIXES, EVENT)
     assert got is not None
+    # validated: the same answer, unless nested deeper than the validating scan goes
+    validated = scan_trace_request(data, PREFIXES, EVENT, True)
+    if validated is not None:
+        assert validated == got
+    else:
+        assert message_levels(parsed) > VALIDATE_LEVELS
     genai, keys, offsets = got
     assert keys == [s.trace_id + s.span_id for s in spans]
     assert genai is expected_genai(parsed)
@@ -478,7 +536,7 @@ def test_scan_ids() -> None:
         ld(1, b"t" * 16),
         span + ld(1, b""),
     ):
-        assert scan_trace_request(request_bytes(span_bytes(), bad), PREFIXES, EVENT) is None
+        no_answer(request_bytes(span_bytes(), bad))
     # many resources and scopes, in wire order; unknown fields everywhere are skipped
     s1, s2, s3 = (span_bytes(trace_id=bytes([i]) * 16) for i in (1, 2, 3))
     unknown = vi(99, 1) + ld(100, b"zz") + tag(101, 1) + b"8bytes!!" + tag(102, 5) + b"4byt"
@@ -584,6 +642,9 @@ def test_random_bytes(data: bytes, draw: st.DataObject) -> None:
         pytest.param(b"\xa8\x80\x80\x80\x80\x00\x01", id="6-byte-tag"),
         pytest.param(varint(1 << 32 | 5 << 3) + b"\x01", id="tag-over-32-bits"),
         pytest.param(vi(5, 0) + b"\x80" * 10 + b"\x01", id="11-byte-varint"),
+        pytest.param(tag(5, 0) + b"\xff" * 10 + b"\x01", id="11-byte-varint-value"),
+        pytest.param(tag(5, 0) + b"\x80" * 10 + b"\x00", id="11-byte-varint-zero"),
+        pytest.param(tag(5, 0) + b"\xff" * 10, id="unterminated-10-byte-varint"),
         pytest.param(tag(5, 0) + b"\x80\x80", id="unterminated-varint"),
         pytest.param(tag(5, 3) + tag(5, 4), id="group"),
         pytest.param(tag(5, 4), id="end-group"),
@@ -596,6 +657,7 @@ def test_random_bytes(data: bytes, draw: st.DataObject) -> None:
     ],
 )
 def test_malformed_wire_data(data: bytes) -> None:
+    assert not _upb_parses(data) or data[0] & 7 == 3  # upb skips a group as an unknown field
     # at every level the C code walks: request, resource spans, scope spans, span, key-value,
     # any-value, array, kvlist
     span_prefix = ld(1, b"t" * 16) + ld(2, b"s" * 8)
@@ -612,8 +674,9 @@ def test_malformed_wire_data(data: bytes) -> None:
         request_bytes(span_prefix + ld(13, data)),
         request_bytes(span_prefix + ld(13, ld(4, data))),
     ):
-        assert scan_trace_request(wrapped, PREFIXES, EVENT) is None
-    # attribute values are not walked by the scan (decode_key_values reads them)
+        no_answer(wrapped)
+    # attribute values are not walked by the plain scan (decode_key_values reads them); the
+    # validating scan walks them
     check_scan(request_bytes(span_prefix + ld(9, ld(1, b"k") + ld(2, data))))
     for wrapped in (
         data,
@@ -741,7 +804,8 @@ def test_wrong_wire_type_of_the_attributes_field() -> None:
 def test_scan_wrong_wire_type_in_span(field: int, wrong: int) -> None:
     payload = {0: varint(1), 1: b"12345678", 2: varint(1) + b"x", 5: b"1234"}[wrong]
     span = span_bytes() + tag(field, wrong) + payload
-    assert scan_trace_request(request_bytes(span), PREFIXES, EVENT) is None
+    no_answer(request_bytes(span))
+    ExportTraceServiceRequest.FromString(request_bytes(span))  # upb: an unknown field
     unknown = span_bytes() + tag(field + 100, wrong) + payload
     assert check_scan(request_bytes(unknown), require_answer=True)[0] is False
 
@@ -767,7 +831,8 @@ def test_scan_wrong_wire_type_in_span(field: int, wrong: int) -> None:
     ],
 )
 def test_scan_wrong_wire_type(data: bytes) -> None:
-    assert scan_trace_request(data, PREFIXES, EVENT) is None
+    no_answer(data)
+    ExportTraceServiceRequest.FromString(data)  # upb: an unknown field
 
 
 def test_unknown_fields_are_skipped() -> None:
@@ -781,6 +846,455 @@ def test_unknown_fields_are_skipped() -> None:
     got = check_decode(span, 0, len(span), 9)
     assert got == {"k": "v", "a": [1], "m": {"x": None}}
     assert check_decode(unknown + span, 0, len(unknown + span), 9) == got
+
+
+# --- 6: validation: answers only for what upb parses ---------------------------------------------
+
+_VARINT_TYPES = (
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_BOOL,
+    FieldDescriptor.TYPE_ENUM,
+)
+_FIXED64_TYPES = (
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED64,
+    FieldDescriptor.TYPE_DOUBLE,
+)
+_FIXED32_TYPES = (
+    FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_SFIXED32,
+    FieldDescriptor.TYPE_FLOAT,
+)
+_KIND_OF_TYPE: dict[int, str] = {
+    **dict.fromkeys(_VARINT_TYPES, "varint"),
+    **dict.fromkeys(_FIXED64_TYPES, "fixed64"),
+    **dict.fromkeys(_FIXED32_TYPES, "fixed32"),
+    FieldDescriptor.TYPE_BYTES: "bytes",
+    FieldDescriptor.TYPE_STRING: "string",
+    FieldDescriptor.TYPE_MESSAGE: "message",
+    # no TYPE_GROUP: a group field would fail the schema test
+}
+_WIRE_TYPE_OF_KIND = {
+    "varint": 0,
+    "fixed64": 1,
+    "fixed32": 5,
+    "bytes": 2,
+    "string": 2,
+    "message": 2,
+}
+
+
+def descriptor_schema() -> dict[str, dict[int, tuple[str, str | None]]]:
+    """{message: {field number: (kind, message type)}} for every message type reachable from
+    ExportTraceServiceRequest, from the installed opentelemetry-proto's descriptors."""
+    schema: dict[str, dict[int, tuple[str, str | None]]] = {}
+
+    def walk(descriptor: Descriptor) -> None:
+        if descriptor.full_name in schema:
+            return
+        fields = schema[descriptor.full_name] = {}
+        for field in descriptor.fields:
+            kind = _KIND_OF_TYPE.get(field.type, f"type {field.type}, not handled")
+            target = field.message_type.full_name if kind == "message" else None
+            fields[field.number] = (kind, target)
+            if field.message_type is not None:
+                walk(field.message_type)
+
+    walk(ExportTraceServiceRequest.DESCRIPTOR)
+    return schema
+
+
+SCHEMA = descriptor_schema()
+_REQUEST = ExportTraceServiceRequest.DESCRIPTOR.full_name
+_SPAN = Span.DESCRIPTOR.full_name
+_SPAN_IDS = ld(1, b"T" * 16) + ld(2, b"S" * 8)
+
+
+def test_schema_is_complete() -> None:
+    """The C schema is the installed opentelemetry-proto's: a new field (a new string field that
+    would go unchecked) fails here."""
+    assert _speedups.trace_request_schema() == SCHEMA
+    assert "opentelemetry.proto.common.v1.EntityRef" in SCHEMA  # a recent addition
+    assert SCHEMA["opentelemetry.proto.common.v1.AnyValue"][8] == ("varint", None)
+
+
+Path = tuple[tuple[str, int], ...]  # (message, field number) steps from the request down
+
+
+def place(path: Path, field: bytes) -> bytes:
+    """A request holding the serialized `field` in the message at the end of `path` (spans on
+    the way get valid ids)."""
+    inner = field
+    message = SCHEMA[path[-1][0]][path[-1][1]][1] if path else _REQUEST
+    for parent, number in reversed(path):
+        if message == _SPAN:
+            inner = _SPAN_IDS + inner
+        inner = ld(number, inner)
+        message = parent
+    return inner
+
+
+def _paths() -> list[tuple[Path, str, int]]:
+    """(path, message, field number) of every string field: once per simple path from the request
+    (each message type at most once), and inside arrays and kvlists of span attributes."""
+    out: list[tuple[Path, str, int]] = []
+
+    def walk(message: str, path: Path, seen: frozenset[str]) -> None:
+        for number, (kind, target) in SCHEMA[message].items():
+            if kind == "string":
+                out.append((path, message, number))
+            elif kind == "message" and target is not None and target not in seen:
+                walk(target, (*path, (message, number)), seen | {target})
+
+    walk(_REQUEST, (), frozenset({_REQUEST}))
+    common = "opentelemetry.proto.common.v1."
+    kv, any_value = common + "KeyValue", common + "AnyValue"
+    attribute_value: Path = (
+        (_REQUEST, 1),
+        ("opentelemetry.proto.trace.v1.ResourceSpans", 2),
+        ("opentelemetry.proto.trace.v1.ScopeSpans", 2),
+        (_SPAN, 9),
+        (kv, 2),
+    )
+    array: Path = ((any_value, 5), (common + "ArrayValue", 1))
+    kvlist: Path = ((any_value, 6), (common + "KeyValueList", 1))
+    out += [
+        ((*attribute_value, *array), any_value, 1),
+        ((*attribute_value, *kvlist), kv, 1),
+        ((*attribute_value, *kvlist, (kv, 2)), any_value, 1),
+        ((*attribute_value, *array, *kvlist, (kv, 2), *array), any_value, 1),
+    ]
+    return out
+
+
+STRING_PATHS = _paths()
+_PATH_IDS = [
+    "/".join(m.rsplit(".", 1)[1] + f".{n}" for m, n in path) + f"/{m.rsplit('.', 1)[1]}.{n}"
+    for path, m, n in STRING_PATHS
+]
+
+# Invalid UTF-8, each refused by upb (checked below): stray and missing continuation bytes,
+# overlong forms, surrogates, code points above U+10FFFF, bytes never in UTF-8.
+BAD_UTF8 = (
+    b"\x80",
+    b"\xbf",
+    b"\xff",
+    b"\xfe",
+    b"\xc0\x80",  # overlong U+0000
+    b"\xc1\xbf",
+    b"\xe0\x80\xaf",  # overlong "/"
+    b"\xe0\x9f\xbf",
+    b"\xf0\x80\x80\xaf",
+    b"\xf0\x8f\xbf\xbf",
+    b"\xed\xa0\x80",  # U+D800
+    b"\xed\xbf\xbf",  # U+DFFF
+    b"\xed\xa0\xbd\xed\xb8\x80",  # a surrogate pair (CESU-8)
+    b"\xf4\x90\x80\x80",  # U+110000
+    b"\xf5\x80\x80\x80",
+    b"\xf8\x88\x80\x80\x80",
+    b"\xc3",  # truncated
+    b"\xe2\x82",
+    b"\xf0\x9f\x98",
+    b"\xe2\x82a",
+    b"\xc3\xa9\xa9",
+)
+
+
+@pytest.mark.parametrize(("path", "message", "number"), STRING_PATHS, ids=_PATH_IDS)
+def test_invalid_utf8_in_every_string_field(path: Path, message: str, number: int) -> None:
+    for good in (b"", b"ok", "é😀ü€".encode(), "\x00\U0010ffff\ufffe".encode()):
+        check_scan(place(path, ld(number, good)), require_answer=True)
+    for bad in BAD_UTF8:
+        for text in (bad, b"ok " + bad, bad + b" ok", b"x" * 20 + "é".encode() + bad + b"y" * 9):
+            data = place(path, ld(number, text))
+            assert not _upb_parses(data), text
+            assert scan_trace_request(data, PREFIXES, EVENT, True) is None, text
+            # the last occurrence wins for upb, yet each occurrence is checked
+            data = place(path, ld(number, text) + ld(number, b"ok"))
+            assert not _upb_parses(data)
+            assert scan_trace_request(data, PREFIXES, EVENT, True) is None
+
+
+def test_bytes_and_unknown_fields_are_not_utf8() -> None:
+    bad = b"\xff\xc0\x80\xed\xa0\x80"
+    for data in (
+        request_bytes(span_bytes(trace_id=bad + b"t" * 10, span_id=bad + b"xx")),
+        request_bytes(span_bytes() + ld(4, bad)),  # parent_span_id
+        request_bytes(span_bytes() + ld(13, ld(1, bad) + ld(2, bad))),  # link ids
+        request_bytes(span_bytes(kv_bytes(b"k", ld(7, bad)))),  # bytes_value
+        request_bytes(span_bytes() + ld(99, bad)),  # unknown fields, at every level
+        ld(1, ld(2, ld(1, ld(99, bad)) + ld(99, bad)) + ld(99, bad)) + ld(99, bad),
+        place(((_REQUEST, 1), ("opentelemetry.proto.trace.v1.ResourceSpans", 1)), ld(9, bad)),
+        place(
+            ((_REQUEST, 1), ("opentelemetry.proto.trace.v1.ResourceSpans", 1)),
+            ld(1, kv_bytes(b"k", ld(5, ld(1, ld(7, bad) + ld(99, bad))))),
+        ),
+    ):
+        check_scan(data, require_answer=True)
+
+
+def test_utf8_sequences() -> None:
+    """Every 1- and 2-byte string, and 3- and 4-byte strings around every boundary, at several
+    alignments: the validating scan answers exactly for valid UTF-8, as upb parses exactly those."""
+    tails = (0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xFF)
+    texts = [bytes([a, b]) for a in range(256) for b in range(256)]
+    texts += [bytes([a, b, c]) for a in range(0xC0, 0x100) for b in range(256) for c in tails[::2]]
+    texts += [
+        bytes([a, b, c, d]) for a in range(0xE0, 0x100) for b in tails for c in tails for d in tails
+    ]
+    for i, text in enumerate(texts):
+        text = b"a" * (i % 19) + text + b"z" * (i % 7)
+        try:
+            text.decode()
+        except UnicodeDecodeError:
+            valid = False
+        else:
+            valid = True
+        data = ld(1, ld(3, text))  # ResourceSpans.schema_url
+        assert (scan_trace_request(data, PREFIXES, EVENT, True) is not None) is valid, text
+        if i % 7 == 0:
+            assert _upb_parses(data) is valid, text
+
+
+def test_every_code_point() -> None:
+    text = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF).encode()
+    for skew in range(17):  # every alignment of the 16- and 8-byte ASCII checks
+        data = request_bytes(span_bytes() + ld(5, b"a" * skew + text))
+        assert check_scan(data, require_answer=True) is not None
+
+
+def _chain(kinds: str, leaf: bytes = vi(3, 1)) -> bytes:
+    """A serialized AnyValue: `kinds` from the outside in, "a" an array and "k" a kvlist around
+    the next; innermost the AnyValue `leaf`."""
+    value = leaf
+    for kind in reversed(kinds):
+        value = ld(5, ld(1, value)) if kind == "a" else ld(6, ld(1, kv_bytes(b"k", value)))
+    return value
+
+
+@pytest.mark.parametrize("leaf", [vi(3, 1), b"", ld(1, b"text")], ids=["int", "empty", "str"])
+def test_nesting_depth(leaf: bytes) -> None:
+    """Answers up to VALIDATE_LEVELS message levels, None beyond; upb parses up to 101."""
+    seen = set()
+    for arrays in range(50):
+        for kvlists in range(3):
+            kinds = "k" * kvlists + "a" * arrays
+            data = request_bytes(span_bytes(kv_bytes(b"key", _chain(kinds, leaf))))
+            levels = 6 + 2 * arrays + 3 * kvlists  # request, ..., span, key-value, any-value
+            if levels > 103:
+                continue
+            seen.add(levels)
+            assert _upb_parses(data) is (levels <= 101), levels
+            request = ExportTraceServiceRequest.FromString(data) if levels <= 101 else None
+            assert request is None or message_levels(request) == levels
+            validated = scan_trace_request(data, PREFIXES, EVENT, True)
+            assert (validated is not None) is (levels <= VALIDATE_LEVELS), levels
+            check_scan(data)
+    assert {VALIDATE_LEVELS - 1, VALIDATE_LEVELS, VALIDATE_LEVELS + 1, 101, 102} <= seen
+    # a key-value at the last level (the shape the C code reads without the general walk):
+    # without a value it answers; with one, its value is a level too deep
+    arrays = "a" * ((VALIDATE_LEVELS - 8) // 2)  # 6 levels down to the first value, 2 per array
+    data = request_bytes(span_bytes(kv_bytes(b"key", _chain(arrays, ld(6, ld(1, ld(1, b"k")))))))
+    assert message_levels(ExportTraceServiceRequest.FromString(data)) == VALIDATE_LEVELS
+    assert check_scan(data, require_answer=True) is not None
+    with_value = _chain(arrays, ld(6, ld(1, kv_bytes(b"k", vi(3, 1)))))
+    data = request_bytes(span_bytes(kv_bytes(b"key", with_value)))
+    assert message_levels(ExportTraceServiceRequest.FromString(data)) == VALIDATE_LEVELS + 1
+    assert scan_trace_request(data, PREFIXES, EVENT, True) is None
+    # invalid UTF-8 deep in a value: the plain scan does not look there, the validating one does
+    data = request_bytes(span_bytes(kv_bytes(b"key", _chain("a" * 29, ld(1, b"\xff")))))
+    assert not _upb_parses(data)
+    assert scan_trace_request(data, PREFIXES, EVENT) is not None  # the plain scan: not walked
+    assert scan_trace_request(data, PREFIXES, EVENT, True) is None
+
+
+def _known_fields() -> list[tuple[Path, str, int, str]]:
+    """(path, message, number, kind) of every known field, one path per message type."""
+    paths: dict[str, Path] = {}
+    for path, message, _ in STRING_PATHS:
+        for i, (step, _) in enumerate(path):
+            paths.setdefault(step, path[:i])
+        paths.setdefault(message, path)
+    assert set(paths) == set(SCHEMA)
+    return [
+        (paths[message], message, number, kind)
+        for message, fields in SCHEMA.items()
+        for number, (kind, _) in fields.items()
+    ]
+
+
+_WIRE_PAYLOAD = {0: varint(1), 1: b"12345678", 2: varint(2) + b"ok", 5: b"1234"}
+
+
+@pytest.mark.parametrize(("path", "message", "number", "kind"), _known_fields())
+def test_wrong_wire_types_everywhere(path: Path, message: str, number: int, kind: str) -> None:
+    """upb keeps a known field with another wire type as an unknown field (no error); the
+    validating scan answers None for it, as the plain scan does."""
+    right = _WIRE_TYPE_OF_KIND[kind]
+    if right == 2:  # a valid value: an empty message, a span with ids, text, ids
+        good = {(_SPAN, 1): b"t" * 16, (_SPAN, 2): b"s" * 8}.get((message, number), b"ok")
+        if kind == "message":
+            good = _SPAN_IDS if SCHEMA[message][number][1] == _SPAN else b""
+        payload = varint(len(good)) + good
+    else:
+        payload = _WIRE_PAYLOAD[right]
+    check_scan(place(path, tag(number, right) + payload), require_answer=True)
+    for wrong in (0, 1, 2, 5):
+        if wrong != right:
+            data = place(path, tag(number, wrong) + _WIRE_PAYLOAD[wrong])
+            assert _upb_parses(data)
+            assert scan_trace_request(data, PREFIXES, EVENT, True) is None
+    for wrong in (3, 4, 6, 7):  # groups; wire types that do not exist
+        assert scan_trace_request(place(path, tag(number, wrong)), PREFIXES, EVENT, True) is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(ld(1, b"") + tag(1, 2) + b"\x80" * 5 + b"\x00", id="6-byte-length"),
+        pytest.param(tag(1, 2) + b"\x80" * 9 + b"\x00", id="10-byte-length"),
+        pytest.param(request_bytes(span_bytes() + tag(4, 2) + b"\x82\x80\x80\x80\x80\x00"), id="6"),
+        pytest.param(request_bytes(span_bytes() + tag(99, 2) + b"\x80" * 6 + b"\x00"), id="7"),
+    ],
+)
+def test_padded_lengths(data: bytes) -> None:
+    """upb reads a length in at most 5 bytes (the plain scan takes up to 10)."""
+    assert not _upb_parses(data)
+    assert scan_trace_request(data, PREFIXES, EVENT, True) is None
+    padded5 = request_bytes(span_bytes() + tag(4, 2) + b"\x80\x80\x80\x80\x00")
+    assert _upb_parses(padded5)
+    check_scan(padded5, require_answer=True)
+
+
+def _full_request() -> bytes:
+    """A request with every field of every message type set, text non-ASCII."""
+    values = [
+        AnyValue(string_value="ü"),
+        AnyValue(bool_value=True),
+        AnyValue(int_value=-1),
+        AnyValue(double_value=0.5),
+        AnyValue(bytes_value=b"\xff"),
+        _scalar("strindex", 3),
+        _array([AnyValue(string_value="ä"), AnyValue()]),
+        _kvlist([_key_value("ö", AnyValue(string_value="é"))]),
+    ]
+    attributes = [_key_value(f"k{i}é", value) for i, value in enumerate(values)]
+    attributes.append(KeyValue(key_strindex=2))
+    request = ExportTraceServiceRequest()
+    rs = request.resource_spans.add(schema_url="https://é")
+    rs.resource.attributes.extend(attributes)
+    rs.resource.dropped_attributes_count = 1
+    rs.resource.entity_refs.add(
+        schema_url="s€", type="service", id_keys=["service.name", "ü"], description_keys=["d😀"]
+    )
+    ss = rs.scope_spans.add(schema_url="ß")
+    ss.scope.name = "scöpe"
+    ss.scope.version = "1.0‑β"
+    ss.scope.attributes.extend(attributes)
+    ss.scope.dropped_attributes_count = 2
+    span = ss.spans.add(
+        trace_id=bytes(range(16)),
+        span_id=bytes(range(8)),
+        trace_state="k=ä",
+        parent_span_id=b"P" * 8,
+        flags=0x100,
+        name="名前",
+        kind=2,
+        start_time_unix_nano=1,
+        end_time_unix_nano=2,
+        dropped_attributes_count=3,
+        dropped_events_count=4,
+        dropped_links_count=5,
+    )
+    span.attributes.extend(attributes)
+    event = span.events.add(time_unix_nano=1, name="éve", dropped_attributes_count=6)
+    event.attributes.extend(attributes)
+    link = span.links.add(
+        trace_id=b"L" * 16, span_id=b"l" * 8, trace_state="ø", dropped_attributes_count=7, flags=1
+    )
+    link.attributes.extend(attributes)
+    span.status.message = "ошибка"
+    span.status.code = 2
+    return request.SerializeToString()
+
+
+FULL_REQUEST = _full_request()
+
+
+def test_full_request_sets_every_field() -> None:
+    found: set[tuple[str, int]] = set()
+
+    def walk(message: Message) -> None:
+        for field, value in message.ListFields():
+            found.add((message.DESCRIPTOR.full_name, field.number))
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                for sub in value if field.is_repeated else [value]:
+                    walk(sub)
+
+    walk(ExportTraceServiceRequest.FromString(FULL_REQUEST))
+    assert found == {(m, n) for m, fields in SCHEMA.items() for n in fields}
+    assert check_scan(FULL_REQUEST, require_answer=True)[0] is False
+
+
+def test_full_request_truncations_and_mutations() -> None:
+    answered = parsed = 0
+    for n in range(len(FULL_REQUEST)):
+        check_scan(FULL_REQUEST[:n])
+    for i, byte in enumerate(FULL_REQUEST):
+        for new in {0x00, 0x7F, 0x80, 0xBF, 0xC0, 0xED, 0xF4, 0xFF, byte ^ 0x01, byte ^ 0x40}:
+            if new != byte:
+                data = FULL_REQUEST[:i] + bytes([new]) + FULL_REQUEST[i + 1 :]
+                check_scan(data)
+                parsed += _upb_parses(data)
+                answered += scan_trace_request(data, PREFIXES, EVENT, True) is not None
+    # and not None for everything: None is rare for bytes upb parses (a tag changed into a known
+    # field with another wire type, say)
+    assert answered > 0.9 * parsed
+
+
+@settings(SETTINGS, max_examples=100)
+@given(_requests(), st.data())
+def test_mutated_requests(request: ExportTraceServiceRequest, draw: st.DataObject) -> None:
+    data = bytearray(request.SerializeToString() or b"\x0a\x00")
+    for _ in range(draw.draw(st.integers(1, 4))):
+        i = draw.draw(st.integers(0, len(data)))
+        op = draw.draw(st.sampled_from(["set", "insert", "delete", "truncate"]))
+        chunk = draw.draw(st.binary(min_size=1, max_size=3))
+        if op == "set":
+            data[i : i + len(chunk)] = chunk
+        elif op == "insert":
+            data[i:i] = chunk
+        elif op == "delete":
+            del data[i : i + len(chunk)]
+        else:
+            del data[i:]
+    check_scan(bytes(data))
+
+
+@SETTINGS
+@given(st.sampled_from(STRING_PATHS), st.data())
+def test_random_strings(where: tuple[Path, str, int], draw: st.DataObject) -> None:
+    """Random bytes in any string field: an answer exactly for valid UTF-8."""
+    text = draw.draw(st.one_of(st.binary(max_size=24), st.text(max_size=24).map(str.encode)))
+    if draw.draw(st.booleans()) and text:  # one byte changed
+        i = draw.draw(st.integers(0, len(text) - 1))
+        text = text[:i] + bytes([draw.draw(st.integers(0x80, 0xFF))]) + text[i + 1 :]
+    path, _, number = where
+    data = place(path, ld(number, text))
+    try:
+        text.decode()
+    except UnicodeDecodeError:
+        valid = False
+    else:
+        valid = True
+    assert _upb_parses(data) is valid
+    check_scan(data, require_answer=valid)
+    assert (scan_trace_request(data, PREFIXES, EVENT, True) is not None) is valid
 
 
 # --- arguments -----------------------------------------------------------------------------------
@@ -823,15 +1337,38 @@ def test_bad_arguments() -> None:
         (data, PREFIXES, "db.query.result"),
         (data, PREFIXES, bytearray(EVENT)),
         (data, PREFIXES),
+        (data, PREFIXES, EVENT, True, True),
     ]:
         with pytest.raises(TypeError):
             scan_trace_request(*args)
+    with pytest.raises(TypeError):
+        scan_trace_request(data, PREFIXES, EVENT, validate=True)
+
+    class Unsure:
+        def __bool__(self) -> bool:
+            raise ZeroDivisionError
+
+    with pytest.raises(ZeroDivisionError):  # the truth of `validate` is asked once, as usual
+        scan_trace_request(data, PREFIXES, EVENT, Unsure())
+    request = request_bytes(span_bytes())
+    for validate in (1, "yes", [0]):
+        assert scan_trace_request(request, PREFIXES, EVENT, validate) is not None
+    for validate in (False, 0, None, ""):
+        assert scan_trace_request(request, PREFIXES, EVENT, validate) == scan_trace_request(
+            request, PREFIXES, EVENT
+        )
 
 
 def test_documented() -> None:
     assert _speedups.__doc__
     assert str(inspect.signature(decode_key_values)) == "(data, start, end, field, /)"
-    assert str(inspect.signature(scan_trace_request)) == "(data, prefixes, event_name, /)"
+    assert (
+        str(inspect.signature(scan_trace_request))
+        == "(data, prefixes, event_name, validate=False, /)"
+    )
+    assert str(inspect.signature(_speedups.trace_request_schema)) == "()"
+    assert _speedups.VALIDATES is True
+    assert "validate" in (scan_trace_request.__doc__ or "")
     assert "None" in (decode_key_values.__doc__ or "")
     assert "None" in (scan_trace_request.__doc__ or "")
 
@@ -903,6 +1440,12 @@ _SCAN_NONE = [
     request_bytes(span_bytes(), span_bytes(), span_bytes(trace_id=b"short")),
     request_bytes(span_bytes(), span_bytes() + vi(15, 1)),
 ]
+# None from the validating scan only, after some spans were recorded
+_VALIDATE_NONE = [
+    request_bytes(span_bytes(), span_bytes(kv_bytes(b"k", ld(5, ld(1, ld(1, b"\xed\xa0\x80")))))),
+    request_bytes(span_bytes(), span_bytes(kv_bytes(b"k", _nested(40, False)))),
+    request_bytes(span_bytes(), span_bytes() + ld(13, ld(3, b"\xc0\x80"))),
+]
 
 
 def test_leak_inputs_take_the_intended_paths() -> None:
@@ -912,6 +1455,10 @@ def test_leak_inputs_take_the_intended_paths() -> None:
     assert got["a"] == [1000, None, None]
     assert all(decode_key_values(d, 0, len(d), 9) is None for d in _LEAK_NONE)
     assert all(scan_trace_request(d, PREFIXES, EVENT) is None for d in _SCAN_NONE)
+    assert all(scan_trace_request(d, PREFIXES, EVENT) is not None for d in _VALIDATE_NONE)
+    assert all(scan_trace_request(d, PREFIXES, EVENT, True) is None for d in _VALIDATE_NONE)
+    assert check_scan(SMALL_REQUEST, require_answer=True) is not None
+    assert check_scan(FULL_REQUEST, require_answer=True) is not None
 
 
 def _raises(call: Callable[[], object]) -> Callable[[], None]:
@@ -937,6 +1484,15 @@ def _raises(call: Callable[[], object]) -> Callable[[], None]:
             id="decode-none",
         ),
         pytest.param(lambda: scan_trace_request(SMALL_REQUEST, PREFIXES, EVENT), 1, id="scan"),
+        pytest.param(
+            lambda: scan_trace_request(FULL_REQUEST, PREFIXES, EVENT, True), 1, id="validate"
+        ),
+        pytest.param(
+            lambda: [scan_trace_request(d, PREFIXES, EVENT, True) for d in _VALIDATE_NONE],
+            len(_VALIDATE_NONE),
+            id="validate-none",
+        ),
+        pytest.param(_speedups.trace_request_schema, 10, id="schema"),
         pytest.param(
             lambda: [scan_trace_request(d, PREFIXES, EVENT) for d in _SCAN_NONE],
             len(_SCAN_NONE),

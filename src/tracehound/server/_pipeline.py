@@ -20,13 +20,17 @@ Threads and queues (the Collector's shape: receivers → one processing stage �
   records (built as protobuf, on the logs lane) and as metrics.
 - **One lane thread per signal** sends to the downstream (`tracehound.server._forward`).
 
-Cheap paths. A request whose bytes hold no GenAI key (`tracehound._wire.may_hold_genai`) and
-none of whose spans belongs to a trace the engine knows never reaches the worker: the receiver
-reads every span's ids from the bytes in one regex pass (`_fast_keys`; the span-by-span pass
-only when that does not account for every span), dedupes them with set operations and forwards
-the request as received. A trace becomes known when a request that may hold GenAI, or a GenAI
-log event, of it is accepted — before it is queued, so a later non-GenAI span of it (the HTTP
-root, say) goes to the engine after it and gets the trace results. Duplicates (at-least-once
+Cheap paths. A request whose bytes hold no GenAI key (`tracehound._wire`) and none of whose
+spans belongs to a trace the engine knows never reaches the worker: the receiver reads every
+span's ids from the bytes in one pass (the C scan, else a regex: `_fast_keys`; the span-by-span
+pass only when that does not account for every span), dedupes them with set operations and
+forwards the request as received. With the C accelerator such a request is not even parsed:
+trace requests arrive here as bytes, and the same scan checks them as upb would (wire structure,
+UTF-8 strings); upb parses only the requests the engine or the span-by-span pass needs.
+
+A trace becomes known when a request that may hold GenAI, or a GenAI log event, of it is
+accepted — before it is queued, so a later non-GenAI span of it (the HTTP root, say) goes to the
+engine after it and gets the trace results. Duplicates (at-least-once
 delivery) are dropped by (trace id, span id) over the last `DEDUPE_WINDOW`–2×`DEDUPE_WINDOW`
 spans, whether or not they reach the engine.
 """
