@@ -375,6 +375,28 @@ class SpanView:
         view.resource = resource
         return view
 
+    @classmethod
+    def _from_proto_key(
+        cls, span: Any, key: bytes, resource: ResourceView, scope_name: str, scope_version: str
+    ) -> SpanView:
+        """`_from_proto`, with the trace and span id taken from the C scan's key (trace id +
+        span id, sizes already checked): one `hex` instead of two upb reads and two `hex`."""
+        view = object.__new__(cls)
+        view._source = span
+        view._source_kind = "proto"
+        ids = key.hex()
+        view.trace_id = ids[:32]
+        view.span_id = ids[32:]
+        parent = view.parent_span_id = span.parent_span_id.hex()
+        if len(parent) not in (0, 16):
+            raise ValueError("invalid trace/span/parent id size")
+        view.name = span.name
+        view.parent_is_remote = (span.flags & _REMOTE_PARENT_FLAGS) == _REMOTE_PARENT_FLAGS
+        view.scope_name = scope_name
+        view.scope_version = scope_version
+        view.resource = resource
+        return view
+
     # --- lazy identity details (read from the source on first use) --------------------------
 
     @property
@@ -750,18 +772,22 @@ def iter_proto_spans(
     locates each span in `raw`, and views decode their attributes from those bytes.
     """
     from_proto = SpanView._from_proto
+    from_key = SpanView._from_proto_key
     resource_spans_list = request.resource_spans
     scan = scan_trace_request(raw) if raw is not None else None
+    keys: list[bytes] | None = None
     offsets: list[int] | None = None
     if scan is not None:
         request_gate: bool | None = None if scan[0] else False
-        offsets = scan[2]
+        keys, offsets = scan[1], scan[2]
         total = 0
         for resource_spans in resource_spans_list:
             for scope_spans in resource_spans.scope_spans:
                 total += len(scope_spans.spans)
-        if 2 * total != len(offsets):  # `raw` is not this request as it is now
-            offsets = None
+        if total != len(keys):  # `raw` is not this request as it is now
+            keys = offsets = None
+        elif request_gate is False:
+            offsets = None  # no span of it is asked for its attributes
     else:
         request_gate = None if raw is None or may_hold_genai(raw) else False
     single_scope = (
@@ -769,7 +795,7 @@ def iter_proto_spans(
         and len(resource_spans_list) == 1
         and len(resource_spans_list[0].scope_spans) == 1
     )
-    position = 0
+    index = -1
     for resource_spans in resource_spans_list:
         resource = ResourceView(resource_spans.resource, "proto")
         for scope_spans in resource_spans.scope_spans:
@@ -779,10 +805,12 @@ def iter_proto_spans(
             if request_gate is None and not single_scope:
                 scope_gate = _ScopeGate(scope_spans)
             for span in scope_spans.spans:
-                at = position
-                position += 2
+                index += 1
                 try:
-                    view = from_proto(span, resource, scope_name, scope_version)
+                    if keys is not None:
+                        view = from_key(span, keys[index], resource, scope_name, scope_version)
+                    else:
+                        view = from_proto(span, resource, scope_name, scope_version)
                 except ValueError as exc:
                     if errors is not None:
                         errors.append(f"span {span.name!r}: {exc}")
@@ -793,7 +821,7 @@ def iter_proto_spans(
                     view._scope_gate = scope_gate
                 if offsets is not None:
                     assert raw is not None
-                    view.locate_in(raw, offsets[at], offsets[at + 1])
+                    view.locate_in(raw, offsets[2 * index], offsets[2 * index + 1])
                 yield view
 
 
