@@ -20,6 +20,10 @@
  * and a failed allocation raises MemoryError. The GIL is held throughout (the input may be a
  * mutable buffer such as a bytearray).
  *
+ * convert_messages is of another kind: it builds the Part / Message objects of
+ * tracehound.conventions._messages.parse_messages from JSON data already decoded, or answers
+ * None (see "convert_messages" below); calls of the classes passed in may raise.
+ *
  * C99, ordinary CPython API only, Python 3.10+. With GCC or Clang, a bit-scan builtin and, on
  * x86-64, SSE2 intrinsics speed up the UTF-8 check; other compilers get the portable code.
  */
@@ -1570,6 +1574,501 @@ fail:
     return NULL;
 }
 
+/* --- convert_messages ------------------------------------------------------------------------ */
+
+/*
+ * convert_messages(data, Part, Message) builds what tracehound.conventions._messages.
+ * parse_messages builds from JSON data already decoded (`data` is what parse_json_value
+ * returned), for the input it reads without recording a problem: a list of message dicts, each
+ * with a `parts` list of part dicts (or bare strings) of JSON values. Anything else is
+ * "unhandled" (None, no exception): the caller then runs the Python code, which also records
+ * the problems. The Part and Message objects are made by calling the classes passed in, with
+ * the positional arguments the Python code passes, so the dataclass defaults apply alike.
+ *
+ * Only the JSON types are read (exact dict, list and str; None, bool, exact int and float):
+ * their truth and equality run no Python code. A value of another type where the Python code
+ * would test its truth or convert it is unhandled. Every object passed to a call is held by a
+ * reference of its own, as the call may run code that changes the input.
+ */
+
+/* The strings convert_messages looks up and passes, interned once per module object. */
+enum {
+    S_ROLE,
+    S_PARTS,
+    S_FINISH_REASON,
+    S_TYPE,
+    S_KIND,
+    S_CONTENT,
+    S_TEXT,
+    S_ID,
+    S_NAME,
+    S_ARGUMENTS,
+    S_RESPONSE,
+    S_RESULT,
+    S_TOOL_CALL,
+    S_TOOL_CALL_RESPONSE,
+    S_REASONING,
+    S_ASSISTANT,
+    S_COUNT
+};
+static const char *const STRING_VALUE[S_COUNT] = {
+    [S_ROLE] = "role",
+    [S_PARTS] = "parts",
+    [S_FINISH_REASON] = "finish_reason",
+    [S_TYPE] = "type",
+    [S_KIND] = "kind",
+    [S_CONTENT] = "content",
+    [S_TEXT] = "text",
+    [S_ID] = "id",
+    [S_NAME] = "name",
+    [S_ARGUMENTS] = "arguments",
+    [S_RESPONSE] = "response",
+    [S_RESULT] = "result",
+    [S_TOOL_CALL] = "tool_call",
+    [S_TOOL_CALL_RESPONSE] = "tool_call_response",
+    [S_REASONING] = "reasoning",
+    [S_ASSISTANT] = "assistant",
+};
+
+/* The module state. */
+typedef struct {
+    PyObject *str[S_COUNT];
+} speedups_state;
+
+/* dict.get(key): a new reference, or NULL (absent: no exception; else an exception is set,
+ * which only a key of another type with the same hash can cause). */
+static ALWAYS_INLINE PyObject *
+dict_get(PyObject *dict, PyObject *key)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    Py_XINCREF(value);
+    return value;
+}
+
+/* bool(value) into *truth for the JSON types; unhandled for any other type. */
+static int
+json_truth(PyObject *value, int *truth)
+{
+    if (PyUnicode_CheckExact(value)) {
+        Py_ssize_t len = PyUnicode_GetLength(value);
+        if (len < 0) {
+            return ST_ERROR;
+        }
+        *truth = len != 0;
+    }
+    else if (value == Py_None) {
+        *truth = 0;
+    }
+    else if (PyBool_Check(value) || PyLong_CheckExact(value)) {
+        *truth = PyObject_IsTrue(value); /* no Python code for these, no failure */
+    }
+    else if (PyFloat_CheckExact(value)) {
+        *truth = PyFloat_AS_DOUBLE(value) != 0.0; /* NaN is true, as in Python */
+    }
+    else if (PyList_CheckExact(value)) {
+        *truth = PyList_GET_SIZE(value) != 0;
+    }
+    else if (PyDict_CheckExact(value)) {
+        *truth = PyDict_Size(value) != 0;
+    }
+    else {
+        return ST_UNHANDLED;
+    }
+    return ST_OK;
+}
+
+/* `dict.get(key) or dict.get(key2) or fallback` (key2 may be NULL): a new reference to the
+ * first true value, or to `fallback`. */
+static int
+get_or(PyObject *dict, PyObject *key, PyObject *key2, PyObject *fallback, PyObject **out)
+{
+    PyObject *value;
+    int truth = 0, st;
+
+    *out = NULL;
+    for (; key != NULL; key = key2, key2 = NULL) {
+        value = dict_get(dict, key);
+        if (value == NULL) {
+            if (PyErr_Occurred()) {
+                return ST_ERROR;
+            }
+            continue;
+        }
+        st = json_truth(value, &truth);
+        if (st != ST_OK || truth) {
+            if (st != ST_OK) {
+                Py_DECREF(value);
+                return st;
+            }
+            *out = value;
+            return ST_OK;
+        }
+        Py_DECREF(value);
+    }
+    Py_INCREF(fallback);
+    *out = fallback;
+    return ST_OK;
+}
+
+/* `dict.get(key)` that must be None (absent too) or a str: a new reference to it. With
+ * `opt_str`, `_opt_str(dict.get(key))`: "" is None too. Other types are unhandled (the Python
+ * code would convert them with str() or to_text()). */
+static int
+get_str_or_none(PyObject *dict, PyObject *key, int opt_str, PyObject **out)
+{
+    PyObject *value = dict_get(dict, key);
+
+    *out = NULL;
+    if (value == NULL) {
+        if (PyErr_Occurred()) {
+            return ST_ERROR;
+        }
+        Py_INCREF(Py_None);
+        *out = Py_None;
+        return ST_OK;
+    }
+    if (value != Py_None && !PyUnicode_CheckExact(value)) {
+        Py_DECREF(value);
+        return ST_UNHANDLED;
+    }
+    if (opt_str && value != Py_None) {
+        Py_ssize_t len = PyUnicode_GetLength(value);
+        if (len < 0) {
+            Py_DECREF(value);
+            return ST_ERROR;
+        }
+        if (len == 0) {
+            Py_DECREF(value);
+            Py_INCREF(Py_None);
+            value = Py_None;
+        }
+    }
+    *out = value;
+    return ST_OK;
+}
+
+/* Part types by what parse_part does with them (after its aliases). */
+enum { PT_OTHER, PT_TEXT, PT_TOOL_CALL, PT_TOOL_CALL_RESPONSE, PT_THINKING };
+
+/* The kind of a part type (an exact str); -1 on error. */
+static int
+part_kind(PyObject *ptype)
+{
+    Py_ssize_t len = PyUnicode_GetLength(ptype);
+    const char *name;
+    int kind;
+
+    switch (len) {
+    case -1:
+        return -1;
+    case 4:
+        name = "text";
+        kind = PT_TEXT;
+        break;
+    case 8:
+        name = "thinking"; /* alias of "reasoning" */
+        kind = PT_THINKING;
+        break;
+    case 9:
+        name = "tool_call";
+        kind = PT_TOOL_CALL;
+        break;
+    case 11:
+        name = "tool_result"; /* alias of "tool_call_response" */
+        kind = PT_TOOL_CALL_RESPONSE;
+        break;
+    case 18:
+        name = "tool_call_response";
+        kind = PT_TOOL_CALL_RESPONSE;
+        break;
+    default:
+        return PT_OTHER;
+    }
+    /* raises no exception */
+    return PyUnicode_CompareWithASCIIString(ptype, name) == 0 ? kind : PT_OTHER;
+}
+
+/* The None or str content of a tool call's response: `raw.get("response", raw.get("result"))`
+ * (an explicit "response": null is None). Other types are unhandled (to_text would encode). */
+static int
+get_response(const speedups_state *s, PyObject *raw, PyObject **out)
+{
+    PyObject *result = dict_get(raw, s->str[S_RESULT]), *response;
+
+    *out = NULL;
+    if (result == NULL && PyErr_Occurred()) {
+        return ST_ERROR;
+    }
+    response = dict_get(raw, s->str[S_RESPONSE]);
+    if (response == NULL) {
+        if (PyErr_Occurred()) {
+            Py_XDECREF(result);
+            return ST_ERROR;
+        }
+        response = result != NULL ? result : Py_None;
+        Py_INCREF(response);
+    }
+    Py_XDECREF(result);
+    if (response != Py_None && !PyUnicode_CheckExact(response)) {
+        Py_DECREF(response);
+        return ST_UNHANDLED;
+    }
+    *out = response;
+    return ST_OK;
+}
+
+/* A new reference to `value`. */
+static ALWAYS_INLINE PyObject *
+new_ref(PyObject *value)
+{
+    Py_INCREF(value);
+    return value;
+}
+
+/* The Part parse_part (or parse_messages' in-place read of text parts) makes of `raw`. */
+static int
+convert_part(const speedups_state *s, PyObject *part_type, PyObject *raw, PyObject **out)
+{
+    /* argv[0] is left to the callee (PY_VECTORCALL_ARGUMENTS_OFFSET); the arguments, each a
+     * reference of its own: type, content, id, name, arguments, response */
+    PyObject *argv[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *ptype = NULL, *content;
+    size_t nargs = 2;
+    int st, kind, i;
+
+    *out = NULL;
+    if (PyUnicode_CheckExact(raw)) { /* a bare string: Part("text", raw) */
+        argv[1] = new_ref(s->str[S_TEXT]);
+        argv[2] = new_ref(raw);
+        st = ST_OK;
+        goto call;
+    }
+    if (!PyDict_CheckExact(raw)) {
+        return ST_UNHANDLED; /* not an object (a problem), or a dict subclass */
+    }
+    /* raw.get("type") or raw.get("kind") or "text", which must be a str */
+    st = get_or(raw, s->str[S_TYPE], s->str[S_KIND], s->str[S_TEXT], &ptype);
+    if (st != ST_OK) {
+        return st;
+    }
+    if (!PyUnicode_CheckExact(ptype)) {
+        Py_DECREF(ptype);
+        return ST_UNHANDLED; /* the Python code would take str(ptype) */
+    }
+    kind = part_kind(ptype);
+    switch (kind) {
+    case -1:
+        st = ST_ERROR;
+        break;
+    case PT_TOOL_CALL: /* Part("tool_call", None, _opt_str(id), _opt_str(name), arguments) */
+        nargs = 5;
+        argv[1] = new_ref(s->str[S_TOOL_CALL]);
+        argv[2] = new_ref(Py_None);
+        st = get_str_or_none(raw, s->str[S_ID], 1, &argv[3]);
+        if (st == ST_OK) {
+            st = get_str_or_none(raw, s->str[S_NAME], 1, &argv[4]);
+        }
+        if (st == ST_OK) {
+            argv[5] = dict_get(raw, s->str[S_ARGUMENTS]);
+            if (argv[5] == NULL) {
+                if (PyErr_Occurred()) {
+                    st = ST_ERROR;
+                }
+                else {
+                    argv[5] = new_ref(Py_None);
+                }
+            }
+        }
+        break;
+    case PT_TOOL_CALL_RESPONSE:
+        /* Part("tool_call_response", to_text(response), _opt_str(id), _opt_str(name), None,
+         * response), response being None or a str (its own text) */
+        nargs = 6;
+        argv[1] = new_ref(s->str[S_TOOL_CALL_RESPONSE]);
+        argv[5] = new_ref(Py_None);
+        st = get_response(s, raw, &argv[6]);
+        if (st == ST_OK) {
+            argv[2] = new_ref(argv[6]);
+            st = get_str_or_none(raw, s->str[S_ID], 1, &argv[3]);
+        }
+        if (st == ST_OK) {
+            st = get_str_or_none(raw, s->str[S_NAME], 1, &argv[4]);
+        }
+        break;
+    default:
+        /* Part(ptype, content), content = raw["content"] if "content" in raw else
+         * raw.get("text"), None or a str */
+        argv[1] = new_ref(kind == PT_THINKING ? s->str[S_REASONING] : ptype);
+        content = dict_get(raw, s->str[S_CONTENT]);
+        if (content == NULL) {
+            st = PyErr_Occurred() ? ST_ERROR : get_str_or_none(raw, s->str[S_TEXT], 0, &argv[2]);
+        }
+        else if (content == Py_None || PyUnicode_CheckExact(content)) {
+            argv[2] = content;
+        }
+        else {
+            Py_DECREF(content);
+            st = ST_UNHANDLED; /* to_text would encode it */
+        }
+        break;
+    }
+    Py_DECREF(ptype);
+call:
+    if (st == ST_OK) {
+        *out = PyObject_Vectorcall(part_type, argv + 1, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+    }
+    for (i = 1; i < 7; i++) {
+        Py_XDECREF(argv[i]);
+    }
+    return st;
+}
+
+/* The Message parse_messages makes of `raw`, when it reads its `parts` list. */
+static int
+convert_message(const speedups_state *s, PyObject *part_type, PyObject *message_type,
+                PyObject *raw, PyObject **out)
+{
+    /* argv[0] is left to the callee; then role, parts, finish_reason */
+    PyObject *argv[4] = {NULL, NULL, NULL, NULL};
+    PyObject *raw_parts = NULL, *part;
+    Py_ssize_t i;
+    int st;
+
+    *out = NULL;
+    if (!PyDict_CheckExact(raw)) {
+        return ST_UNHANDLED; /* not an object (a problem), or a dict subclass */
+    }
+    /* raw.get("role") or "assistant", which must be a str */
+    st = get_or(raw, s->str[S_ROLE], NULL, s->str[S_ASSISTANT], &argv[1]);
+    if (st == ST_OK && !PyUnicode_CheckExact(argv[1])) {
+        st = ST_UNHANDLED; /* the Python code would take str(role) */
+    }
+    if (st == ST_OK) {
+        /* a missing `parts` makes the Python code read `content`; a non-list is a problem */
+        raw_parts = dict_get(raw, s->str[S_PARTS]);
+        if (raw_parts == NULL) {
+            st = PyErr_Occurred() ? ST_ERROR : ST_UNHANDLED;
+        }
+        else if (!PyList_CheckExact(raw_parts)) {
+            st = ST_UNHANDLED;
+        }
+    }
+    if (st == ST_OK) {
+        argv[2] = PyList_New(0);
+        if (argv[2] == NULL) {
+            st = ST_ERROR;
+        }
+    }
+    /* the size is read again at each step, as a list iterator does: the calls run Python code */
+    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(raw_parts); i++) {
+        PyObject *rp = PyList_GET_ITEM(raw_parts, i);
+        Py_INCREF(rp);
+        st = convert_part(s, part_type, rp, &part);
+        Py_DECREF(rp);
+        if (st == ST_OK) {
+            if (PyList_Append(argv[2], part) < 0) {
+                st = ST_ERROR;
+            }
+            Py_DECREF(part);
+        }
+    }
+    if (st == ST_OK) { /* None if finish is None else _opt_str(finish) */
+        st = get_str_or_none(raw, s->str[S_FINISH_REASON], 1, &argv[3]);
+    }
+    if (st == ST_OK) {
+        *out = PyObject_Vectorcall(message_type, argv + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+    }
+    Py_XDECREF(raw_parts);
+    for (i = 1; i < 4; i++) {
+        Py_XDECREF(argv[i]);
+    }
+    return st;
+}
+
+PyDoc_STRVAR(convert_messages_doc,
+"convert_messages($module, data, part_type, message_type, /)\n"
+"--\n"
+"\n"
+"The messages tracehound.conventions._messages.parse_messages makes of `data`, JSON data\n"
+"already decoded, when it records no problem: a list of message_type(role, parts,\n"
+"finish_reason), each part a part_type(...) called with the positional arguments the Python\n"
+"code passes. Strings are passed on as they are (the same objects).\n"
+"\n"
+"Returns None for anything it does not build exactly as the Python code: `data` not a list,\n"
+"a message not a dict, without a `parts` list, a role or part type that is true and not a\n"
+"str, a part neither a dict nor a str, a tool call id or name, a finish_reason, a part's\n"
+"content or a tool call's response that is neither None nor a str, dict, list and str\n"
+"subclasses, other types where the Python code would test truth. The caller then runs the\n"
+"Python code. Exceptions raised by the calls of part_type and message_type propagate.\n"
+"Raises TypeError unless both are callable.");
+
+static PyObject *
+convert_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const speedups_state *s;
+    PyObject *data, *messages, *message;
+    Py_ssize_t i;
+    int st = ST_OK;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "convert_messages() takes exactly 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyCallable_Check(args[1]) || !PyCallable_Check(args[2])) {
+        PyErr_Format(PyExc_TypeError,
+                     "convert_messages() arguments 'part_type' and 'message_type' must be "
+                     "callable, not %.100s and %.100s",
+                     Py_TYPE(args[1])->tp_name, Py_TYPE(args[2])->tp_name);
+        return NULL;
+    }
+    s = PyModule_GetState(module);
+    if (s == NULL) {
+        PyErr_SetString(PyExc_SystemError, "convert_messages(): no module state");
+        return NULL;
+    }
+    data = args[0];
+    if (!PyList_CheckExact(data)) {
+        Py_RETURN_NONE; /* a dict is one message with a problem; anything else a problem */
+    }
+    messages = PyList_New(0);
+    if (messages == NULL) {
+        return NULL;
+    }
+    Py_INCREF(data);
+    for (i = 0; i < PyList_GET_SIZE(data); i++) {
+        PyObject *raw = PyList_GET_ITEM(data, i);
+        Py_INCREF(raw);
+        st = convert_message(s, args[1], args[2], raw, &message);
+        Py_DECREF(raw);
+        if (st != ST_OK) {
+            break;
+        }
+        st = PyList_Append(messages, message) < 0 ? ST_ERROR : ST_OK;
+        Py_DECREF(message);
+        if (st != ST_OK) {
+            break;
+        }
+    }
+    Py_DECREF(data);
+    if (st == ST_OK) {
+        return messages;
+    }
+    Py_DECREF(messages);
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -1578,19 +2077,69 @@ static PyMethodDef speedups_methods[] = {
     {"scan_trace_request", (PyCFunction)(void (*)(void))scan_trace_request, METH_FASTCALL,
      scan_trace_request_doc},
     {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},
+    {"convert_messages", (PyCFunction)(void (*)(void))convert_messages, METH_FASTCALL,
+     convert_messages_doc},
     {NULL, NULL, 0, NULL},
 };
 
-/* VALIDATES: scan_trace_request takes `validate` (the Python side checks for it). */
+/* VALIDATES: scan_trace_request takes `validate` (the Python side checks for it). The state:
+ * convert_messages' strings (released by speedups_free, also when this fails half-way). */
 static int
 speedups_exec(PyObject *module)
 {
+    speedups_state *s = PyModule_GetState(module);
+    size_t i;
+
     Py_INCREF(Py_True);
     if (PyModule_AddObject(module, "VALIDATES", Py_True) < 0) {
         Py_DECREF(Py_True);
         return -1;
     }
+    if (s == NULL) {
+        PyErr_SetString(PyExc_SystemError, "tracehound._speedups: no module state");
+        return -1;
+    }
+    for (i = 0; i < S_COUNT; i++) {
+        s->str[i] = PyUnicode_InternFromString(STRING_VALUE[i]);
+        if (s->str[i] == NULL) {
+            return -1;
+        }
+    }
     return 0;
+}
+
+static int
+speedups_traverse(PyObject *module, visitproc visit, void *arg)
+{
+    speedups_state *s = PyModule_GetState(module);
+    size_t i;
+
+    if (s != NULL) {
+        for (i = 0; i < S_COUNT; i++) {
+            Py_VISIT(s->str[i]);
+        }
+    }
+    return 0;
+}
+
+static int
+speedups_clear(PyObject *module)
+{
+    speedups_state *s = PyModule_GetState(module);
+    size_t i;
+
+    if (s != NULL) {
+        for (i = 0; i < S_COUNT; i++) {
+            Py_CLEAR(s->str[i]);
+        }
+    }
+    return 0;
+}
+
+static void
+speedups_free(void *module)
+{
+    (void)speedups_clear((PyObject *)module);
 }
 
 static PyModuleDef_Slot speedups_slots[] = {
@@ -1604,18 +2153,20 @@ PyDoc_STRVAR(speedups_doc,
 "They read the protobuf wire bytes directly instead of going through upb's per-field Python\n"
 "wrappers. The Python code (tracehound.spans) is the reference: each function returns exactly\n"
 "what it returns, or None for input it does not handle exactly, and the caller then falls\n"
-"back to the Python/upb path. This module is optional; tracehound works without it.");
+"back to the Python/upb path. convert_messages does the same for the message lists of\n"
+"tracehound.conventions._messages.parse_messages. This module is optional; tracehound works\n"
+"without it.");
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
     "tracehound._speedups", /* m_name */
     speedups_doc,           /* m_doc */
-    0,                      /* m_size: no module state */
+    sizeof(speedups_state), /* m_size */
     speedups_methods,       /* m_methods */
     speedups_slots,         /* m_slots: multi-phase initialization */
-    NULL,                   /* m_traverse */
-    NULL,                   /* m_clear */
-    NULL,                   /* m_free */
+    speedups_traverse,      /* m_traverse */
+    speedups_clear,         /* m_clear */
+    speedups_free,          /* m_free */
 };
 
 PyMODINIT_FUNC

@@ -16,6 +16,9 @@ and a pure-Python path that gives the same answers:
   id and where the span lies in the request, so that its attributes can be decoded straight from
   those bytes (`decode_key_values`), without a Python wrapper object per field.
 
+The module also converts decoded GenAI message lists into `Message`/`Part` objects
+(`convert_messages`, used by `tracehound.conventions._messages.parse_messages`).
+
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set
 `TRACEHOUND_PURE_PYTHON=1` to use the Python paths only (for comparison and debugging).
