@@ -360,28 +360,19 @@ class SpanView:
     def _from_proto(
         cls, span: Any, resource: ResourceView, scope_name: str, scope_version: str
     ) -> SpanView:
-        view = object.__new__(cls)  # per span on the receiver's hot path: no helper call
-        view._source = span
-        view._source_kind = "proto"
-        trace_id = view.trace_id = span.trace_id.hex()
-        span_id = view.span_id = span.span_id.hex()
-        parent = view.parent_span_id = span.parent_span_id.hex()
-        if len(trace_id) != 32 or len(span_id) != 16 or len(parent) not in (0, 16):
+        trace_id, span_id = span.trace_id, span.span_id
+        if len(trace_id) != 16 or len(span_id) != 8:
             raise ValueError("invalid trace/span/parent id size")
-        view.name = span.name
-        view.parent_is_remote = (span.flags & _REMOTE_PARENT_FLAGS) == _REMOTE_PARENT_FLAGS
-        view.scope_name = scope_name
-        view.scope_version = scope_version
-        view.resource = resource
-        return view
+        return cls._from_proto_key(span, trace_id + span_id, resource, scope_name, scope_version)
 
     @classmethod
     def _from_proto_key(
         cls, span: Any, key: bytes, resource: ResourceView, scope_name: str, scope_version: str
     ) -> SpanView:
-        """`_from_proto`, with the trace and span id taken from the C scan's key (trace id +
-        span id, sizes already checked): one `hex` instead of two upb reads and two `hex`."""
-        view = object.__new__(cls)
+        """The view over a protobuf span whose trace id + span id (`key`, sizes checked) are
+        known: from the C scan of the request, one `hex` instead of two upb reads and two `hex`.
+        """
+        view = object.__new__(cls)  # per span on the receiver's hot path: no helper call
         view._source = span
         view._source_kind = "proto"
         ids = key.hex()

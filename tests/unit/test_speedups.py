@@ -15,15 +15,13 @@ structure at every depth, UTF-8 of every string field, nesting depth.
 
 from __future__ import annotations
 
-import gc
 import inspect
 import struct
-import sys
-import tracemalloc
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+from _leaks import assert_leak_free, expecting
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from hypothesis import HealthCheck, given, settings
@@ -1376,36 +1374,6 @@ def test_documented() -> None:
 # --- 5: no leaks ---------------------------------------------------------------------------------
 
 
-def _leak_free(call: Callable[[], object], n: int = 100_000) -> None:
-    """`call` n times: no reference or memory block may be left behind. The n calls are
-    counted in pymalloc blocks (cheap); n // 10 more run under tracemalloc, which also sees
-    PyMem_Malloc buffers too big for pymalloc."""
-    watched = [None, True, False, PREFIXES, EVENT, *PREFIXES]
-    for _ in range(1000):  # warm up: caches, free lists
-        call()
-    gc.collect()
-    refcounts = [sys.getrefcount(o) for o in watched]
-    blocks = sys.getallocatedblocks()
-    for _ in range(n):
-        call()
-    gc.collect()
-    grown = sys.getallocatedblocks() - blocks
-    refcounts_after = [sys.getrefcount(o) for o in watched]  # before any assert: pytest's
-    # rewritten asserts keep None in temporaries
-    assert refcounts_after == refcounts
-    assert grown < 1000, f"{grown} memory blocks left behind by {n} calls"
-    tracemalloc.start()
-    try:
-        start, _ = tracemalloc.get_traced_memory()
-        for _ in range(n // 10):
-            call()
-        gc.collect()
-        end, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert end - start < 64 * 1024, f"{end - start} bytes left behind by {n // 10} calls"
-
-
 # every kind of value, and the None ones: absent value, empty AnyValue, strindex, too deep
 _LEAK_SPAN = span_bytes(
     kv_bytes(b"s", ld(1, "é😀".encode())),
@@ -1461,17 +1429,6 @@ def test_leak_inputs_take_the_intended_paths() -> None:
     assert check_scan(FULL_REQUEST, require_answer=True) is not None
 
 
-def _raises(call: Callable[[], object]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            call()
-        except (TypeError, ValueError):
-            return
-        raise AssertionError("no exception")
-
-    return run
-
-
 @pytest.mark.parametrize(
     ("call", "calls_per_call"),
     [
@@ -1499,12 +1456,21 @@ def _raises(call: Callable[[], object]) -> Callable[[], None]:
             id="scan-none",
         ),
         pytest.param(
-            _raises(lambda: scan_trace_request(SMALL_REQUEST, (*PREFIXES, 1), EVENT)),
+            expecting(
+                lambda: scan_trace_request(SMALL_REQUEST, (*PREFIXES, 1), EVENT),
+                TypeError,
+                ValueError,
+            ),
             1,
             id="scan-type-error",
         ),
-        pytest.param(_raises(lambda: decode_key_values(_LEAK_SPAN, 5, 1, 9)), 1, id="decode-error"),
+        pytest.param(
+            expecting(lambda: decode_key_values(_LEAK_SPAN, 5, 1, 9), TypeError, ValueError),
+            1,
+            id="decode-error",
+        ),
     ],
 )
 def test_no_leaks(call: Callable[[], object], calls_per_call: int) -> None:
-    _leak_free(call, 100_000 // calls_per_call)  # 100,000 calls of the C function each time
+    # 100,000 calls of the C function each time
+    assert_leak_free(call, [PREFIXES, EVENT, *PREFIXES], 100_000 // calls_per_call)

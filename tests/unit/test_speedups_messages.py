@@ -14,12 +14,12 @@ import gc
 import json
 import math
 import sys
-import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _leaks import assert_leak_free, expecting
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -553,34 +553,6 @@ def test_benchmark_workload() -> None:
 # --- no leaks ------------------------------------------------------------------------------------
 
 
-def _leak_free(call: Callable[[], object], watched: list[object], n: int = 100_000) -> None:
-    """`call` n times: no reference or memory block may be left behind (pymalloc blocks over n
-    calls, then tracemalloc over n // 10)."""
-    watched = [None, True, False, Part, Message, *watched]
-    for _ in range(1000):
-        call()
-    gc.collect()
-    refcounts = [sys.getrefcount(o) for o in watched]
-    blocks = sys.getallocatedblocks()
-    for _ in range(n):
-        call()
-    gc.collect()
-    grown = sys.getallocatedblocks() - blocks
-    refcounts_after = [sys.getrefcount(o) for o in watched]
-    assert refcounts_after == refcounts
-    assert grown < 1000, f"{grown} memory blocks left behind by {n} calls"
-    tracemalloc.start()
-    try:
-        start, _ = tracemalloc.get_traced_memory()
-        for _ in range(n // 10):
-            call()
-        gc.collect()
-        end, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert end - start < 64 * 1024, f"{end - start} bytes left behind by {n // 10} calls"
-
-
 _CONTENT = "é😀 “content”"
 _ARGS = {"query": "q", "limit": 3}
 _LEAK_GOOD = [
@@ -628,17 +600,6 @@ def test_leak_inputs_take_the_intended_paths() -> None:
         convert_messages(_LEAK_GOOD, _RaisingPart, Message)
 
 
-def _raises(call: Callable[[], object]) -> Callable[[], None]:
-    def run() -> None:
-        try:
-            call()
-        except (_Boom, TypeError):
-            return
-        raise AssertionError("no exception")
-
-    return run
-
-
 @pytest.mark.parametrize(
     ("call", "calls_per_call"),
     [
@@ -649,18 +610,26 @@ def _raises(call: Callable[[], object]) -> Callable[[], None]:
             id="none-half-way",
         ),
         pytest.param(
-            _raises(lambda: convert_messages(_LEAK_GOOD, _RaisingPart, Message)),
+            expecting(
+                lambda: convert_messages(_LEAK_GOOD, _RaisingPart, Message), _Boom, TypeError
+            ),
             1,
             id="part-raises",
         ),
         pytest.param(
-            _raises(lambda: convert_messages(_LEAK_GOOD, Part, _RaisingMessage)),
+            expecting(
+                lambda: convert_messages(_LEAK_GOOD, Part, _RaisingMessage), _Boom, TypeError
+            ),
             1,
             id="message-raises",
         ),
-        pytest.param(_raises(lambda: convert_messages([], None, Message)), 1, id="type-error"),
+        pytest.param(
+            expecting(lambda: convert_messages([], None, Message), _Boom, TypeError),
+            1,
+            id="type-error",
+        ),
     ],
 )
 def test_no_leaks(call: Callable[[], object], calls_per_call: int) -> None:
     watched: list[object] = [_CONTENT, *_containers([_LEAK_GOOD, _LEAK_NONE])]
-    _leak_free(call, watched, 100_000 // calls_per_call)
+    assert_leak_free(call, [Part, Message, *watched], 100_000 // calls_per_call)
