@@ -24,8 +24,13 @@
  * tracehound.conventions._messages.parse_messages from JSON data already decoded, or answers
  * None (see "convert_messages" below); calls of the classes passed in may raise.
  *
+ * ascii_tokens is of a third kind: tracehound.text._normalized_tokens for the texts of its ASCII
+ * path, in one pass over the str, or None for the texts it would normalize with NFKC (see
+ * "ascii_tokens" below).
+ *
  * C99, ordinary CPython API only, Python 3.10+. With GCC or Clang, a bit-scan builtin and, on
- * x86-64, SSE2 intrinsics speed up the UTF-8 check; other compilers get the portable code.
+ * x86-64, SSE2 intrinsics speed up the UTF-8 check and ascii_tokens; other compilers get the
+ * portable code.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -2069,6 +2074,394 @@ convert_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* --- ascii_tokens ---------------------------------------------------------------------------- */
+
+/*
+ * ascii_tokens(text) is tracehound.text._normalized_tokens(text) for the texts its ASCII path
+ * takes: every character ASCII or one of the typographic characters of text._TYPOGRAPHIC, which
+ * that path replaces by spaces. Any other character makes the answer None (the Python code
+ * would take its NFKC path). The passes of the Python code (replace, lower, encode, translate,
+ * the lone-joiner regex, split) are one here, over the characters as stored (any kind, no
+ * encoding):
+ *
+ * - [A-Za-z0-9] are token characters, lower-cased;
+ * - '.' and '-' join two token characters: kept when the characters on both sides are token
+ *   characters (as the regex's lookarounds see the string before any replacement), else they
+ *   separate;
+ * - every other character separates tokens.
+ *
+ * A token is thus a run of token characters, extended over each joiner followed by another
+ * token character. It is made as an ASCII string; a one-character token is CPython's cached
+ * string for that character.
+ */
+
+/* TOKEN_BITS[c] for an ASCII character c: T_ALNUM for [A-Za-z0-9], a token character;
+ * T_JOINER for '.' and '-'; 0 for the others, which separate tokens. */
+#define T_ALNUM 1
+#define T_JOINER 2
+#define A_ T_ALNUM
+static const uint8_t TOKEN_BITS[128] = {
+    ['-'] = T_JOINER, ['.'] = T_JOINER,
+    ['0'] = A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
+    ['A'] = A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
+            A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
+    ['a'] = A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
+            A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
+};
+#undef A_
+
+/* Is the non-ASCII character c one of the typographic characters (which separate tokens)? */
+static ALWAYS_INLINE int
+is_typographic(Py_UCS4 c)
+{
+    switch (c) {
+    case 0x00a0: /* no-break space */
+    case 0x2013: /* en dash */
+    case 0x2014: /* em dash */
+    case 0x2018: /* left single quotation mark */
+    case 0x2019: /* right single quotation mark */
+    case 0x201c: /* left double quotation mark */
+    case 0x201d: /* right double quotation mark */
+    case 0x2026: /* horizontal ellipsis */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The index of the lowest set bit of x != 0. */
+#if defined(__GNUC__) && !defined(TRACEHOUND_PORTABLE)
+#define LOWEST_BIT(x) ((Py_ssize_t)__builtin_ctzll(x))
+#else
+static inline Py_ssize_t
+LOWEST_BIT(uint64_t x)
+{
+    /* de Bruijn: the lowest bit, isolated, times the sequence has the index in its top 6 bits */
+    static const uint8_t index[64] = {
+        0,  1,  2,  53, 3,  7,  54, 27, 4,  38, 41, 8,  34, 55, 48, 28,
+        62, 5,  39, 46, 44, 42, 22, 9,  24, 35, 59, 56, 49, 18, 29, 11,
+        63, 52, 6,  26, 37, 40, 33, 47, 61, 45, 43, 21, 23, 58, 17, 10,
+        51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12,
+    };
+    return (Py_ssize_t)index[((x & (~x + 1)) * 0x022fdd63cc95386dULL) >> 58];
+}
+#endif
+
+/* The tokens made so far: in `stack` up to its size, then in memory of their own. */
+#define TOKENS_ON_STACK 256
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+    PyObject *stack[TOKENS_ON_STACK];
+} tokens_t;
+
+static void
+tokens_release(tokens_t *t)
+{
+    Py_ssize_t i;
+    for (i = 0; i < t->n; i++) {
+        Py_DECREF(t->items[i]);
+    }
+    if (t->items != t->stack) {
+        PyMem_Free(t->items);
+    }
+}
+
+static int
+tokens_grow(tokens_t *t)
+{
+    PyObject **grown;
+    Py_ssize_t cap = 2 * t->cap;
+    if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    if (t->items == t->stack) {
+        grown = PyMem_Malloc((size_t)cap * sizeof(PyObject *));
+        if (grown != NULL) {
+            memcpy(grown, t->stack, (size_t)t->n * sizeof(PyObject *));
+        }
+    }
+    else {
+        grown = PyMem_Realloc(t->items, (size_t)cap * sizeof(PyObject *));
+    }
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    t->items = grown;
+    t->cap = cap;
+    return ST_OK;
+}
+
+/* Add the token of `len` token characters (and joiners) at data[start]. */
+static ALWAYS_INLINE int
+add_token(tokens_t *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
+{
+    PyObject *token;
+    Py_ssize_t j;
+
+    if (t->n == t->cap && tokens_grow(t) != ST_OK) {
+        return ST_ERROR;
+    }
+    if (len == 1) {
+        /* CPython's cached string for the character: no allocation */
+        token = PyUnicode_FromOrdinal((int)(PyUnicode_READ(kind, data, start) | 0x20));
+        if (token == NULL) {
+            return ST_ERROR;
+        }
+    }
+    else {
+        Py_UCS1 *out;
+        token = PyUnicode_New(len, 127);
+        if (token == NULL) {
+            return ST_ERROR;
+        }
+        out = PyUnicode_1BYTE_DATA(token);
+        /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
+        for (j = 0; j < len; j++) {
+            out[j] = (Py_UCS1)(PyUnicode_READ(kind, data, start + j) | 0x20);
+        }
+    }
+    t->items[t->n++] = token;
+    return ST_OK;
+}
+
+/* The characters data[base:base + count] (count <= 64) as bit masks: bit k of *alnum for a
+ * token character at base + k, of *joiner for a joiner there. ST_UNHANDLED if one is non-ASCII
+ * and not typographic. */
+static ALWAYS_INLINE int
+classify_chars(int kind, const void *data, Py_ssize_t base, Py_ssize_t count, uint64_t *alnum,
+               uint64_t *joiner)
+{
+    uint64_t a = 0, j = 0, bits;
+    Py_ssize_t k;
+
+    for (k = 0; k < count; k++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, base + k);
+        if (c >= 0x80) {
+            if (!is_typographic(c)) {
+                return ST_UNHANDLED;
+            }
+            continue;
+        }
+        bits = TOKEN_BITS[c];
+        a |= (bits & T_ALNUM) << k;
+        j |= (bits >> 1) << k;
+    }
+    *alnum = a;
+    *joiner = j;
+    return ST_OK;
+}
+
+#if USE_SSE2
+/* Bytes 0-0x7f as ASCII characters; bytes 0x80-0xff are neither token characters nor joiners.
+ * Signed compares give the unsigned ranges: c - lo + 0x80 < n - 0x80 is lo <= c < lo + n. */
+static ALWAYS_INLINE void
+classify16(__m128i x, uint64_t *alnum, uint64_t *joiner, int shift)
+{
+    const __m128i lower = _mm_or_si128(x, _mm_set1_epi8(0x20));
+    const __m128i letter = _mm_cmplt_epi8(_mm_add_epi8(lower, _mm_set1_epi8(0x80 - 'a')),
+                                          _mm_set1_epi8(26 - 0x80));
+    const __m128i digit = _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(0x80 - '0')),
+                                         _mm_set1_epi8(10 - 0x80));
+    const __m128i join = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')),
+                                      _mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
+    *alnum |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_or_si128(letter, digit)) << shift;
+    *joiner |= (uint64_t)(unsigned)_mm_movemask_epi8(join) << shift;
+}
+
+/* classify_chars for 64 characters of the 1-byte or 2-byte kind, 16 at a time. Characters of
+ * the 2-byte kind are packed into bytes (above 0xff: 0xff or 0, separators either way). The
+ * non-ASCII ones are checked one by one. */
+static ALWAYS_INLINE int
+classify64(int kind, const void *data, Py_ssize_t base, uint64_t *alnum, uint64_t *joiner)
+{
+    uint64_t high = 0;
+    int i;
+
+    *alnum = *joiner = 0;
+    for (i = 0; i < 64; i += 16) {
+        __m128i x;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + base + i));
+            high |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << i;
+        }
+        else {
+            const Py_UCS2 *p = (const Py_UCS2 *)data + base + i;
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
+            const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
+            x = _mm_packus_epi16(lo, hi);
+            /* the non-ASCII characters, c & ~0x7f != 0 (unsigned compares need SSE4.1) */
+            high |= (uint64_t)(unsigned)(_mm_movemask_epi8(_mm_packs_epi16(
+                        _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
+                        _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^ 0xffff)
+                    << i;
+        }
+        classify16(x, alnum, joiner, i);
+    }
+    for (; high; high &= high - 1) {
+        if (!is_typographic(PyUnicode_READ(kind, data, base + LOWEST_BIT(high)))) {
+            return ST_UNHANDLED;
+        }
+    }
+    return ST_OK;
+}
+#endif
+
+static ALWAYS_INLINE int
+classify(int kind, const void *data, Py_ssize_t base, Py_ssize_t count, uint64_t *alnum,
+         uint64_t *joiner)
+{
+#if USE_SSE2
+    if (count == 64 && kind != PyUnicode_4BYTE_KIND) {
+        return classify64(kind, data, base, alnum, joiner);
+    }
+#endif
+    return classify_chars(kind, data, base, count, alnum, joiner);
+}
+
+/*
+ * The tokens of the `n` characters at `data`, of the given kind, added to `t`. Inlined once
+ * per kind, so that the kind is a constant in the loops.
+ *
+ * The text is read 64 characters at a time into bit masks (bit k: the character at 64 w + k):
+ * token characters (A) and joiners (J) of the current word w, with those of the words before
+ * and after for the bits at the edges. A joiner is kept when a token character comes before
+ * and after it; the kept characters are then T = A | (J & A<<1 & A>>1) (shifts across words),
+ * a token starts at each bit of T whose previous bit is clear and ends after each bit of T whose
+ * next bit is clear. Starts and ends alternate, so one pending start suffices across words.
+ * Branches are per token (and per non-ASCII character), not per character: with SSE2, words of
+ * the 1-byte and 2-byte kinds are classified 16 characters at a time.
+ */
+static ALWAYS_INLINE int
+tokenize(int kind, const void *data, Py_ssize_t n, tokens_t *t)
+{
+    uint64_t prev_a = 0, prev_t = 0, a, j, next_a = 0, next_j = 0, keep, kept, next_kept0;
+    uint64_t starts, lasts;
+    Py_ssize_t base, start = -1;
+    int st;
+
+    if (n == 0) {
+        return ST_OK;
+    }
+    st = classify(kind, data, 0, n < 64 ? n : 64, &a, &j);
+    if (st != ST_OK) {
+        return st;
+    }
+    for (base = 0; base < n; base += 64) {
+        if (n - base > 64) {
+            st = classify(kind, data, base + 64, n - base - 64 < 64 ? n - base - 64 : 64,
+                          &next_a, &next_j);
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+        else {
+            next_a = next_j = 0;
+        }
+        /* joiners with a token character on both sides */
+        keep = j & ((a << 1) | (prev_a >> 63)) & ((a >> 1) | (next_a << 63));
+        kept = a | keep;
+        /* is the first character of the next word kept (a token character, or a joiner kept)? */
+        next_kept0 = (next_a | (next_j & (a >> 63) & (next_a >> 1))) & 1;
+        starts = kept & ~((kept << 1) | (prev_t >> 63));
+        lasts = kept & ~((kept >> 1) | (next_kept0 << 63));
+        for (;;) {
+            if (start < 0) {
+                if (!starts) {
+                    break;
+                }
+                start = base + LOWEST_BIT(starts);
+                starts &= starts - 1;
+            }
+            if (!lasts) {
+                break; /* the token goes on in the next word */
+            }
+            st = add_token(t, kind, data, start, base + LOWEST_BIT(lasts) + 1 - start);
+            if (st != ST_OK) {
+                return st;
+            }
+            lasts &= lasts - 1;
+            start = -1;
+        }
+        prev_a = a;
+        prev_t = kept;
+        a = next_a;
+        j = next_j;
+    }
+    return ST_OK;
+}
+
+PyDoc_STRVAR(ascii_tokens_doc,
+"ascii_tokens($module, text, /)\n"
+"--\n"
+"\n"
+"tracehound.text._normalized_tokens(text) in one pass, for the texts its ASCII path takes.\n"
+"\n"
+"The tokens, in order: runs of [a-z0-9] (A-Z lower-cased), with each '.' or '-' that has a\n"
+"letter or digit on both sides kept in the token; every other character separates tokens,\n"
+"the typographic characters U+2019 U+2018 U+201C U+201D U+2013 U+2014 U+2026 U+00A0\n"
+"included. Returns None if the text holds any other non-ASCII character (the Python code\n"
+"then normalizes it with NFKC). Raises TypeError unless `text` is a str (not a subclass).");
+
+static PyObject *
+ascii_tokens(PyObject *module, PyObject *text)
+{
+    tokens_t t;
+    PyObject *list;
+    const void *data;
+    Py_ssize_t n, i;
+    int st;
+
+    (void)module;
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "ascii_tokens() argument must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) { /* a legacy string (deprecated APIs, before 3.12) */
+        return NULL;
+    }
+#endif
+    data = PyUnicode_DATA(text);
+    n = PyUnicode_GET_LENGTH(text);
+    t.items = t.stack;
+    t.n = 0;
+    t.cap = TOKENS_ON_STACK;
+    switch (PyUnicode_KIND(text)) {
+    case PyUnicode_1BYTE_KIND:
+        st = tokenize(PyUnicode_1BYTE_KIND, data, n, &t);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        st = tokenize(PyUnicode_2BYTE_KIND, data, n, &t);
+        break;
+    default:
+        st = tokenize(PyUnicode_4BYTE_KIND, data, n, &t);
+        break;
+    }
+    if (st != ST_OK) {
+        tokens_release(&t);
+        if (st == ST_ERROR) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    list = PyList_New(t.n);
+    if (list == NULL) {
+        tokens_release(&t);
+        return NULL;
+    }
+    for (i = 0; i < t.n; i++) {
+        PyList_SET_ITEM(list, i, t.items[i]); /* the list takes the references */
+    }
+    t.n = 0;
+    tokens_release(&t);
+    return list;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -2079,6 +2472,7 @@ static PyMethodDef speedups_methods[] = {
     {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},
     {"convert_messages", (PyCFunction)(void (*)(void))convert_messages, METH_FASTCALL,
      convert_messages_doc},
+    {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2154,8 +2548,8 @@ PyDoc_STRVAR(speedups_doc,
 "wrappers. The Python code (tracehound.spans) is the reference: each function returns exactly\n"
 "what it returns, or None for input it does not handle exactly, and the caller then falls\n"
 "back to the Python/upb path. convert_messages does the same for the message lists of\n"
-"tracehound.conventions._messages.parse_messages. This module is optional; tracehound works\n"
-"without it.");
+"tracehound.conventions._messages.parse_messages, and ascii_tokens for the tokens of\n"
+"tracehound.text._normalized_tokens. This module is optional; tracehound works without it.");
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,

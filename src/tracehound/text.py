@@ -21,6 +21,8 @@ import unicodedata
 from dataclasses import dataclass
 from itertools import filterfalse
 
+from tracehound import _wire
+
 __all__ = [
     "STOP_WORDS",
     "TextCache",
@@ -78,6 +80,11 @@ _TYPOGRAPHIC = ("\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014", "\u2
 
 
 def _normalized_tokens(text: str) -> list[str]:
+    native = _wire._native
+    if native is not None and type(text) is str:  # the C accelerator, for the ASCII path below
+        tokens: list[str] | None = native.ascii_tokens(text)
+        if tokens is not None:
+            return tokens
     if not text.isascii():
         plain = text
         for char in _TYPOGRAPHIC:
