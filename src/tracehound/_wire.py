@@ -52,24 +52,24 @@ _KEY_PREFIX = re.compile(
 _DB_QUERY_RESULT = DB_QUERY_RESULT.encode()
 _PREFIX_BYTES = tuple(p.encode() for p in GENAI_KEY_PREFIXES)
 
+_TURNED_OFF = os.environ.get("TRACEHOUND_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes")
 _native: Any
 try:
     from tracehound import _speedups as _native
 except ImportError:  # built without a C compiler: the Python paths below
     _native = None
-if os.environ.get("TRACEHOUND_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
+if _TURNED_OFF:
     _native = None
 
 NATIVE = _native is not None
 """Whether the C accelerator is in use."""
-_VALIDATES = NATIVE and getattr(_native, "VALIDATES", False)
 
 
 def accelerator_status() -> str:
     """What start-up logs and `--check-config` print about the C accelerator."""
     if _native is not None:
         return "in use"
-    if os.environ.get("TRACEHOUND_PURE_PYTHON", "").strip().lower() in ("1", "true", "yes"):
+    if _TURNED_OFF:
         return "off (TRACEHOUND_PURE_PYTHON)"
     return "not built (no C compiler at install time): same results, slower"
 
@@ -98,12 +98,8 @@ def scan_trace_request(
     vouch for it: an answer then means upb would parse these bytes without error."""
     if _native is None:
         return None
-    if validate and not _VALIDATES:
-        return None
-    result: tuple[bool, list[bytes], list[int]] | None = (
-        _native.scan_trace_request(data, _PREFIX_BYTES, _DB_QUERY_RESULT, True)
-        if validate
-        else _native.scan_trace_request(data, _PREFIX_BYTES, _DB_QUERY_RESULT)
+    result: tuple[bool, list[bytes], list[int]] | None = _native.scan_trace_request(
+        data, _PREFIX_BYTES, _DB_QUERY_RESULT, validate
     )
     return result
 

@@ -38,6 +38,7 @@ __all__ = [
     "export_document",
     "info_of",
     "parse_export",
+    "parse_import",
 ]
 
 EXPORT_FORMAT = "tracehound.baselines"
@@ -189,6 +190,13 @@ def export_document(items: Iterable[tuple[str, Baseline]]) -> dict[str, Any]:
             key: baseline.to_dict() for key, baseline in sorted(items, key=lambda kv: kv[0])
         },
     }
+
+
+def parse_import(document: Any, mode: str) -> dict[str, Baseline]:
+    """What every store's `import_baselines` checks first: the mode, then the whole document."""
+    if mode not in ("replace", "merge"):
+        raise ValueError("import mode must be 'replace' or 'merge'")
+    return parse_export(document)
 
 
 def parse_export(document: Any) -> dict[str, Baseline]:

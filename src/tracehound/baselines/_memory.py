@@ -16,7 +16,7 @@ from tracehound.baselines._base import (
     check_key,
     export_document,
     info_of,
-    parse_export,
+    parse_import,
 )
 from tracehound.drift import Baseline
 
@@ -80,9 +80,7 @@ class MemoryStore:
     def import_baselines(
         self, document: Mapping[str, Any], *, mode: ImportMode = "replace"
     ) -> builtins.list[str]:
-        if mode not in ("replace", "merge"):
-            raise ValueError("import mode must be 'replace' or 'merge'")
-        incoming = parse_export(document)
+        incoming = parse_import(document, mode)
         with self._lock:
             staged: dict[str, Baseline] = {}
             for key, baseline in incoming.items():

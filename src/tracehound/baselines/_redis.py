@@ -57,7 +57,7 @@ from tracehound.baselines._base import (
     UpdateResult,
     check_key,
     export_document,
-    parse_export,
+    parse_import,
 )
 from tracehound.drift import (
     BASELINE_FORMAT,
@@ -944,9 +944,7 @@ class RedisStore:
     def import_baselines(
         self, document: Mapping[str, Any], *, mode: ImportMode = "replace"
     ) -> builtins.list[str]:
-        if mode not in ("replace", "merge"):
-            raise ValueError("import mode must be 'replace' or 'merge'")
-        incoming = parse_export(document)
+        incoming = parse_import(document, mode)
         if incoming:
             self._write_all(incoming, mode)
         return sorted(incoming)

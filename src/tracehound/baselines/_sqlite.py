@@ -39,7 +39,7 @@ from tracehound.baselines._base import (
     apply_update,
     check_key,
     export_document,
-    parse_export,
+    parse_import,
 )
 from tracehound.drift import Baseline, BaselineFormatError
 
@@ -382,9 +382,7 @@ class SQLiteStore:
     def import_baselines(
         self, document: Mapping[str, Any], *, mode: ImportMode = "replace"
     ) -> builtins.list[str]:
-        if mode not in ("replace", "merge"):
-            raise ValueError("import mode must be 'replace' or 'merge'")
-        incoming = parse_export(document)
+        incoming = parse_import(document, mode)
 
         def write(conn: sqlite3.Connection) -> builtins.list[str]:
             staged: dict[str, Baseline] = {}

@@ -571,7 +571,8 @@ class Pipeline:
         hold_all = self._hold
         recorder = self._recorder
         keys = work.keys
-        offsets = work.offsets if raw is not None else None
+        offsets = work.offsets
+        wire = raw if raw is not None else b""  # offsets are set only with the bytes they index
         request_gate: bool | None = None
         if work.genai is not None:
             request_gate = None if work.genai else False
@@ -611,8 +612,7 @@ class Pipeline:
                     if gate is False:
                         view.mark_not_genai()  # the request- or scope-level check answered
                     elif offsets is not None:  # attributes decoded from the bytes (C)
-                        assert raw is not None
-                        view.locate_in(raw, offsets[2 * k - 2], offsets[2 * k - 1])
+                        view.locate_in(wire, offsets[2 * k - 2], offsets[2 * k - 1])
                     if own:
                         continue
                     started = time.perf_counter()
@@ -831,8 +831,9 @@ _ENDS_WITH_ZERO_SPAN = methodcaller("endswith", _ZERO_SPAN)
 
 
 def _checked_keys(keys: list[bytes], count: int) -> tuple[list[bytes], set[bytes]] | None:
-    """`_fast_keys` for the (trace id + span id) keys of the C scan, which has already checked
-    the ids' sizes."""
+    """The (trace id + span id) keys of a request read from its bytes (the C scan, or
+    `_fast_keys`) with its trace ids — when there is one key per span, no id is all zeros and no
+    span repeats within the request; None otherwise (then the span-by-span pass decides)."""
     if len(keys) != count:
         return None
     trace_ids = set(map(_TRACE_PART, keys))  # map and any run in C: no frame per span
@@ -851,13 +852,7 @@ def _fast_keys(raw: bytes, count: int) -> tuple[list[bytes], set[bytes]] | None:
     pairs = _SPAN_IDS.findall(raw)
     if len(pairs) != count:
         return None
-    keys = [trace_id + span_id for trace_id, span_id in pairs]
-    trace_ids = {trace_id for trace_id, _ in pairs}
-    if _ZERO_TRACE in trace_ids or any(span_id == _ZERO_SPAN for _, span_id in pairs):
-        return None
-    if len(set(keys)) != count:
-        return None
-    return keys, trace_ids
+    return _checked_keys([trace_id + span_id for trace_id, span_id in pairs], count)
 
 
 def _drop_empty(request: Any) -> int:
