@@ -11,7 +11,12 @@ setup(
     ext_modules=[
         Extension(
             "tracehound._speedups",
-            sources=["src/tracehound/_speedups.c"],
+            sources=[
+                "src/tracehound/_speedups.c",
+                "src/tracehound/_speedups_embed.c",
+                "src/tracehound/_speedups_evidence.c",
+            ],
+            depends=["src/tracehound/_speedups.h"],
             optional=True,
         )
     ]

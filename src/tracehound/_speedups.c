@@ -33,8 +33,7 @@
  * portable code.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_speedups.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -2498,6 +2497,9 @@ speedups_exec(PyObject *module)
         if (s->str[i] == NULL) {
             return -1;
         }
+    }
+    if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0) {
+        return -1;
     }
     return 0;
 }
