@@ -183,6 +183,27 @@ def test_status_bodies() -> None:
     assert (busy.http_status, too_large.http_status, bad.code) == (503, 413, 3)
 
 
+@pytest.mark.parametrize(
+    ("present", "count"),
+    [
+        ({"tracehound.loop.count", "gen_ai.system"}, 1),  # known to be there: replaced
+        (None, 1),  # unknown: read from the span, replaced
+        ({"gen_ai.system"}, 2),  # the caller's word that it is not there: appended unread
+    ],
+)
+def test_set_attributes_trusts_the_keys_the_caller_knows(
+    present: set[str] | None, count: int
+) -> None:
+    span = Span()
+    span.attributes.add(key="tracehound.loop.count").value.int_value = 1
+    span.attributes.add(key="gen_ai.system").value.string_value = "openai"
+    set_attributes(span.attributes, {"tracehound.loop.count": 3, "new": "x"}, present)
+    keys = [kv.key for kv in span.attributes]
+    assert keys.count("tracehound.loop.count") == count
+    assert keys[-1] == "new"
+    assert attributes(span.attributes)["tracehound.loop.count"] == 3  # the last value wins
+
+
 def test_set_attributes_types_and_replacement() -> None:
     span = Span()
     span.attributes.add(key="tracehound.loop.count").value.int_value = 1

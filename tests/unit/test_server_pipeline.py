@@ -163,6 +163,37 @@ def test_stream_forwards_evaluated_spans_at_once_and_holds_the_root(sink: OTLPSi
         car.shutdown()
 
 
+@pytest.mark.parametrize("mode", ["stream", "hold"])
+def test_attributes_the_span_already_carries_are_replaced_not_repeated(
+    sink: OTLPSink, mode: str
+) -> None:
+    car = sidecar(sink, mode=mode, quiet_period=0.3)
+    try:
+        genai, _, root_id = agent_request(os.urandom(16))
+        for ss in genai.resource_spans[0].scope_spans:
+            for span in ss.spans:  # stale values of the keys the evaluators write
+                for key in ("tracehound.loop.detected", "tracehound.loops.detected"):
+                    span.attributes.add(key=key, value=value("stale"))
+        submit(car, genai)
+        assert sink.wait_for(lambda: root_id in by_id(sink), 5)
+        spans = [
+            span
+            for request in sink.trace_requests
+            for rs in request.resource_spans
+            for ss in rs.scope_spans
+            for span in ss.spans
+        ]
+        assert len(spans) == 7
+        for span in spans:
+            keys = [kv.key for kv in span.attributes]
+            assert len(keys) == len(set(keys)), keys
+        assert by_id(sink)[root_id].attributes["tracehound.loops.detected"] is True
+        looped = [s for s in sink.spans() if s.attributes.get("tracehound.loop.detected") is True]
+        assert looped, "the stale per-span value was replaced"
+    finally:
+        car.shutdown()
+
+
 def test_hold_forwards_nothing_before_finalization(sink: OTLPSink) -> None:
     car = sidecar(sink, mode="hold", quiet_period=0.4)
     try:
@@ -259,6 +290,29 @@ def test_shutdown_is_idempotent_and_safe_without_start(sink: OTLPSink) -> None:
 
 
 # --- telemetry ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "recorded"),
+    [
+        ({"forward": "none"}, {}, False),  # nothing to export the metrics to
+        ({"forward": "http://127.0.0.1:9"}, {"TRACEHOUND_METRICS": "false"}, False),
+        ({"forward": "http://127.0.0.1:9"}, {}, True),  # exported downstream
+        ({"forward": "none", "prometheus": "127.0.0.1:0"}, {}, True),  # pulled
+    ],
+)
+def test_evaluation_metrics_are_recorded_only_when_something_reads_them(
+    flags: dict[str, str], environ: dict[str, str], recorded: bool
+) -> None:
+    settings = ServeSettings.resolve(
+        {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", **flags}, environ=environ
+    )
+    car = Sidecar(settings, evaluators=[LoopEvaluator()])
+    try:
+        assert (car.recorder is not None) is recorded
+        assert (car.pipeline._recorder is not None) is recorded
+    finally:
+        car.shutdown(1.0)
 
 
 def test_prometheus_text_exposition() -> None:

@@ -165,7 +165,9 @@ def apply_update(
         return created, UpdateResult(key, "created", created)
     if stored.pinned:
         return None, UpdateResult(key, "pinned", stored)
-    new = stored.decayed(half_life_runs, delta.runs).merged(delta)
+    # `merged` returns a new baseline and leaves `stored` alone: without decay, no copy first
+    aged = stored if half_life_runs is None else stored.decayed(half_life_runs, delta.runs)
+    new = aged.merged(delta)
     return new, UpdateResult(key, "updated", new)
 
 

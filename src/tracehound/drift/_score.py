@@ -508,8 +508,11 @@ class DriftScorer:
             targets = np.array([baseline.centroid_sum, features.embedding if has_text else zeros])
             distances = block_distances(ring, targets, baseline.blocks)
             own = distances[:, 0][~np.isnan(distances[:, 0])]
-            typical = float(own.mean()) if own.size else None
-            semantic = np.nan_to_num(distances[:, 1])
+            # `own.mean()` and `np.nan_to_num` give the same values; these skip their Python-level
+            # wrappers (the distances are clipped to [0, 1]: NaN is the only non-finite value)
+            typical = float(np.add.reduce(own) / own.size) if own.size else None
+            to_runs = distances[:, 1]
+            semantic = np.where(np.isnan(to_runs), 0.0, to_runs)
         partial = (w_sem * semantic + w_cx * complexity).tolist()
         tools = features.tools
         out = [

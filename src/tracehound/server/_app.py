@@ -143,12 +143,15 @@ class Sidecar:
                 on_retry=self._retried,
             )
         forwarding = settings.forward.kind != "none"
+        exported = forwarding and settings.metrics
+        pulled = settings.prometheus is not None
         self.meter_provider, self._pull = make_meter_provider(
-            self.lanes[METRICS.name] if forwarding and settings.metrics else None,
-            settings.prometheus is not None,
+            self.lanes[METRICS.name] if exported else None, pulled
         )
         self.metrics = ServerMetrics(self.meter_provider, self._version)
-        self.recorder = MetricsRecorder(self.meter_provider)
+        # Evaluation metrics are recorded per span and per result, ~6-11 us each in the SDK: with
+        # no reader (self-metrics off, no Prometheus) nobody could read them, so none are made.
+        self.recorder = MetricsRecorder(self.meter_provider) if exported or pulled else None
         self.pipeline = Pipeline(
             settings,
             evaluators,
@@ -216,7 +219,8 @@ class Sidecar:
             "Spans held until their trace is finalized",
             lambda: [(float(pipeline.held_spans), {})],
         )
-        self.recorder.observe(names.METRIC_TRACES_ACTIVE, lambda: pipeline.engine.active_traces)
+        if self.recorder is not None:
+            self.recorder.observe(names.METRIC_TRACES_ACTIVE, lambda: pipeline.engine.active_traces)
 
     # --- receivers' entry point ------------------------------------------------------------------
 

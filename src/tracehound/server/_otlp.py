@@ -23,7 +23,7 @@ import base64
 import binascii
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -385,12 +385,23 @@ def _any_value(value: AttributeValue, out: AnyValue, depth: int = 0) -> None:
         out.string_value = str(value)
 
 
-def set_attributes(key_values: Any, attributes: Mapping[str, AttributeValue]) -> None:
+def set_attributes(
+    key_values: Any,
+    attributes: Mapping[str, AttributeValue],
+    present: Container[str] | None = None,
+) -> None:
     """Set `attributes` on a repeated `KeyValue` (a span's, an event's, a log record's), replacing
-    the value of keys already there (OTLP keys are unique)."""
+    the value of keys already there (OTLP keys are unique).
+
+    `present`: the keys already there, when the caller knows them (a span's decoded attributes):
+    without one of `attributes` among them, the ~0.7 us per key read of the scan is skipped.
+    """
     if not attributes:
         return
-    existing = {kv.key: kv for kv in key_values if kv.key in attributes}
+    if present is not None and not any(key in present for key in attributes):
+        existing: dict[str, Any] = {}
+    else:
+        existing = {kv.key: kv for kv in key_values if kv.key in attributes}
     for key, value in attributes.items():
         kv = existing.get(key)
         if kv is None:

@@ -42,7 +42,7 @@ import re
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from typing import Any
@@ -147,6 +147,7 @@ class _Held:
     span_id: str
     container: _Container
     results: tuple[EvaluationResult, ...]
+    present: frozenset[str] | None  # the span's attribute keys, for `_write`
 
 
 class _Seen:
@@ -646,12 +647,14 @@ class Pipeline:
                         if hold_all or (is_root and trace_id in self._genai_traces):
                             if container is None:
                                 container = self._container(rs, ss)
-                            held = _Held(None, view.span_id, container, results)
+                            # only a span written to later needs its keys (None: read then)
+                            present = frozenset(view.attributes) if results or is_root else None
+                            held = _Held(None, view.span_id, container, results, present)
                             cut.append((index, held))
                             self._held.setdefault(trace_id, []).append(held)
                             continue
                     if results:
-                        self._write(span, span_attributes(results), results)
+                        self._write(span, span_attributes(results), results, view.attributes)
                         modified = True
                     if self._redact and view.may_be_genai() and redact_span(span):
                         modified = True
@@ -678,8 +681,11 @@ class Pipeline:
         span: Any,
         attributes: dict[str, AttributeValue],
         results: Sequence[EvaluationResult],
+        present: Container[str] | None = None,
     ) -> None:
-        set_attributes(span.attributes, attributes)
+        """Add the results' attributes (and events) to `span`; `present`: its attribute keys
+        (None: unknown, read from the span)."""
+        set_attributes(span.attributes, attributes, present)
         if self._span_events and results:
             when = span.end_time_unix_nano or time.time_ns()
             for result in results:
@@ -751,9 +757,12 @@ class Pipeline:
                         item.span,
                         root_attributes(trace, item.results),
                         (*item.results, *root_results),
+                        item.present,
                     )
                 elif item.results:
-                    self._write(item.span, span_attributes(item.results), item.results)
+                    self._write(
+                        item.span, span_attributes(item.results), item.results, item.present
+                    )
                 if self._redact:
                     redact_span(item.span)
                 self._released.append(item)
