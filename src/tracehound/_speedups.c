@@ -1634,10 +1634,50 @@ static const char *const STRING_VALUE[S_COUNT] = {
     [S_ASSISTANT] = "assistant",
 };
 
+/* Tokens made before, by their characters: ascii_tokens hands out the same string object for
+ * a token it has made before, so the token costs no allocation, and its hash, cached in the
+ * string by the first set or dict that held it, is not computed again (the evaluators put every
+ * token in sets and dicts). Open addressing, linear probing; keyed by FNV-1a of the lower-cased
+ * characters. Short tokens only; when half full it is emptied (the vocabulary of a workload
+ * refills it at once). */
+#define TOKEN_TABLE_SIZE 32768 /* a power of 2 */
+#define TOKEN_TABLE_LIMIT (TOKEN_TABLE_SIZE / 2)
+#define TOKEN_CACHED_MAX 24 /* characters */
+typedef struct {
+    PyObject *token; /* a 1-byte-kind ASCII str, or NULL */
+    uint32_t hash;
+} token_slot;
+
+typedef struct {
+    token_slot *slots; /* TOKEN_TABLE_SIZE of them, or NULL before the first use */
+    Py_ssize_t used;
+} token_table;
+
 /* The module state. */
 typedef struct {
     PyObject *str[S_COUNT];
+    token_table tokens;
 } speedups_state;
+
+static void
+token_table_clear(token_table *table)
+{
+    Py_ssize_t i;
+    if (table->slots != NULL) {
+        for (i = 0; i < TOKEN_TABLE_SIZE; i++) {
+            Py_CLEAR(table->slots[i].token);
+        }
+    }
+    table->used = 0;
+}
+
+static void
+token_table_free(token_table *table)
+{
+    token_table_clear(table);
+    PyMem_Free(table->slots);
+    table->slots = NULL;
+}
 
 /* dict.get(key): a new reference, or NULL (absent: no exception; else an exception is set,
  * which only a key of another type with the same hash can cause). */
@@ -2151,6 +2191,7 @@ LOWEST_BIT(uint64_t x)
 typedef struct {
     PyObject **items;
     Py_ssize_t n, cap;
+    token_table *table; /* the strings of tokens made before, or NULL */
     PyObject *stack[TOKENS_ON_STACK];
 } tokens_t;
 
@@ -2193,6 +2234,51 @@ tokens_grow(tokens_t *t)
     return ST_OK;
 }
 
+/* The string of a token of `len` (<= TOKEN_CACHED_MAX) lower-cased characters at `chars`: the
+ * table's (a new reference), else a new string entered in the table with its hash computed. */
+static PyObject *
+cached_token(token_table *table, const Py_UCS1 *chars, Py_ssize_t len)
+{
+    uint32_t hash = 2166136261u;
+    size_t i, mask = TOKEN_TABLE_SIZE - 1;
+    Py_ssize_t j;
+    PyObject *token;
+
+    for (j = 0; j < len; j++) {
+        hash = (hash ^ chars[j]) * 16777619u;
+    }
+    for (i = hash & mask;; i = (i + 1) & mask) {
+        token_slot *slot = &table->slots[i];
+        if (slot->token == NULL) {
+            break;
+        }
+        if (slot->hash == hash && PyUnicode_GET_LENGTH(slot->token) == len &&
+            memcmp(PyUnicode_1BYTE_DATA(slot->token), chars, (size_t)len) == 0) {
+            Py_INCREF(slot->token);
+            return slot->token;
+        }
+    }
+    token = PyUnicode_New(len, 127);
+    if (token == NULL) {
+        return NULL;
+    }
+    memcpy(PyUnicode_1BYTE_DATA(token), chars, (size_t)len);
+    if (PyObject_Hash(token) == -1) { /* cached in the string from now on */
+        Py_DECREF(token);
+        return NULL;
+    }
+    if (table->used >= TOKEN_TABLE_LIMIT) {
+        token_table_clear(table);
+        for (i = hash & mask; table->slots[i].token != NULL; i = (i + 1) & mask) {
+        }
+    }
+    Py_INCREF(token);
+    table->slots[i].token = token;
+    table->slots[i].hash = hash;
+    table->used++;
+    return token;
+}
+
 /* Add the token of `len` token characters (and joiners) at data[start]. */
 static ALWAYS_INLINE int
 add_token(tokens_t *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
@@ -2203,7 +2289,17 @@ add_token(tokens_t *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t 
     if (t->n == t->cap && tokens_grow(t) != ST_OK) {
         return ST_ERROR;
     }
-    if (len == 1) {
+    if (len <= TOKEN_CACHED_MAX && len > 1 && t->table != NULL) {
+        Py_UCS1 chars[TOKEN_CACHED_MAX];
+        for (j = 0; j < len; j++) {
+            chars[j] = (Py_UCS1)(PyUnicode_READ(kind, data, start + j) | 0x20);
+        }
+        token = cached_token(t->table, chars, len);
+        if (token == NULL) {
+            return ST_ERROR;
+        }
+    }
+    else if (len == 1) {
         /* CPython's cached string for the character: no allocation */
         token = PyUnicode_FromOrdinal((int)(PyUnicode_READ(kind, data, start) | 0x20));
         if (token == NULL) {
@@ -2414,7 +2510,6 @@ ascii_tokens(PyObject *module, PyObject *text)
     Py_ssize_t n, i;
     int st;
 
-    (void)module;
     if (!PyUnicode_CheckExact(text)) {
         PyErr_Format(PyExc_TypeError, "ascii_tokens() argument must be str, not %.100s",
                      Py_TYPE(text)->tp_name);
@@ -2430,6 +2525,13 @@ ascii_tokens(PyObject *module, PyObject *text)
     t.items = t.stack;
     t.n = 0;
     t.cap = TOKENS_ON_STACK;
+    t.table = &((speedups_state *)PyModule_GetState(module))->tokens;
+    if (t.table->slots == NULL) {
+        t.table->slots = PyMem_Calloc(TOKEN_TABLE_SIZE, sizeof(token_slot));
+        if (t.table->slots == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
     switch (PyUnicode_KIND(text)) {
     case PyUnicode_1BYTE_KIND:
         st = tokenize(PyUnicode_1BYTE_KIND, data, n, &t);
@@ -2528,6 +2630,7 @@ speedups_clear(PyObject *module)
         for (i = 0; i < S_COUNT; i++) {
             Py_CLEAR(s->str[i]);
         }
+        token_table_clear(&s->tokens);
     }
     return 0;
 }
@@ -2535,7 +2638,12 @@ speedups_clear(PyObject *module)
 static void
 speedups_free(void *module)
 {
+    speedups_state *s = PyModule_GetState((PyObject *)module);
+
     (void)speedups_clear((PyObject *)module);
+    if (s != NULL) {
+        token_table_free(&s->tokens);
+    }
 }
 
 static PyModuleDef_Slot speedups_slots[] = {

@@ -309,3 +309,48 @@ def test_leak_inputs_take_the_intended_paths() -> None:
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
     singletons = [chr(c) for c in b"abcs"]  # the one-character tokens: CPython's cached strs
     assert_leak_free(call, [_TEXT, _ASCII, _LONG, _NONE, _LONG_NONE, *singletons], n)
+
+
+# --- the table of tokens made before --------------------------------------------------------------
+
+
+def test_a_token_made_before_is_the_same_string() -> None:
+    first = ascii_tokens("Evidence survives: GPT-5 read v1.2 of the RUNBOOK.")
+    again = ascii_tokens("the runbook, v1.2 - read by gpt-5; EVIDENCE survives")
+    assert first is not None and again is not None
+    by_text = {t: t for t in first}
+    shared = [t for t in again if t in by_text]
+    assert len(shared) == 7
+    assert all(t is by_text[t] for t in shared)  # the same objects, not equal copies
+    assert all(type(t) is str and t.isascii() for t in again)
+
+
+def test_long_tokens_are_not_kept_but_still_right() -> None:
+    long = "a" * 24 + "b"  # past the kept length
+    kept = "k" * 24
+    tokens = ascii_tokens(f"{long.upper()} {kept.upper()} {long} {kept}")
+    assert tokens == [long, kept, long, kept]
+    assert tokens[0] is not tokens[2] and tokens[1] is tokens[3]
+
+
+def test_the_table_refills_after_it_is_emptied() -> None:
+    # more distinct tokens than the table keeps (it is emptied when half of its 32,768 slots are
+    # taken): every answer stays the Python code's, and tokens are shared again after a refill
+    words = [f"w{i}x{i % 7}" for i in range(40_000)]
+    for start in range(0, len(words), 1000):
+        text = " ".join(words[start : start + 1000])
+        assert ascii_tokens(text) == _normalized_tokens(text)
+    text = " ".join(words[:50])
+    first, again = ascii_tokens(text), ascii_tokens(text.upper())
+    assert first == again == words[:50]
+    assert first is not None and again is not None
+    assert all(a is b for a, b in zip(first, again, strict=True))
+
+
+def test_tokens_that_collide_in_the_table_stay_apart() -> None:
+    # many short tokens: some share a slot's hash bits, and each must keep its own characters
+    words = [f"{a}{b}{c}" for a in "abcdefgh" for b in "0123456789" for c in "xyz.-"]
+    text = " ".join(words)
+    expected = _normalized_tokens(text)
+    assert ascii_tokens(text) == expected
+    assert ascii_tokens(text.upper()) == expected
