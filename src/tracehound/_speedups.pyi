@@ -1,6 +1,9 @@
-"""Type stubs of the optional C accelerator (`src/tracehound/_speedups.c`)."""
+"""Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
+from collections.abc import Sequence
 from typing import Any
+
+from _typeshed import WriteableBuffer
 
 VALIDATES: bool
 
@@ -13,3 +16,12 @@ def decode_key_values(
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
 def convert_messages(data: object, part_type: type, message_type: type, /) -> list[Any] | None: ...
 def ascii_tokens(text: str, /) -> list[str] | None: ...
+def embed_hashed(
+    token_lists: Sequence[Sequence[str]],
+    out: WriteableBuffer,
+    lexical_dim: int,
+    bigrams: bool,
+    stance_index: dict[str, int] | None,
+    /,
+) -> bool | None: ...
+def crc32_utf8(text: str, /) -> int | None: ...

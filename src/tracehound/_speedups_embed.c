@@ -1,12 +1,647 @@
-/* tracehound._speedups: embed functions (see _speedups.h). */
+/*
+ * tracehound._speedups: embed functions (see _speedups.h).
+ *
+ * embed_hashed is tracehound.drift._embed.HashingEmbedder.embed_tokens without numpy and
+ * without the per-token Python objects: one pass over the tokens of each row, hashing each one
+ * (CRC-32 of its UTF-8, as zlib.crc32, computed here from the str's characters) and adding the
+ * signed unigram and bigram features to the row's buckets, then the norms. The numpy code stays
+ * the reference; the results are the same bits:
+ *
+ * - a bucket is a sum of +1.0 and -1.0, an integer, exact in any order (as numpy's bincount);
+ * - a block's norm is sqrt of the sum of the squares of its elements, integers whose sum is
+ *   exact in any order (as numpy's einsum), and each element of a block with a non-zero norm is
+ *   divided by the norm (x / norm, as numpy); zero blocks stay zero.
+ *
+ * Both hold while the sums stay below 2^53: a row of more than MAX_ROW_TOKENS tokens gets None.
+ * So do the inputs the function does not handle exactly (see embed_hashed_doc); the caller then
+ * runs the numpy code, which gives the same result or raises. Only bad arguments raise here.
+ * The GIL is held throughout.
+ *
+ * C99, ordinary CPython API only (the output array is read through the buffer protocol).
+ */
 #include "_speedups.h"
 
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* The constants of tracehound.drift._embed. */
+#define BIGRAM_MULT UINT64_C(0x9E3779B1)
+#define MASK32 UINT64_C(0xFFFFFFFF)
+#define SIGN_MULT UINT64_C(0x2545F491)
+
+/* A row of n tokens has at most 2n - 1 features (n unigrams, n - 1 bigrams), so its buckets'
+ * absolute values sum to less than 2^26 and their squares to less than 2^52: exact. */
+#define MAX_ROW_TOKENS ((Py_ssize_t)1 << 25)
+
+/* Status codes (as in _speedups.c). */
+#define ST_OK 0
+#define ST_ERROR (-1)  /* a Python exception is set */
+#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
+
+/* --- CRC-32 ---------------------------------------------------------------------------------- */
+
+/* CRC-32 of zlib (IEEE 802.3: polynomial 0xEDB88320 reflected, initial and final value
+ * 0xFFFFFFFF), slicing by 8: crc_table[0] is the byte-at-a-time table, crc_table[k][b] the CRC
+ * of byte b followed by k zero bytes. Filled once by tracehound_add_embed (the same values in
+ * every module instance). */
+static uint32_t crc_table[8][256];
+
+static void
+crc_init(void)
+{
+    uint32_t b, c;
+    int k;
+
+    for (b = 0; b < 256; b++) {
+        c = b;
+        for (k = 0; k < 8; k++) {
+            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+        }
+        crc_table[0][b] = c;
+    }
+    for (b = 0; b < 256; b++) {
+        c = crc_table[0][b];
+        for (k = 1; k < 8; k++) {
+            c = crc_table[0][c & 0xff] ^ (c >> 8);
+            crc_table[k][b] = c;
+        }
+    }
+}
+
+/* The running CRC (not inverted) after the byte b. */
+#define CRC_BYTE(c, b) (crc_table[0][((c) ^ (uint32_t)(b)) & 0xff] ^ ((c) >> 8))
+
+/* The running CRC after the n bytes at p. */
+static inline uint32_t
+crc_bytes(uint32_t c, const uint8_t *p, Py_ssize_t n)
+{
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                           ((uint32_t)p[3] << 24));
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+            crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+    }
+    if (n >= 4) {
+        uint32_t w = c ^ ((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+                          ((uint32_t)p[3] << 24));
+        c = crc_table[3][w & 0xff] ^ crc_table[2][(w >> 8) & 0xff] ^
+            crc_table[1][(w >> 16) & 0xff] ^ crc_table[0][w >> 24];
+        n -= 4;
+        p += 4;
+    }
+    for (; n > 0; n--, p++) {
+        c = CRC_BYTE(c, *p);
+    }
+    return c;
+}
+
+/* The running CRC after the UTF-8 encoding of the code point u, or ST_UNHANDLED (via *st) for
+ * a surrogate, which str.encode("utf-8") refuses. */
+static inline uint32_t
+crc_code_point(uint32_t c, Py_UCS4 u, int *st)
+{
+    if (u < 0x80) {
+        return CRC_BYTE(c, u);
+    }
+    if (u < 0x800) {
+        c = CRC_BYTE(c, 0xc0 | (u >> 6));
+        return CRC_BYTE(c, 0x80 | (u & 0x3f));
+    }
+    if (u < 0x10000) {
+        if (u >= 0xd800 && u <= 0xdfff) {
+            *st = ST_UNHANDLED;
+            return c;
+        }
+        c = CRC_BYTE(c, 0xe0 | (u >> 12));
+        c = CRC_BYTE(c, 0x80 | ((u >> 6) & 0x3f));
+        return CRC_BYTE(c, 0x80 | (u & 0x3f));
+    }
+    c = CRC_BYTE(c, 0xf0 | (u >> 18));
+    c = CRC_BYTE(c, 0x80 | ((u >> 12) & 0x3f));
+    c = CRC_BYTE(c, 0x80 | ((u >> 6) & 0x3f));
+    return CRC_BYTE(c, 0x80 | (u & 0x3f));
+}
+
+/* zlib.crc32(s.encode("utf-8")) into *out, for an exact str s. ST_UNHANDLED if s holds a lone
+ * surrogate. The UTF-8 is made on the fly: ASCII strings are their own UTF-8, and no other
+ * string gets a UTF-8 copy cached in it. */
+static ALWAYS_INLINE int
+crc_str(PyObject *s, uint32_t *out)
+{
+    const void *data;
+    Py_ssize_t n, i;
+    uint32_t c = 0xFFFFFFFFu;
+    int kind, st = ST_OK;
+
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(s) < 0) { /* a legacy string (deprecated APIs, before 3.12) */
+        return ST_ERROR;
+    }
+#endif
+    data = PyUnicode_DATA(s);
+    n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        *out = ~crc_bytes(c, (const uint8_t *)data, n);
+        return ST_OK;
+    }
+    kind = PyUnicode_KIND(s);
+    for (i = 0; i < n && st == ST_OK; i++) {
+        c = crc_code_point(c, PyUnicode_READ(kind, data, i), &st);
+    }
+    *out = ~c;
+    return st;
+}
+
+PyDoc_STRVAR(crc32_utf8_doc,
+"crc32_utf8($module, text, /)\n"
+"--\n"
+"\n"
+"zlib.crc32(text.encode('utf-8')), or None if the text holds a lone surrogate (which the\n"
+"UTF-8 codec refuses). The CRC of embed_hashed, exposed for tests. Raises TypeError unless\n"
+"`text` is a str (not a subclass).");
+
+static PyObject *
+crc32_utf8(PyObject *module, PyObject *text)
+{
+    uint32_t h;
+    int st;
+
+    (void)module;
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "crc32_utf8() argument must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    st = crc_str(text, &h);
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromUnsignedLong((unsigned long)h);
+}
+
+/* --- embed_hashed ---------------------------------------------------------------------------- */
+
+/* The index of the lowest set bit of x != 0. TRACEHOUND_PORTABLE (as in _speedups.c) builds
+ * the portable code, for tests. */
+#if defined(__GNUC__) && !defined(TRACEHOUND_PORTABLE)
+#define LOWEST_BIT(x) ((Py_ssize_t)__builtin_ctzll(x))
+#else
+static inline Py_ssize_t
+LOWEST_BIT(uint64_t x)
+{
+    Py_ssize_t i = 0;
+    for (; !(x & 1); x >>= 1) {
+        i++;
+    }
+    return i;
+}
+#endif
+
+/* f % d for a feature f below 2^32 and d below 2^32 (embed_hashed leaves larger lexical
+ * blocks to numpy). With 128-bit integers, Lemire's direct remainder replaces the division
+ * (Lemire, Kaser, Kurz, "Faster remainder by direct computation", 2019): for 32-bit a and d,
+ * a % d = ((m * a mod 2^64) * d) >> 64 with m = floor((2^64 - 1) / d) + 1. */
+typedef struct {
+    uint64_t m, d;
+} bucket_mod_t;
+
+static void
+bucket_mod_init(bucket_mod_t *md, uint64_t d)
+{
+    md->d = d;
+    md->m = UINT64_MAX / d + 1;
+}
+
+static ALWAYS_INLINE uint64_t
+bucket_of(const bucket_mod_t *md, uint64_t f)
+{
+#if defined(__SIZEOF_INT128__) && !defined(TRACEHOUND_PORTABLE)
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)(md->m * f) * md->d) >> 64);
+#else
+    return f % md->d;
+#endif
+}
+
+/*
+ * The stance index, a dict token -> category. When its keys are all exact strs (and at most
+ * STANCE_TABLE_KEYS), a token's category is looked up by the token's CRC-32, already computed,
+ * in a table made for the call: a key matches a token when its CRC is the token's and its
+ * characters are the same, which is when the dict would find it, without hashing the token.
+ * Other dicts are asked with PyDict_GetItemWithError; comparing other keys may then run Python
+ * code (the callers hold references to the objects they read and read sizes again).
+ */
+#define STANCE_TABLE_KEYS 256
+typedef struct {
+    uint32_t crc;
+    PyObject *key, *category; /* borrowed from the dict: no Python code runs in this mode */
+} stance_entry_t;
+
+typedef struct {
+    PyObject *dict;
+    int by_crc;
+    size_t mask;                             /* of slots */
+    uint16_t slots[2 * STANCE_TABLE_KEYS];   /* entry index + 1; 0: empty */
+    stance_entry_t entries[STANCE_TABLE_KEYS];
+} stance_t;
+
+static int
+stance_init(stance_t *t, PyObject *dict)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(dict), pos = 0;
+    size_t size = 16, count = 0, i;
+    PyObject *key, *value;
+    uint32_t h;
+    int st;
+
+    t->dict = dict;
+    t->by_crc = 0;
+    if (n > STANCE_TABLE_KEYS) {
+        return ST_OK;
+    }
+    while (size < 2 * (size_t)n) {
+        size *= 2;
+    }
+    t->mask = size - 1;
+    memset(t->slots, 0, size * sizeof(uint16_t));
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            return ST_OK;
+        }
+        st = crc_str(key, &h);
+        if (st == ST_ERROR) {
+            return st;
+        }
+        if (st == ST_UNHANDLED) {
+            continue; /* a lone surrogate: tokens with one never get this far */
+        }
+        for (i = h & t->mask; t->slots[i]; i = (i + 1) & t->mask) {
+        }
+        t->entries[count].crc = h;
+        t->entries[count].key = key;
+        t->entries[count].category = value;
+        t->slots[i] = (uint16_t)++count;
+    }
+    t->by_crc = 1;
+    return ST_OK;
+}
+
+/* Do the exact (and ready) strs a and b hold the same characters? */
+static inline int
+same_str(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return a == b || (n == PyUnicode_GET_LENGTH(b) && kind == (int)PyUnicode_KIND(b) &&
+                      memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0);
+}
+
+/* The category of the token (an exact str, of CRC h) in *category: a borrowed reference or
+ * NULL. */
+static inline int
+stance_get(const stance_t *t, PyObject *token, uint32_t h, PyObject **category)
+{
+    size_t i;
+
+    if (t->by_crc) {
+        for (i = h & t->mask; t->slots[i]; i = (i + 1) & t->mask) {
+            const stance_entry_t *e = &t->entries[t->slots[i] - 1];
+            if (e->crc == h && same_str(e->key, token)) {
+                *category = e->category;
+                return ST_OK;
+            }
+        }
+        *category = NULL;
+        return ST_OK;
+    }
+    Py_INCREF(token);
+    *category = PyDict_GetItemWithError(t->dict, token);
+    Py_DECREF(token);
+    return *category == NULL && PyErr_Occurred() ? ST_ERROR : ST_OK;
+}
+
+/* What a call needs. */
+typedef struct {
+    Py_ssize_t lexical_dim, dim, n_stance; /* n_stance = dim - lexical_dim */
+    int bigrams;
+    bucket_mod_t mod;    /* % lexical_dim */
+    uint64_t *touched;   /* a bit per bucket of the row: has it got a feature? */
+    Py_ssize_t n_touched; /* words */
+    const stance_t *stance; /* NULL: no stance block */
+} embed_t;
+
+/* Add the feature f (below 2^32) to the lexical block: +1.0 or -1.0 (bit 31 of f * SIGN_MULT,
+ * which does not wrap) in bucket f % lexical_dim. */
+static ALWAYS_INLINE void
+add_feature(const embed_t *e, double *lexical, uint64_t f)
+{
+    uint64_t b = bucket_of(&e->mod, f);
+    lexical[b] += (((f * SIGN_MULT) >> 31) & 1) ? -1.0 : 1.0;
+    e->touched[b >> 6] |= (uint64_t)1 << (b & 63);
+}
+
+/* Scale the lexical block to unit length unless it is zero (returns whether it is not), as
+ * numpy: the norm is sqrt of the sum of the squares, each element becomes x / norm. Only the
+ * buckets that got features can be other than zero, and 0.0 / norm is 0.0. */
+static int
+normalize_lexical(const embed_t *e, double *x)
+{
+    double sum = 0.0, norm;
+    uint64_t bits;
+    Py_ssize_t w, i;
+
+    for (w = 0; w < e->n_touched; w++) {
+        for (bits = e->touched[w]; bits; bits &= bits - 1) {
+            i = 64 * w + LOWEST_BIT(bits);
+            sum += x[i] * x[i];
+        }
+    }
+    norm = sqrt(sum);
+    if (!(norm > 0.0)) {
+        return 0;
+    }
+    for (w = 0; w < e->n_touched; w++) {
+        for (bits = e->touched[w]; bits; bits &= bits - 1) {
+            i = 64 * w + LOWEST_BIT(bits);
+            x[i] = x[i] / norm;
+        }
+    }
+    return 1;
+}
+
+/* The same for the n elements at x. */
+static void
+normalize(double *x, Py_ssize_t n)
+{
+    double sum = 0.0, norm;
+    Py_ssize_t i;
+
+    for (i = 0; i < n; i++) {
+        sum += x[i] * x[i];
+    }
+    norm = sqrt(sum);
+    if (norm > 0.0) {
+        for (i = 0; i < n; i++) {
+            x[i] = x[i] / norm;
+        }
+    }
+}
+
+/* Count the token's stance category, if it has one, in `stance`. The category must be an int
+ * in [0, n_stance). */
+static inline int
+count_stance(const embed_t *e, PyObject *token, uint32_t h, double *stance)
+{
+    PyObject *category;
+    Py_ssize_t k;
+
+    if (stance_get(e->stance, token, h, &category) != ST_OK) {
+        return ST_ERROR;
+    }
+    if (category == NULL) {
+        return ST_OK;
+    }
+    if (!PyLong_CheckExact(category)) {
+        return ST_UNHANDLED;
+    }
+    k = PyLong_AsSsize_t(category);
+    if (k == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* an int beyond Py_ssize_t */
+        return ST_UNHANDLED;
+    }
+    if (k < 0 || k >= e->n_stance) { /* numpy would index from the end, or raise */
+        return ST_UNHANDLED;
+    }
+    stance[k] += 1.0;
+    return ST_OK;
+}
+
+/* The vector of a row (a list or tuple) into out (dim zeros on entry). Its size is read at
+ * each step: with a dict of the generic kind, count_stance may run Python code. */
+static int
+embed_row(const embed_t *e, PyObject *row, double *out)
+{
+    double *stance = out + e->lexical_dim;
+    uint64_t prev = 0;
+    Py_ssize_t i;
+    int st;
+
+    memset(e->touched, 0, (size_t)e->n_touched * sizeof(uint64_t));
+    for (i = 0; i < PySequence_Fast_GET_SIZE(row); i++) {
+        PyObject *token = PySequence_Fast_GET_ITEM(row, i);
+        uint32_t h;
+
+        if (i >= MAX_ROW_TOKENS || !PyUnicode_CheckExact(token)) {
+            return ST_UNHANDLED;
+        }
+        st = crc_str(token, &h);
+        if (st != ST_OK) {
+            return st;
+        }
+        add_feature(e, out, h);
+        if (e->bigrams && i > 0) {
+            add_feature(e, out, ((prev * BIGRAM_MULT) ^ (h + BIGRAM_MULT)) & MASK32);
+        }
+        prev = h;
+        if (e->stance != NULL) {
+            st = count_stance(e, token, h, stance);
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+    }
+    if (!normalize_lexical(e, out)) {
+        /* a row without lexical content has no stance either */
+        memset(stance, 0, (size_t)e->n_stance * sizeof(double));
+    }
+    else if (e->stance != NULL) {
+        normalize(stance, e->n_stance);
+    }
+    return ST_OK;
+}
+
+/* The rows of token_lists (a list or tuple) into out (n_rows x dim, zeros). */
+static int
+embed_rows(const embed_t *e, PyObject *token_lists, double *out, Py_ssize_t n_rows)
+{
+    Py_ssize_t r;
+    int st;
+
+    for (r = 0; r < n_rows; r++) {
+        PyObject *row;
+
+        if (r >= PySequence_Fast_GET_SIZE(token_lists)) {
+            return ST_UNHANDLED; /* shrunk by Python code run by count_stance */
+        }
+        row = PySequence_Fast_GET_ITEM(token_lists, r);
+        if (!PyList_CheckExact(row) && !PyTuple_CheckExact(row)) {
+            return ST_UNHANDLED;
+        }
+        Py_INCREF(row);
+        st = embed_row(e, row, out + r * e->dim);
+        Py_DECREF(row);
+        if (st != ST_OK) {
+            return st;
+        }
+    }
+    return PySequence_Fast_GET_SIZE(token_lists) == n_rows ? ST_OK : ST_UNHANDLED;
+}
+
+PyDoc_STRVAR(embed_hashed_doc,
+"embed_hashed($module, token_lists, out, lexical_dim, bigrams, stance_index, /)\n"
+"--\n"
+"\n"
+"tracehound.drift._embed.HashingEmbedder.embed_tokens(token_lists) into `out`.\n"
+"\n"
+"`out`: a writable C-contiguous 2-D float64 buffer (a numpy array) of shape\n"
+"(len(token_lists), dim), whatever it holds. Row r gets the vector of token_lists[r]: the\n"
+"signed feature hashing of its tokens' CRC-32 (unigrams and, if `bigrams` is true, the\n"
+"bigrams of adjacent tokens) into out[r, :lexical_dim], L2-normalized; then, if\n"
+"`stance_index` is a dict (token -> category), the counts of the categories of its tokens in\n"
+"out[r, lexical_dim:], L2-normalized, for rows whose lexical block is not zero. Every other\n"
+"element is zero (all of out[:, lexical_dim:] when `stance_index` is None).\n"
+"\n"
+"Returns True, or None with `out` all zeros for input it does not handle exactly: token_lists\n"
+"or a row not a list or tuple, a token not a str (subclasses included), a token with a lone\n"
+"surrogate (its UTF-8 encoding raises), a category not an int in [0, dim - lexical_dim), a\n"
+"row of more than 2**25 tokens, lexical_dim of 2**32 or more. Raises TypeError or ValueError\n"
+"for bad arguments (out not such a buffer or of another shape, lexical_dim not in [1, dim],\n"
+"stance_index not a dict or None).");
+
+static PyObject *
+embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *token_lists;
+    Py_buffer view;
+    Py_ssize_t lexical_dim, n_rows;
+    uint64_t touched_stack[64];
+    stance_t stance; /* about 7 kB */
+    embed_t e;
+    int bigrams, st;
+
+    (void)module;
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "embed_hashed() takes exactly 5 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    token_lists = args[0];
+    lexical_dim = PyLong_AsSsize_t(args[2]);
+    if (lexical_dim == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    bigrams = PyObject_IsTrue(args[3]);
+    if (bigrams < 0) {
+        return NULL;
+    }
+    if (args[4] != Py_None && !PyDict_CheckExact(args[4])) {
+        PyErr_Format(PyExc_TypeError,
+                     "embed_hashed() stance_index must be a dict or None, not %.100s",
+                     Py_TYPE(args[4])->tp_name);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) <
+        0) {
+        return NULL;
+    }
+    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) || view.format == NULL ||
+        strcmp(view.format, "d") != 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "embed_hashed() out must be a 2-D C-contiguous float64 buffer");
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    n_rows = view.shape[0];
+    e.dim = view.shape[1];
+    if (lexical_dim < 1 || lexical_dim > e.dim) {
+        PyErr_Format(PyExc_ValueError,
+                     "embed_hashed() lexical_dim must be within [1, %zd] (out's columns), got %zd",
+                     e.dim, lexical_dim);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if ((PyList_CheckExact(token_lists) || PyTuple_CheckExact(token_lists)) &&
+        PySequence_Fast_GET_SIZE(token_lists) != n_rows) {
+        PyErr_Format(PyExc_ValueError, "embed_hashed() out has %zd rows for %zd token lists",
+                     n_rows, PySequence_Fast_GET_SIZE(token_lists));
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    memset(view.buf, 0, (size_t)view.len);
+    if (!PyList_CheckExact(token_lists) && !PyTuple_CheckExact(token_lists)) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+
+    if ((uint64_t)lexical_dim > MASK32) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE; /* rows of 32 GB */
+    }
+    e.lexical_dim = lexical_dim;
+    e.n_stance = e.dim - lexical_dim;
+    e.bigrams = bigrams;
+    bucket_mod_init(&e.mod, (uint64_t)lexical_dim);
+    e.n_touched = (lexical_dim + 63) / 64;
+    e.touched = touched_stack;
+    if (e.n_touched > (Py_ssize_t)(sizeof(touched_stack) / sizeof(uint64_t))) {
+        e.touched = PyMem_Malloc((size_t)e.n_touched * sizeof(uint64_t));
+        if (e.touched == NULL) {
+            PyBuffer_Release(&view);
+            return PyErr_NoMemory();
+        }
+    }
+    e.stance = NULL;
+    st = ST_OK;
+    if (args[4] != Py_None) {
+        st = stance_init(&stance, args[4]);
+        e.stance = &stance;
+    }
+    if (st == ST_OK) {
+        /* held, as the rows: Python code run by a dict lookup could drop them */
+        Py_INCREF(token_lists);
+        Py_INCREF(args[4]);
+        st = embed_rows(&e, token_lists, (double *)view.buf, n_rows);
+        Py_DECREF(args[4]);
+        Py_DECREF(token_lists);
+    }
+    if (e.touched != touched_stack) {
+        PyMem_Free(e.touched);
+    }
+    if (st != ST_OK) {
+        memset(view.buf, 0, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* --- module ---------------------------------------------------------------------------------- */
+
 static PyMethodDef embed_methods[] = {
+    {"embed_hashed", (PyCFunction)(void (*)(void))embed_hashed, METH_FASTCALL, embed_hashed_doc},
+    {"crc32_utf8", crc32_utf8, METH_O, crc32_utf8_doc},
     {NULL, NULL, 0, NULL},
 };
 
 int
 tracehound_add_embed(PyObject *module)
 {
+    crc_init();
     return PyModule_AddFunctions(module, embed_methods);
 }

@@ -36,6 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from tracehound import _wire
 from tracehound.text import informative_tokens
 
 __all__ = [
@@ -199,7 +200,8 @@ class HashingEmbedder:
 
     The same text gives the same vector in every process and on every platform: hashes are
     CRC-32 of UTF-8 tokens (memoized per token, the memo bounded), never Python's randomized
-    `hash()`. The name encodes the configuration, e.g. `hashing-v1(uni+bi,stance=0.5)`.
+    `hash()`. The C accelerator, when built, computes the same rows to the bit (no memo there).
+    The name encodes the configuration, e.g. `hashing-v1(uni+bi,stance=0.5)`.
     """
 
     __slots__ = ("_bigrams", "_blocks", "_cache", "_dim", "_lexical_dim", "_name", "_stance_weight")
@@ -244,10 +246,20 @@ class HashingEmbedder:
     def embed_tokens(self, token_lists: Sequence[Sequence[str]]) -> FloatArray:
         """Rows for already tokenized texts (informative tokens, in order), one per list.
 
-        All texts go through numpy together: one hashing pass and one `bincount` for the batch.
+        With the C accelerator, `embed_hashed` computes the rows in one pass over the tokens.
+        Otherwise (and for the input it leaves to Python), all texts go through numpy together:
+        one hashing pass and one `bincount` for the batch. Both give the same bits.
         """
         n = len(token_lists)
-        out = np.zeros((n, self._dim), dtype=np.float64)
+        embed_hashed = getattr(_wire._native, "embed_hashed", None)
+        if embed_hashed is not None:
+            out = np.empty((n, self._dim), dtype=np.float64)
+            stance_index = _STANCE_INDEX if self._stance_weight > 0 else None
+            if embed_hashed(token_lists, out, self._lexical_dim, self._bigrams, stance_index):
+                return out
+            # None: input the C code does not handle; it left `out` all zeros
+        else:
+            out = np.zeros((n, self._dim), dtype=np.float64)
         lexical_dim = self._lexical_dim
         cache = self._cache
         get = cache.get

@@ -1,0 +1,524 @@
+"""`tracehound._speedups.embed_hashed` (C) against `HashingEmbedder.embed_tokens`'s numpy code.
+
+`embed_hashed(token_lists, out, lexical_dim, bigrams, stance_index)` fills `out` with the rows
+the numpy code computes, to the bit: the same CRC-32 of each token's UTF-8, the same signed
+buckets, the same norms and divisions. For input it does not handle (other sequence types, tokens
+that are not exact strs, lone surrogates, odd stance categories) it answers None with `out` all
+zeros, and `embed_tokens` runs the numpy code. The reference here is `embed_tokens` with the
+accelerator switched off (`_wire._native = None`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+import sys
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from _leaks import assert_leak_free, expecting
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracehound import _speedups, _wire
+from tracehound.drift import _embed
+from tracehound.drift._embed import _N_STANCE, _STANCE_INDEX, HashingEmbedder
+from tracehound.text import informative_tokens
+
+embed_hashed = _speedups.embed_hashed
+crc32_utf8 = _speedups.crc32_utf8
+
+SETTINGS = settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+STANCE_WORDS = sorted(_STANCE_INDEX)
+assert len(STANCE_WORDS) > 50 and _N_STANCE == 5
+
+
+@contextmanager
+def pure_python() -> Iterator[None]:
+    saved = _wire._native
+    _wire._native = None
+    try:
+        yield
+    finally:
+        _wire._native = saved
+
+
+@contextmanager
+def stance_index(index: dict[Any, Any]) -> Iterator[None]:
+    """Another stance dict for both paths (the numpy code reads the module's global)."""
+    saved = _embed._STANCE_INDEX
+    _embed._STANCE_INDEX = index
+    try:
+        yield
+    finally:
+        _embed._STANCE_INDEX = saved
+
+
+def reference(embedder: HashingEmbedder, token_lists: Sequence[Sequence[str]]) -> np.ndarray:
+    with pure_python():
+        return embedder.embed_tokens(token_lists)
+
+
+def native(
+    embedder: HashingEmbedder, token_lists: Sequence[Sequence[str]]
+) -> tuple[bool | None, np.ndarray]:
+    out = np.full((len(token_lists), embedder.dim), np.nan)  # whatever it holds
+    index = _embed._STANCE_INDEX if embedder._stance_weight > 0 else None
+    result = embed_hashed(token_lists, out, embedder._lexical_dim, embedder._bigrams, index)
+    return result, out
+
+
+def check(embedder: HashingEmbedder, token_lists: Sequence[Sequence[str]]) -> np.ndarray:
+    """The C answer is True and the numpy code's rows, bit for bit."""
+    expected = reference(embedder, token_lists)
+    result, out = native(embedder, token_lists)
+    assert result is True
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    assert np.array_equal(out, expected)
+    assert out.tobytes() == expected.tobytes()
+    return out
+
+
+def tiny(lexical_dim: int, stance_weight: float, bigrams: bool) -> HashingEmbedder:
+    """An embedder with a lexical block smaller than the constructor allows (many collisions,
+    rows that cancel out): both paths take any lexical_dim >= 1."""
+    embedder = HashingEmbedder(2 * _N_STANCE, stance_weight=stance_weight, bigrams=bigrams)
+    embedder._lexical_dim = lexical_dim
+    embedder._dim = lexical_dim + (_N_STANCE if stance_weight > 0 else 0)
+    return embedder
+
+
+# --- CRC-32 --------------------------------------------------------------------------------------
+
+
+def zlib_crc(text: str) -> int | None:
+    try:
+        return zlib.crc32(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return None
+
+
+@SETTINGS
+@given(st.text())
+def test_crc_any_text(text: str) -> None:
+    assert crc32_utf8(text) == zlib_crc(text)
+
+
+@SETTINGS
+@given(st.text(st.characters(max_codepoint=0x7F), min_size=0, max_size=80))
+def test_crc_ascii(text: str) -> None:
+    assert crc32_utf8(text) == zlib.crc32(text.encode("ascii"))
+
+
+def test_crc_every_length() -> None:
+    """Every length to 100 (the 8-byte, 4-byte and byte steps), of each string kind."""
+    rng = random.Random(3)
+    for alphabet in ("abcXYZ09.-", "ab\u00e9\u00ff", "a\u0100\u20ac\uffff", "a\U0001f600"):
+        for n in range(101):
+            text = "".join(rng.choice(alphabet) for _ in range(n))
+            assert crc32_utf8(text) == zlib.crc32(text.encode("utf-8")), text
+
+
+def test_crc_code_points() -> None:
+    """Each code point alone and next to ASCII: the 1- to 4-byte encodings, surrogates None."""
+    points = [*range(0x1000), *range(0x1000, 0x110000, 61), 0x7FF, 0x800, 0xFFFF, 0x10000]
+    points += [*range(0xD7F0, 0xE010), 0x10FFFF]
+    for cp in points:
+        for text in (chr(cp), "ab" + chr(cp) + "cdefghij"):
+            assert crc32_utf8(text) == zlib_crc(text), hex(cp)
+    assert crc32_utf8("\ud800") is None and crc32_utf8("a\udfff\U0001f600") is None
+    assert crc32_utf8("") == 0
+    with pytest.raises(TypeError):
+        crc32_utf8(b"x")  # type: ignore[arg-type]
+
+
+# --- parity (hypothesis) -------------------------------------------------------------------------
+
+_VOCAB = ("", "a", "the", "agent", "tool", "x", "gpt-5", "v1.2", "3.14", "caf\u00e9", "\u00e9")
+TOKEN = st.one_of(
+    st.sampled_from(STANCE_WORDS),
+    st.sampled_from(_VOCAB),
+    st.text("abcdefghijklmnopqrstuvwxyz0123456789.-", max_size=20),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),  # no lone surrogates
+)
+ROW = st.lists(TOKEN, max_size=40).flatmap(lambda t: st.sampled_from((t, tuple(t))))
+SHORT_ROW = st.lists(st.sampled_from(("maybe", "not", "x", "agent", "error")), max_size=3)
+ROWS = st.lists(st.one_of(ROW, SHORT_ROW, st.just(())), max_size=12).flatmap(
+    lambda rows: st.sampled_from((rows, tuple(rows)))
+)
+DIM = st.one_of(st.sampled_from((10, 11, 12, 16, 64, 100, 1024, 5000)), st.integers(10, 300))
+EMBEDDER = st.builds(
+    HashingEmbedder,
+    DIM,
+    stance_weight=st.sampled_from((0.0, 0.5, 0.25, 0.9)),
+    bigrams=st.booleans(),
+)
+
+
+@SETTINGS
+@given(EMBEDDER, ROWS)
+def test_parity(embedder: HashingEmbedder, token_lists: Sequence[Sequence[str]]) -> None:
+    check(embedder, token_lists)
+
+
+@SETTINGS
+@given(
+    st.integers(1, 9), st.sampled_from((0.0, 0.5)), st.booleans(), st.lists(SHORT_ROW, max_size=8)
+)
+def test_parity_tiny_lexical_blocks(
+    lexical_dim: int, stance_weight: float, bigrams: bool, token_lists: list[list[str]]
+) -> None:
+    check(tiny(lexical_dim, stance_weight, bigrams), token_lists)
+
+
+@SETTINGS
+@given(EMBEDDER, st.lists(st.lists(st.sampled_from(STANCE_WORDS[:6]), max_size=60), max_size=6))
+def test_parity_repeated_tokens(embedder: HashingEmbedder, token_lists: list[list[str]]) -> None:
+    check(embedder, token_lists)
+
+
+@pytest.mark.parametrize("stance_weight", [0.0, 0.5])
+@pytest.mark.parametrize("bigrams", [True, False])
+def test_edge_rows(stance_weight: float, bigrams: bool) -> None:
+    embedder = HashingEmbedder(64, stance_weight=stance_weight, bigrams=bigrams)
+    for token_lists in (
+        [],
+        (),
+        [()],
+        [[]],
+        [[""]],
+        [["", ""]],
+        [["maybe"]],
+        [(), ("maybe", "maybe"), (), ("not",), ()],
+        [["x"] * 1000],
+        [[w] for w in STANCE_WORDS],
+        [STANCE_WORDS, STANCE_WORDS[::-1]],
+        [["\U0001f600", "\u00e9t\u00e9", "\u65e5\u672c"], ["a" * 1000]],
+    ):
+        check(embedder, token_lists)
+
+
+def test_rows_that_cancel_out() -> None:
+    """A row whose lexical block sums to zero (two tokens in one bucket with opposite signs)
+    has no stance block either, though its tokens are stance words."""
+    embedder = tiny(1, 0.5, False)
+    rows = [(a, b) for a in STANCE_WORDS for b in STANCE_WORDS]
+    expected = reference(embedder, rows)
+    zero = [i for i, row in enumerate(expected) if not row.any()]
+    assert zero  # both signs occur among the stance words
+    assert not check(embedder, rows)[zero].any()
+
+
+def test_prose() -> None:
+    """Real agent text (the benchmarks' prose), tokenized as the engine does, by batch."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from _workload import Prose
+
+    rng = random.Random(11)
+    prose = Prose(random.Random(5))
+    texts = [prose.text(rng.choice((30, 100, 300, 1000, 3000))) for _ in range(120)]
+    token_lists = [informative_tokens(t) for t in texts]
+    for embedder in (
+        HashingEmbedder(),
+        HashingEmbedder(stance_weight=0.0),
+        HashingEmbedder(bigrams=False),
+        HashingEmbedder(256, stance_weight=0.3),
+    ):
+        for start in range(0, len(token_lists), 8):
+            check(embedder, token_lists[start : start + 8])
+        check(embedder, token_lists)
+
+
+# --- other stance dicts --------------------------------------------------------------------------
+
+
+class _Key:
+    """A key that equals a str (as a dict sees it): the C code must ask the dict."""
+
+    def __init__(self, word: str, on_eq: Callable[[], None] | None = None) -> None:
+        self.word = word
+        self.on_eq = on_eq
+
+    def __hash__(self) -> int:
+        return hash(self.word)
+
+    def __eq__(self, other: object) -> bool:
+        if self.on_eq is not None:
+            self.on_eq()
+        return other == self.word
+
+
+def _indexes() -> list[dict[Any, Any]]:
+    big = dict(_STANCE_INDEX)
+    big.update({f"w{i}": i % _N_STANCE for i in range(400)})  # beyond the C table's size
+    return [
+        {**_STANCE_INDEX, 1: 0},  # a key that is not a str
+        {**_STANCE_INDEX, _Key("agent"): 3},  # one that equals a token
+        big,
+        {**_STANCE_INDEX, "\ud800": 0, "caf\u00e9": 4},  # a key with a lone surrogate
+        {},
+        {"x": 0},
+    ]
+
+
+@pytest.mark.parametrize(
+    "index", _indexes(), ids=["int-key", "eq-key", "big", "odd-keys", "empty", "one"]
+)
+def test_other_stance_dicts(index: dict[Any, Any]) -> None:
+    rng = random.Random(2)
+    words = [*STANCE_WORDS, "agent", "x", "caf\u00e9", "w1", "w399", "tool", ""]
+    rows = [[rng.choice(words) for _ in range(rng.randrange(30))] for _ in range(40)]
+    with stance_index(index):
+        for dim in (10, 64, 1024):
+            check(HashingEmbedder(dim), rows)
+
+
+@pytest.mark.parametrize("category", [True, 1.0, -1, _N_STANCE, 2**70, "0", None], ids=repr)
+def test_odd_categories_are_left_to_python(category: object) -> None:
+    """Categories that are not ints in [0, 5): None (numpy then indexes from the end, or
+    raises); not asked when no token has them."""
+    embedder = HashingEmbedder(64)
+    out = np.full((2, 64), np.nan)
+    index = {**_STANCE_INDEX, "odd": category}
+    assert embed_hashed([["a"], ["b", "odd"]], out, 59, True, index) is None
+    assert not out.any()
+    assert embed_hashed([["a"], ["b", "maybe"]], out, 59, True, index) is True
+    with stance_index(index):
+        check(embedder, [["a"], ["b", "maybe"]])
+        try:
+            expected = reference(embedder, [["odd", "x"]])
+        except (IndexError, TypeError, ValueError):
+            return
+        assert np.array_equal(embedder.embed_tokens([["odd", "x"]]), expected)
+
+
+def test_a_dict_that_mutates_the_input() -> None:
+    """A key whose __eq__ empties the rows while the C code reads them: no crash, and an answer
+    (True or None, out zeros then)."""
+    rows: list[list[str]] = []
+
+    def mutate() -> None:
+        for row in rows:
+            row.clear()
+        rows.clear()
+
+    index = {**_STANCE_INDEX, _Key("agent", mutate): 0}
+    for _ in range(3):
+        rows[:] = [["agent", *STANCE_WORDS] for _ in range(4)]
+        out = np.full((4, 64), np.nan)
+        result = embed_hashed(rows, out, 59, True, index)
+        assert result is None or result is True
+        assert not np.isnan(out).any()
+        if result is None:
+            assert not out.any()
+
+
+# --- left to Python ------------------------------------------------------------------------------
+
+
+class _Str(str):
+    pass
+
+
+class _List(list):  # type: ignore[type-arg]
+    pass
+
+
+def _unhandled() -> list[Any]:
+    return [
+        iter([["a"]]),
+        [["a"], ["b", _Str("c")]],
+        [["a"], _List(["b"])],
+        [["a"], "abc"],  # a str is a sequence of tokens to the numpy code
+        [["a", b"b"]],
+        [["a", None]],
+        [["a", 1]],
+        [["a"], ["b", "x\ud800y"]],  # a lone surrogate: encode("utf-8") raises
+        [["\udfff"]],
+    ]
+
+
+@pytest.mark.parametrize("token_lists", _unhandled(), ids=repr)
+@pytest.mark.parametrize("stance", [True, False])
+def test_unhandled_input_is_none(token_lists: Any, stance: bool) -> None:
+    out = np.full((1 if isinstance(token_lists, Iterator) else len(token_lists), 64), np.nan)
+    index = _STANCE_INDEX if stance else None
+    assert embed_hashed(token_lists, out, 59 if stance else 64, True, index) is None
+    assert not out.any()
+
+
+@pytest.mark.parametrize("token_lists", _unhandled()[1:], ids=repr)
+def test_embed_tokens_falls_back(token_lists: Any) -> None:
+    """The numpy code's answer, or its exception, with the accelerator on."""
+    embedder = HashingEmbedder()
+    try:
+        expected = reference(embedder, token_lists)
+    except (AttributeError, TypeError, UnicodeEncodeError) as exc:
+        with pytest.raises(type(exc)):
+            embedder.embed_tokens(token_lists)
+        return
+    got = embedder.embed_tokens(token_lists)
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_huge_lexical_block_is_none() -> None:
+    assert embed_hashed([], np.empty((0, 2**32)), 2**32, True, None) is None
+    assert embed_hashed([], np.empty((0, 2**32 - 1)), 2**32 - 1, True, None) is True
+
+
+def test_bad_arguments() -> None:
+    rows = [["a"]]
+    with pytest.raises(TypeError):
+        embed_hashed(rows, np.zeros((1, 10)), 5, True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        embed_hashed(rows, [0.0] * 10, 5, True, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        embed_hashed(rows, np.zeros((1, 10), np.float32), 5, True, None)
+    with pytest.raises(TypeError):
+        embed_hashed(rows, np.zeros(10), 5, True, None)
+    with pytest.raises((TypeError, ValueError, BufferError)):
+        embed_hashed(rows, np.zeros((3, 20))[:, ::2], 5, True, None)
+    read_only = np.zeros((1, 10))
+    read_only.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        embed_hashed(rows, read_only, 5, True, None)
+    with pytest.raises(ValueError):
+        embed_hashed(rows, np.zeros((2, 10)), 5, True, None)
+    for lexical_dim in (0, -1, 11):
+        with pytest.raises(ValueError):
+            embed_hashed(rows, np.zeros((1, 10)), lexical_dim, True, None)
+    with pytest.raises(TypeError):
+        embed_hashed(rows, np.zeros((1, 10)), "5", True, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        embed_hashed(rows, np.zeros((1, 10)), 5, True, [])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        embed_hashed(rows, np.zeros((1, 10)), 5, True, SimpleNamespace())  # type: ignore[arg-type]
+
+
+def test_documented() -> None:
+    assert str(inspect.signature(embed_hashed)) == (
+        "(token_lists, out, lexical_dim, bigrams, stance_index, /)"
+    )
+    assert "embed_tokens" in (embed_hashed.__doc__ or "")
+    assert "None" in (embed_hashed.__doc__ or "")
+    assert str(inspect.signature(crc32_utf8)) == "(text, /)"
+
+
+# --- the embedder uses it ------------------------------------------------------------------------
+
+
+def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`embed_tokens` (and so `embed`) calls `embed_hashed` when `_wire._native` has it (set
+    here, so that this holds with TRACEHOUND_PURE_PYTHON=1 too), and the numpy code without."""
+    calls: list[bool | None] = []
+
+    def counting(*args: Any) -> bool | None:
+        result = embed_hashed(*args)
+        calls.append(result)
+        return result
+
+    monkeypatch.setattr(_speedups, "embed_hashed", counting)
+    text = "Maybe the tool failed; not sure, retrying the search again."
+    rows = [informative_tokens(text), ()]
+    for embedder in (HashingEmbedder(), HashingEmbedder(stance_weight=0.0, bigrams=False)):
+        expected = reference(embedder, rows)
+        monkeypatch.setattr(_wire, "_native", _speedups)
+        assert embedder.embed_tokens(rows).tobytes() == expected.tobytes()
+        assert calls == [True]
+        assert embedder.embed([text, ""]).tobytes() == expected.tobytes()
+        assert calls == [True, True]
+        calls.clear()
+        # the numpy code when the accelerator is off, or built without embed_hashed
+        for off in (None, SimpleNamespace()):
+            monkeypatch.setattr(_wire, "_native", off)
+            assert embedder.embed_tokens(rows).tobytes() == expected.tobytes()
+        assert calls == []
+    monkeypatch.setattr(_wire, "_native", _speedups)
+    assert (
+        HashingEmbedder().embed_tokens(rows).tobytes()
+        == reference(HashingEmbedder(), rows).tobytes()
+    )
+
+
+def test_embed_tokens_after_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """None from the C code (which leaves `out` zeros): the numpy rows."""
+    seen: list[object] = []
+
+    def declining(token_lists: object, out: np.ndarray, *args: object) -> None:
+        seen.append(token_lists)
+        out.fill(0.0)
+
+    monkeypatch.setattr(_wire, "_native", SimpleNamespace(embed_hashed=declining))
+    rows = [("maybe", "the", "agent"), (), ("not", "again")]
+    embedder = HashingEmbedder()
+    got = embedder.embed_tokens(rows)
+    assert seen == [rows]
+    assert got.tobytes() == reference(embedder, rows).tobytes()
+
+
+# --- no leaks ------------------------------------------------------------------------------------
+
+_ROWS = [
+    informative_tokens(
+        "Maybe the tool failed: I'm not sure the search returned the right rows, retrying."
+    )
+    * 4,
+    (),
+    ("caf\u00e9", "\U0001f600", "gpt-5", "maybe", "maybe"),
+    list(STANCE_WORDS),
+]
+_OUT = np.zeros((len(_ROWS), 1024))
+_BAD_TOKEN = [["a", "b"], ["c", None]]
+_SURROGATE = [["a", "b"], ["c", "\ud800"]]
+_GENERIC = {**_STANCE_INDEX, 1: 0}
+_ODD = {**_STANCE_INDEX, "maybe": -1}
+
+
+def test_leak_inputs_take_the_intended_paths() -> None:
+    assert embed_hashed(_ROWS, _OUT, 1019, True, _STANCE_INDEX) is True
+    assert embed_hashed(_ROWS, _OUT, 1019, True, _GENERIC) is True
+    assert embed_hashed(_ROWS, _OUT, 1019, True, _ODD) is None
+    assert embed_hashed(_BAD_TOKEN, _OUT[:2], 1019, True, _STANCE_INDEX) is None
+    assert embed_hashed(_SURROGATE, _OUT[:2], 1019, True, _STANCE_INDEX) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "n"),
+    [
+        pytest.param(
+            lambda: embed_hashed(_ROWS, _OUT, 1019, True, _STANCE_INDEX), 20_000, id="rows"
+        ),
+        pytest.param(lambda: embed_hashed(_ROWS, _OUT, 1024, False, None), 20_000, id="plain"),
+        pytest.param(lambda: embed_hashed(_ROWS, _OUT, 1019, True, _GENERIC), 10_000, id="generic"),
+        pytest.param(lambda: embed_hashed(_ROWS, _OUT, 1019, True, _ODD), 20_000, id="odd"),
+        pytest.param(
+            lambda: embed_hashed(_BAD_TOKEN, _OUT[:2], 1019, True, _STANCE_INDEX), 50_000, id="bad"
+        ),
+        pytest.param(
+            lambda: embed_hashed(_SURROGATE, _OUT[:2], 1019, True, None), 50_000, id="surrogate"
+        ),
+        pytest.param(
+            lambda: embed_hashed([], np.empty((0, 8192)), 8000, True, None), 50_000, id="wide"
+        ),
+        pytest.param(
+            expecting(lambda: embed_hashed(_ROWS, _OUT[:2], 1019, True, None), ValueError),
+            50_000,
+            id="value-error",
+        ),
+        pytest.param(lambda: crc32_utf8("caf\u00e9 \U0001f600"), 100_000, id="crc"),
+        pytest.param(lambda: crc32_utf8("a\ud800"), 100_000, id="crc-none"),
+    ],
+)
+def test_no_leaks(call: Callable[[], object], n: int) -> None:
+    tokens = [t for row in _ROWS for t in row]
+    assert_leak_free(call, [_ROWS, _OUT, _STANCE_INDEX, _GENERIC, _ODD, *_ROWS, *tokens], n)
