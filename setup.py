@@ -1,8 +1,9 @@
 """Build configuration beyond pyproject.toml: the optional C accelerator.
 
 `tracehound._speedups` reads OTLP protobuf bytes directly (attribute decoding, one pass over a
-request for span ids and GenAI keys). It is optional: without a C compiler the build skips it
-and tracehound runs the same pure-Python code paths, with the same results, only slower.
+request for span ids and GenAI keys) and runs the evaluators' hot loops (tokens, the drift
+embedding, the evidence index). It is optional: without a C compiler the build skips it and
+tracehound runs the same pure-Python code paths, with the same results, only slower.
 """
 
 from setuptools import Extension, setup

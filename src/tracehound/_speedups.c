@@ -1,5 +1,8 @@
 /*
- * tracehound._speedups: C versions of two OTLP protobuf hot paths.
+ * tracehound._speedups: C versions of tracehound's hot paths. This file holds the OTLP protobuf
+ * paths, the message conversion, the tokenizer and the module definition; the evaluators'
+ * kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c), which add their
+ * functions to the module through _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
  * per KeyValue and per AnyValue, about 0.35 us per attribute key. The functions here read the
@@ -26,7 +29,8 @@
  *
  * ascii_tokens is of a third kind: tracehound.text._normalized_tokens for the texts of its ASCII
  * path, in one pass over the str, or None for the texts it would normalize with NFKC (see
- * "ascii_tokens" below).
+ * "ascii_tokens" below). It hands out the same string object for a token it made before (a
+ * table in the module state).
  *
  * C99, ordinary CPython API only, Python 3.10+. With GCC or Clang, a bit-scan builtin and, on
  * x86-64, SSE2 intrinsics speed up the UTF-8 check and ascii_tokens; other compilers get the
@@ -2652,14 +2656,17 @@ static PyModuleDef_Slot speedups_slots[] = {
 };
 
 PyDoc_STRVAR(speedups_doc,
-"C versions of two OTLP protobuf hot paths of tracehound.\n"
+"C versions of tracehound's hot paths: OTLP protobuf reading, message conversion, tokens,\n"
+"and the evaluators' kernels.\n"
 "\n"
 "They read the protobuf wire bytes directly instead of going through upb's per-field Python\n"
 "wrappers. The Python code (tracehound.spans) is the reference: each function returns exactly\n"
 "what it returns, or None for input it does not handle exactly, and the caller then falls\n"
 "back to the Python/upb path. convert_messages does the same for the message lists of\n"
 "tracehound.conventions._messages.parse_messages, and ascii_tokens for the tokens of\n"
-"tracehound.text._normalized_tokens. This module is optional; tracehound works without it.");
+"tracehound.text._normalized_tokens. The evaluators' kernels (embed_hashed, the evidence\n"
+"index) hold to their Python code the same way. This module is optional; tracehound works\n"
+"without it.");
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
