@@ -678,11 +678,15 @@ class _RunDetector:
         """`cycle_len[p]`: how many calls in a row equal the call `p` places before them."""
         config, calls, i, key = self.config, self.calls, call.index, call.key
         lengths = self.cycle_len
+        longest = 0
         for p in range(1, config.cycle_max_period + 1):
             if key is not None and i >= p and calls[i - p].key == key:
                 lengths[p] += 1
+                longest = max(longest, lengths[p])
             else:
                 lengths[p] = 0
+        if longest < config.cycle_min_period * (config.cycle_repeats - 1):
+            return  # below every period's `need`
         for p in range(config.cycle_min_period, config.cycle_max_period + 1):
             run = lengths[p]
             need = p * (config.cycle_repeats - 1)
