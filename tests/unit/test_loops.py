@@ -7,15 +7,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tracehound import Engine, EvaluationResult, FinalizedTrace, SpanView
 from tracehound import names as N
-from tracehound.evaluators import LoopConfig, LoopEvaluator
+from tracehound.evaluators import LoopConfig, LoopEvaluator, loops
 from tracehound.evaluators.loops import analyze, classify_error, near_arguments
+from tracehound.steps import Trajectory
 
 TRACE = "5b8aa5a2d2c872e8321cf37308d69df2"
 MS = 1_000_000
@@ -841,3 +843,387 @@ def test_trace_results_do_not_depend_on_arrival_order(order: list[SpanView]) -> 
         k: v for k, v in MIXED_BASELINE.attributes.items() if k.startswith("tracehound.loops")
     }
     assert loop_attrs == base_attrs
+
+
+# --- the trace result from the streaming state ---------------------------------------------------
+#
+# At finalization the evaluator takes the trace result from the tracker it fed while the spans
+# streamed in, when feeding the canonical trajectory again would build the same tracker
+# (`loops._streamed_report`); else it feeds the trajectory again (`analyze`).
+
+
+def run_refeed(
+    spans: Sequence[SpanView], config: LoopConfig | None = None
+) -> tuple[dict[str, list[EvaluationResult]], FinalizedTrace]:
+    """`run`, with the trace result always computed again from the trajectory."""
+    evaluator = LoopEvaluator(config)
+    evaluator._refeed = True
+    engine = Engine([evaluator])
+    per_span: dict[str, list[EvaluationResult]] = {}
+    for view in spans:
+        outcome = engine.add_span(view)
+        if outcome.results:
+            per_span.setdefault(view.span_id, []).extend(outcome.results)
+    (finalized,) = engine.flush()
+    return per_span, finalized
+
+
+def outcome(
+    result: tuple[dict[str, list[EvaluationResult]], FinalizedTrace],
+) -> tuple[Any, ...]:
+    per_span, finalized = result
+    return per_span, finalized.results, finalized.attributes
+
+
+@pytest.fixture
+def refeeds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The trace ids `analyze` was called for (the evaluator's re-feeds)."""
+    called: list[str] = []
+    real = loops.analyze
+
+    def spy(trajectory: Trajectory, *args: Any, **kwargs: Any) -> loops.LoopReport:
+        called.append(trajectory.trace_id)
+        return real(trajectory, *args, **kwargs)
+
+    monkeypatch.setattr(loops, "analyze", spy)
+    return called
+
+
+def by_end(spans: Sequence[SpanView]) -> list[SpanView]:
+    return sorted(spans, key=lambda v: (v.end_ns, v.span_id))
+
+
+def test_an_in_order_trace_is_not_fed_again(refeeds: list[str]) -> None:
+    """Spans arriving as they end (agent spans last): the streaming tracker is the final one."""
+    result = run(by_end(MIXED))
+    assert refeeds == []
+    assert outcome(result) == outcome(run_refeed(by_end(MIXED)))
+    assert refeeds == [TRACE]  # the forced re-feed does call `analyze`
+    assert trace_result(result[1]) == trace_result(MIXED_BASELINE)
+    assert kinds(result[1]) == kinds(MIXED_BASELINE)
+
+
+def test_a_trace_fed_out_of_order_is_fed_again(refeeds: list[str]) -> None:
+    """Reversed arrival: steps reach the tracker in another order than the trajectory's."""
+    _, finalized = run(MIXED[::-1])
+    assert refeeds == [TRACE]
+    assert trace_result(finalized) == trace_result(MIXED_BASELINE)
+
+
+def test_a_call_compared_before_its_result_sends_the_trace_to_the_re_feed(
+    refeeds: list[str],
+) -> None:
+    """A slow tool: the next turn's call starts before the first call's tool span ends, so the
+    two are parallel — which the trajectory knows, but streaming did not yet when it compared
+    them (the tool span arrives last)."""
+    a = Agent()
+    a.turn(search("refund status", "a"), tool_ms=5_000)
+    a.t -= 4_900 * MS  # the next turns start while the first tool still runs
+    a.turn(search("Refund status", "b"))
+    a.turn(search("REFUND STATUS", "c"))
+    spans = by_end(a.done())
+    assert spans[-1].span_id == sid("t01")  # the slow tool span ends last
+    streamed, finalized = run(spans)
+    assert refeeds == [TRACE]
+    assert outcome((streamed, finalized)) == outcome(run_refeed(spans))
+    # streaming saw a near-duplicate chain; the trajectory shows calls 1 and 2 overlapping
+    assert loop_labels(streamed) == {sid("c03"): {"near_duplicate"}}
+    assert kinds(finalized) == set()
+
+
+def _respan(
+    view: SpanView,
+    *,
+    parent: str | None = None,
+    end_ns: int | None = None,
+    drop: frozenset[str] = frozenset(),
+) -> SpanView:
+    """The span again, with another parent, end or without some attributes."""
+    doc: dict[str, Any] = {
+        "traceId": view.trace_id,
+        "spanId": view.span_id,
+        "parentSpanId": view.parent_span_id if parent is None else parent,
+        "name": view.name,
+        "startTimeUnixNano": str(view.start_ns),
+        "endTimeUnixNano": str(view.end_ns if end_ns is None else end_ns),
+        "attributes": [
+            {"key": k, "value": _value(v)} for k, v in view.attributes.items() if k not in drop
+        ],
+    }
+    if view.status_code:
+        doc["status"] = {"code": view.status_code, "message": view.status_message}
+    return SpanView.from_json(doc)
+
+
+_LONG = (
+    "I will look up the order status for the customer now, then report back with the details "
+    "of the shipment, the “refund” and the invoice — as requested… "
+)
+_TEXTS = st.sampled_from(
+    [
+        None,
+        "",
+        "  ",
+        "Working on it.",
+        "WORKING  on it.",
+        " working\non it. ",
+        "ﬁne",
+        "fine",
+        "Straße",
+        "STRASSE",
+        "café",
+        "cafe\u0301",
+        _LONG,
+        _LONG.upper(),
+        _LONG.replace("now,", "now,\n\n"),
+        _LONG[:96] + "\u0301" + _LONG[96:],
+        _LONG + "Something else.",
+    ]
+)
+_ARGS = st.sampled_from(
+    [
+        None,
+        {},
+        {"q": "refund status"},
+        {"q": "Refund status"},
+        {"q": "REFUND STATUS"},
+        {"q": "refund statsu"},
+        {"start": "2025-01-01", "end": "2025-01-07"},
+        {"start": "2025-01-02", "end": "2025-01-08"},
+    ]
+)
+_CALLS = st.builds(
+    Call,
+    tool=st.sampled_from(["search", "read"]),
+    args=_ARGS,
+    result=st.sampled_from(["ok", "same", None]),
+    error=st.sampled_from([None, None, None, "503", "maximum context length exceeded"]),
+)
+
+
+@dataclass
+class Turn:
+    calls: list[Call]
+    again: bool  # the previous turn's calls once more (repeats, retries)
+    text: str | None
+    parallel: bool
+    tool_ms: int
+    overlap: bool  # the next turn starts while this one's tools still run
+    finish: str | None
+    nest: int  # 1: a sub-agent starts before the turn, -1: the current one ends
+
+
+_TURNS = st.builds(
+    Turn,
+    calls=st.lists(_CALLS, max_size=3),
+    again=st.booleans(),
+    text=_TEXTS,
+    parallel=st.booleans(),
+    tool_ms=st.sampled_from([50, 50, 3_000]),
+    overlap=st.booleans(),
+    finish=st.sampled_from([None, None, "length"]),
+    nest=st.sampled_from([0, 0, 0, 1, -1]),
+)
+
+
+@st.composite
+def streamed_traces(draw: st.DrawFn) -> list[SpanView]:
+    """Random agent traces (sub-agents, errors, retries, repeated and near calls, repeated
+    outputs, overlapping turns), some spans edited (re-parented, made roots, ended later, without
+    call ids), delivered in end order, nearly so, or shuffled."""
+    a = Agent(propose=draw(st.booleans()))
+    depth = 0
+    previous: list[Call] = []
+    for turn in draw(st.lists(_TURNS, min_size=1, max_size=8)):
+        if turn.nest == 1 and depth < 2:
+            a.enter("sub")
+            depth += 1
+        elif turn.nest == -1 and depth:
+            a.leave()
+            depth -= 1
+        calls = previous if turn.again and previous else turn.calls
+        a.turn(
+            *calls,
+            text=turn.text,
+            parallel=turn.parallel,
+            tool_ms=3_000 if turn.overlap else turn.tool_ms,
+            finish=turn.finish,
+        )
+        if turn.overlap:
+            a.t -= 2_980 * MS
+        previous = calls
+    spans = a.done()
+    ids = [v.span_id for v in spans]
+    edits = st.tuples(
+        st.integers(0, len(spans) - 1), st.sampled_from(["parent", "root", "late", "no ids"])
+    )
+    for index, edit in draw(st.lists(edits, max_size=3)):
+        view = spans[index]
+        if edit == "parent":
+            spans[index] = _respan(view, parent=draw(st.sampled_from(ids)))
+        elif edit == "root":
+            spans[index] = _respan(view, parent="")
+        elif edit == "late":
+            spans[index] = _respan(view, end_ns=view.end_ns + 2_000 * MS)
+        else:
+            spans[index] = _respan(
+                view, drop=frozenset({"gen_ai.tool.call.id", "gen_ai.output.messages"})
+            )
+    order = draw(st.sampled_from(["end", "end", "swaps", "shuffle"]))
+    if order == "shuffle":
+        return draw(st.permutations(spans))
+    spans = by_end(spans)
+    if order == "swaps":
+        for i in draw(st.lists(st.integers(0, len(spans) - 2), max_size=2)):
+            spans[i], spans[i + 1] = spans[i + 1], spans[i]
+    return spans
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=streamed_traces(), low=st.booleans())
+def test_the_trace_result_from_streaming_is_the_re_fed_one(
+    spans: list[SpanView], low: bool
+) -> None:
+    """Fast path or not, every result is the one the re-feed gives."""
+    config = (
+        LoopConfig(
+            repeat_threshold=2,
+            near_duplicate_threshold=2,
+            no_progress_threshold=2,
+            output_repeat_threshold=2,
+            retry_storm_threshold=1,
+        )
+        if low
+        else None
+    )
+    with mock.patch.object(loops, "analyze", wraps=loops.analyze) as refeed:
+        streamed = run(spans, config)
+    event("re-fed" if refeed.called else "streamed")
+    assert outcome(streamed) == outcome(run_refeed(spans, config))
+
+
+# --- outputs compared by their first words -------------------------------------------------------
+
+_FOLD_ALPHABET = st.sampled_from(
+    [
+        *"abcXYZ019.,-'",
+        "abcdefghijklmnopqrstu",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\u00a0",  # no-break space: NFKC makes it a space
+        "\u3000",  # ideographic space
+        "\u0301",  # combining acute: composes with the letter before it
+        "\u0327",  # combining cedilla
+        "e\u0301",
+        "\u00e9",
+        "\ufb01",  # ﬁ
+        "\uff21",  # fullwidth A
+        "ß",
+        "Σ",
+        "ς",
+        "\u1100\u1161",  # Hangul jamo that compose into one syllable
+        "\u11a8",  # a final jamo: composes with a preceding syllable
+        "\ufdfa",  # one character that NFKC makes four words
+        "\u2026",
+        "\u201c",
+        "İ",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    parts=st.lists(_FOLD_ALPHABET, min_size=0, max_size=200),
+    pad=st.integers(0, 9),
+)
+def test_an_outputs_head_is_the_first_words_of_its_folded_text(parts: list[str], pad: int) -> None:
+    text = "w " * pad + "".join(parts)
+    head = loops._Cache().head(text)
+    assert head == " ".join(loops._fold(text).split(" ")[: loops._HEAD_WORDS])
+    assert bool(head) == bool(loops._fold(text))
+
+
+def test_ascii_characters_compose_with_nothing_before_them() -> None:
+    """What `_Cache.head` relies on: no canonical decomposition into two characters (the
+    compositions NFKC may make; Hangul syllables, not listed, pair jamo) ends in an ASCII
+    character, and ASCII characters are starters."""
+    import unicodedata
+
+    pairs = 0
+    for code in range(0x110000):
+        decomposition = unicodedata.decomposition(chr(code))
+        if decomposition and not decomposition.startswith("<"):
+            parts = decomposition.split()
+            if len(parts) == 2:
+                pairs += 1
+                assert int(parts[1], 16) >= 0x80, hex(code)
+    assert pairs > 900
+    assert all(unicodedata.combining(chr(c)) == 0 for c in range(0x80))
+
+
+def test_long_outputs_that_begin_alike_are_told_apart_by_their_whole_text() -> None:
+    a = Agent()
+    base = "Let me check the order status again for you, one moment please. " * 3
+    a.turn(filler(1), text=base + "The order shipped.")
+    a.turn(filler(2), text=base.upper() + "The order is late.")
+    a.turn(filler(3), text=base + "the  ORDER shipped.")
+    a.turn(filler(4), text=base.replace(" ", "\n") + "The order shipped.")
+    per_span, _ = run(a.done())
+    assert loop_labels(per_span) == {sid("c04"): {"output_repeat"}}
+    assert primary(per_span, sid("c04"))[N.ATTR_LOOP_FIRST_SPAN_ID] == sid("c01")
+    assert primary(per_span, sid("c04"))[N.ATTR_LOOP_COUNT] == 3
+
+
+# --- arguments flattened when compared -----------------------------------------------------------
+
+
+def test_a_tool_called_once_in_a_run_is_never_flattened(monkeypatch: pytest.MonkeyPatch) -> None:
+    flattened: list[Any] = []
+    real = loops._Flat
+
+    def counting(value: Any) -> loops._Flat:
+        flattened.append(value)
+        return real(value)
+
+    monkeypatch.setattr(loops, "_Flat", counting)
+    a = Agent()
+    a.turn(Call("plan", {"goal": "x"}, "ok"))
+    a.turn(Call("read", {"path": "/a.txt"}, "a"))
+    a.turn(Call("write", {"path": "/b.txt"}, "ok"))
+    run(a.done())
+    assert flattened == []
+    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: both compared
+    run(a.done())
+    assert flattened == [{"path": "/a.txt"}, {"path": "/c.txt"}]
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.sampled_from([0.5, 1.0, -2.25, float("inf")])
+    | st.sampled_from(["a1", "B 22", "x", "2025-01-01", "2025-01-01T10:00:00Z", "ﬁ3", ""]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner),
+    max_leaves=8,
+)
+
+
+@given(_JSON)
+def test_the_rigid_parts_of_arguments_follow_their_leaves(value: Any) -> None:
+    """Integers, booleans and nulls as they are, floats as None, a string's digits; no dates."""
+    flat = loops._Flat(value)
+    rigid: list[Any] = []
+    for leaf in flat.leaves:
+        kind, item = leaf[0], leaf[1]
+        if kind == "o" or (kind == "n" and isinstance(item, int)):
+            rigid.append(item)
+        elif kind == "n":
+            rigid.append(None)
+        elif kind == "s":
+            assert leaf[2] == loops._fold(item)
+            assert leaf[3] == "".join(c for c in leaf[2] if c.isdigit())
+            rigid.append(leaf[3])
+    assert flat.rigid == tuple(rigid)
+    assert len(flat.shape) >= len(flat.leaves)

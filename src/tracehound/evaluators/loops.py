@@ -39,8 +39,10 @@ call), the tool span whose result repeats, the chat span whose text repeats. Lat
 of a loop annotate their spans too, with the count so far. While a trace streams
 in, a span's run is taken from its parent (chat and tool spans are children of their agent span,
 which usually ends — and arrives — last); tool results follow their call's run. The trace result
-is computed again at finalization from the canonical trajectory with the real runs, so it does
-not depend on arrival order: loops per kind, wasted steps, tokens and seconds, failure modes.
+is that of the canonical trajectory with the real runs, so it does not depend on arrival order:
+loops per kind, wasted steps, tokens and seconds, failure modes. It is taken from the streaming
+state when streaming fed the trajectory's steps, in its order and runs (the usual case: spans
+arrive as they end; see `_streamed_report`), else the trajectory is fed again at finalization.
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ LoopKind = Literal[
     "output_repeat",
 ]
 FailureMode = Literal["context_window_overflow", "tool_call_error"]
+_KINDS: tuple[LoopKind, ...] = get_args(LoopKind)
 
 # Which kind a span's attributes name when several loops complete there: the most specific first.
 _PRIORITY: tuple[LoopKind, ...] = (
@@ -212,9 +215,14 @@ def _as_time(text: str) -> tuple[float, bool] | None:
 
 
 def _fold(text: str) -> str:
+    """NFKC, case folding, whitespace collapsed: how texts are compared."""
+    return " ".join(_casefolded(text).split())
+
+
+def _casefolded(text: str) -> str:
     if text.isascii():  # NFKC changes no ASCII text, and casefold() is lower() there
-        return " ".join(text.lower().split())
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+        return text.lower()
+    return unicodedata.normalize("NFKC", text).casefold()
 
 
 def _within_edits(a: str, b: str, limit: int) -> bool:
@@ -258,56 +266,49 @@ class _Flat:
         shape: list[Any] = []
         leaves: list[tuple[Any, ...]] = []
         times: list[tuple[float, bool]] = []
-        _flatten(value, (), shape, leaves, times)
+        rigid: list[Any] = []  # integers, booleans, nulls and others as they are, a float as
+        # None (compared with a tolerance), a string's digits; dates have none
+
+        def add(value: Any, path: tuple[Any, ...]) -> None:
+            if isinstance(value, str):
+                moment = _as_time(value)
+                if moment is not None:
+                    shape.append((path, "t"))
+                    leaves.append(("t", moment))
+                    times.append(moment)
+                else:
+                    folded = _fold(value)
+                    digits = "".join(filter(str.isdigit, folded))
+                    shape.append((path, "s"))
+                    leaves.append(("s", value, folded, digits))
+                    rigid.append(digits)
+            elif isinstance(value, dict):
+                shape.append((path, "{", len(value)))
+                for key in sorted(value):
+                    add(value[key], (*path, key))
+            elif isinstance(value, list):
+                shape.append((path, "[", len(value)))
+                for index, item in enumerate(value):
+                    add(item, (*path, index))
+            elif isinstance(value, bool) or value is None:
+                shape.append((path, "o"))
+                leaves.append(("o", value))
+                rigid.append(value)
+            elif isinstance(value, (int, float)):
+                shape.append((path, "n"))
+                leaves.append(("n", value))
+                rigid.append(value if isinstance(value, int) else None)
+            else:
+                text = str(value)
+                shape.append((path, "o"))
+                leaves.append(("o", text))
+                rigid.append(text)
+
+        add(value, ())
         self.shape = tuple(shape)
         self.leaves = leaves
         self.interval = _interval(times) if times else None
-        rigid: list[Any] = []
-        for leaf in leaves:
-            kind, value = leaf[0], leaf[1]
-            if kind == "o" or (kind == "n" and isinstance(value, int)):
-                rigid.append(value)
-            elif kind == "n":
-                rigid.append(None)  # a float: compared with a tolerance
-            elif kind == "s":
-                rigid.append(leaf[3])
         self.rigid = tuple(rigid)
-
-
-def _flatten(
-    value: Any,
-    path: tuple[Any, ...],
-    shape: list[Any],
-    leaves: list[tuple[Any, ...]],
-    times: list[tuple[float, bool]],
-) -> None:
-    if isinstance(value, dict):
-        shape.append((path, "{", len(value)))
-        for key in sorted(value):
-            _flatten(value[key], (*path, key), shape, leaves, times)
-    elif isinstance(value, list):
-        shape.append((path, "[", len(value)))
-        for index, item in enumerate(value):
-            _flatten(item, (*path, index), shape, leaves, times)
-    elif isinstance(value, bool) or value is None:
-        shape.append((path, "o"))
-        leaves.append(("o", value))
-    elif isinstance(value, (int, float)):
-        shape.append((path, "n"))
-        leaves.append(("n", value))
-    elif isinstance(value, str):
-        moment = _as_time(value)
-        if moment is not None:
-            shape.append((path, "t"))
-            leaves.append(("t", moment))
-            times.append(moment)
-        else:
-            folded = _fold(value)
-            shape.append((path, "s"))
-            leaves.append(("s", value, folded, "".join(c for c in folded if c.isdigit())))
-    else:
-        shape.append((path, "o"))
-        leaves.append(("o", str(value)))
 
 
 def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bool:
@@ -440,6 +441,7 @@ class _Call:
         "index",
         "key",
         "producer",
+        "settled",
         "span_id",
         "start_ns",
         "tool",
@@ -458,6 +460,7 @@ class _Call:
         self.exec_ns = 0
         self.error: str | None = None
         self.producer = producer
+        self.settled = False  # a result of the call was fed
 
 
 class _NearEntry:
@@ -472,13 +475,53 @@ class _NearEntry:
 
 class _Cache:
     """Per-trace memo shared by the streaming pass and the final analysis, which meet the same
-    arguments and outputs again: arguments flattened (by their canonical text), outputs folded."""
+    arguments and outputs again: arguments flattened (by their canonical text), outputs folded
+    (and their heads, see `head`)."""
 
-    __slots__ = ("flat", "folded")
+    __slots__ = ("flat", "folded", "heads")
 
     def __init__(self) -> None:
         self.flat: dict[str, _Flat | None] = {}
         self.folded: dict[str, str] = {}
+        self.heads: dict[str, str] = {}
+
+    def fold(self, text: str) -> str:
+        folded = self.folded.get(text)
+        if folded is None:
+            folded = self.folded[text] = _fold(text)
+        return folded
+
+    def head(self, text: str) -> str:
+        """The first `_HEAD_WORDS` words of `_fold(text)` (all of them when fewer), joined by
+        spaces: a function of the folded text, so outputs whose heads differ differ folded.
+
+        A long text is not folded whole for it. Before an ASCII character, NFKC normalizes the
+        text before and the text after apart (ASCII characters are starters that compose with
+        nothing before them), and case folding maps character by character: so when
+        `text[cut]` is ASCII, `_fold(text)` starts with the words of `_fold(text[:cut])` but
+        its last one, which may go on past the cut. Those words are taken when there are
+        enough of them.
+        """
+        head = self.heads.get(text)
+        if head is not None:
+            return head
+        count = _HEAD_WORDS
+        cut, stop = _HEAD_CHARS, min(len(text), 2 * _HEAD_CHARS)
+        while cut < stop and not text[cut].isascii():
+            cut += 1
+        if cut < stop:
+            words = _casefolded(text[:cut]).split(None, count)
+            if len(words) > count:  # the first `count` words are followed by a space
+                head = self.heads[text] = " ".join(words[:count])
+                return head
+        head = self.heads[text] = " ".join(_casefolded(text).split(None, count)[:count])
+        return head
+
+
+# Outputs are told apart by the first words of their folded text; whole texts are folded only
+# when an earlier output of the run begins with the same words.
+_HEAD_WORDS = 8
+_HEAD_CHARS = 96
 
 
 class _Result:
@@ -502,13 +545,6 @@ class _Instance:
     wasted: list[_Ref] = field(default_factory=list)
 
 
-def _parallel(earlier: _Call, later_turn: str, later_start: int) -> bool:
-    """Issued together: same LLM turn, or `later` started before `earlier` finished."""
-    if earlier.turn == later_turn:
-        return True
-    return earlier.end_ns is not None and later_start < earlier.end_ns
-
-
 class _RunDetector:
     """Incremental loop signals over one run's calls, results and outputs."""
 
@@ -519,7 +555,9 @@ class _RunDetector:
         "config",
         "consec_start",
         "cycle_len",
+        "first_calls",
         "groups",
+        "heads",
         "instances",
         "llm_products",
         "near",
@@ -527,6 +565,7 @@ class _RunDetector:
         "result_groups",
         "results",
         "retry_chains",
+        "unsettled",
     )
 
     def __init__(self, config: LoopConfig, cache: _Cache) -> None:
@@ -539,11 +578,18 @@ class _RunDetector:
         self.retry_chains: dict[_CallKey, list[int]] = {}
         self.near: dict[tuple[str, tuple[Any, ...], tuple[Any, ...]], deque[_NearEntry]] = {}
         self.groups: list[list[int]] = []
+        # tool → its first call with arguments while it is the only one, then None (see _near)
+        self.first_calls: dict[str, _Call | None] = {}
         self.results: list[_Result] = []
         self.result_groups: dict[tuple[str, str], list[int]] = {}
         self.outputs: dict[str, list[tuple[int, str]]] = {}
+        # head → the first output with it while it is the only one (not folded yet), else None
+        self.heads: dict[str, tuple[str, int, str] | None] = {}
         self.instances: dict[tuple[Any, ...], _Instance] = {}
         self.llm_products: dict[int, list[_Ref]] = {}
+        # A call of another turn was compared before its result was fed, so its end as known
+        # then decided whether the two were parallel (see `_streamed_report`).
+        self.unsettled = False
 
     def _emit(
         self, out: list[LoopSignal], signal: LoopSignal, ident: Any, wasted: Iterable[_Ref]
@@ -570,17 +616,14 @@ class _RunDetector:
     def _calls(self, indices: Iterable[int]) -> list[_Ref]:
         return [("c", i) for i in indices]
 
-    def product(self, producer: int | None, ref: _Ref) -> None:
-        if producer is not None:
-            self.llm_products.setdefault(producer, []).append(ref)
-
     # -- calls ---------------------------------------------------------------------------------
 
     def add_call(self, call: _Call) -> list[LoopSignal]:
         calls = self.calls
         i = call.index = len(calls)
         calls.append(call)
-        self.product(call.producer, ("c", i))
+        if call.producer is not None:
+            self.llm_products.setdefault(call.producer, []).append(("c", i))
         out: list[LoopSignal] = []
         if call.key is not None:
             self._repeat_and_retry(call, out)
@@ -635,11 +678,15 @@ class _RunDetector:
         """`cycle_len[p]`: how many calls in a row equal the call `p` places before them."""
         config, calls, i, key = self.config, self.calls, call.index, call.key
         lengths = self.cycle_len
+        longest = 0
         for p in range(1, config.cycle_max_period + 1):
             if key is not None and i >= p and calls[i - p].key == key:
                 lengths[p] += 1
+                longest = max(longest, lengths[p])
             else:
                 lengths[p] = 0
+        if longest < config.cycle_min_period * (config.cycle_repeats - 1):
+            return  # below every period's `need`
         for p in range(config.cycle_min_period, config.cycle_max_period + 1):
             run = lengths[p]
             need = p * (config.cycle_repeats - 1)
@@ -659,7 +706,22 @@ class _RunDetector:
 
         The window holds the last `near_duplicate_window` distinct argument values per tool,
         argument shape and rigid parts (see `_Flat`), so a call costs O(window).
+
+        The first call of a tool has no earlier call to be near to: it starts a group of its
+        own. That is done when a second call of the tool comes (it finds the windows of its
+        tool as empty then as before), so that a tool called once is never flattened.
         """
+        first_calls, tool = self.first_calls, call.tool
+        if tool not in first_calls:
+            first_calls[tool] = call
+            return
+        first = first_calls[tool]
+        if first is not None:
+            first_calls[tool] = None
+            self._near_add(first, out)
+        self._near_add(call, out)
+
+    def _near_add(self, call: _Call, out: list[LoopSignal]) -> None:
         config = self.config
         flat = self._flat(call)
         if flat is None:
@@ -672,10 +734,18 @@ class _RunDetector:
             if entry.key == call.key:
                 return  # an exact repeat: `repeat` / `consecutive` territory
         match: _NearEntry | None = None
+        turn, start = call.turn, call.start_ns
         for entry in reversed(window):
-            if not _parallel(entry.call, call.turn, call.start_ns) and _near_flat(
-                entry.flat, flat, config
-            ):
+            # Calls issued together are not compared: the same LLM turn, or this call started
+            # before the earlier one finished.
+            earlier = entry.call
+            if earlier.turn == turn:
+                continue
+            if not earlier.settled:
+                self.unsettled = True
+            if earlier.end_ns is not None and start < earlier.end_ns:
+                continue
+            if _near_flat(entry.flat, flat, config):
                 match = entry
                 break
         if match is None:
@@ -722,6 +792,7 @@ class _RunDetector:
             call.error = step.error
             call.end_ns = step.end_ns
             call.exec_ns = max(0, step.end_ns - step.start_ns)
+            call.settled = True
         out: list[LoopSignal] = []
         if step.error is not None or step.text is None:
             return out
@@ -752,15 +823,23 @@ class _RunDetector:
 
     def add_output(self, step: Step, index: int, producer: int | None) -> list[LoopSignal]:
         """`output_repeat`: the same assistant text, folded."""
-        self.product(producer, ("o", index))
+        if producer is not None:
+            self.llm_products.setdefault(producer, []).append(("o", index))
         out: list[LoopSignal] = []
         raw = step.text or ""
-        folded = self.cache.folded
-        text = folded.get(raw)
-        if text is None:
-            text = folded[raw] = _fold(raw)
-        if not text:
+        cache = self.cache
+        head = cache.head(raw)
+        if not head:  # nothing but spaces: the folded text is empty
             return out
+        heads = self.heads
+        if head not in heads:  # no output of the run folds to this one's text: no fold yet
+            heads[head] = (raw, index, step.span_id)
+            return out
+        first = heads[head]
+        if first is not None:  # the first output with this head, folded now
+            heads[head] = None
+            self.outputs.setdefault(cache.fold(first[0]), []).insert(0, (first[1], first[2]))
+        text = cache.fold(raw)
         members = self.outputs.setdefault(text, [])
         members.append((index, step.span_id))
         n = len(members)
@@ -795,6 +874,7 @@ class _Tracker:
         "llm_by_span",
         "llms",
         "outputs",
+        "unresolved",
     )
 
     def __init__(self, config: LoopConfig, cache: _Cache | None = None) -> None:
@@ -809,16 +889,26 @@ class _Tracker:
         self.last_llm: dict[str, int] = {}
         self.llms: list[_Llm] = []
         self.outputs = 0
+        # A tool result was not matched to its call by call id (see `_streamed_report`).
+        self.unresolved = False
+
+    def _detector(self, run: str) -> _RunDetector:
+        detector = self.detectors.get(run)
+        if detector is None:
+            detector = self.detectors[run] = _RunDetector(self.config, self.cache)
+        return detector
 
     def feed(
         self, step: Step, run: str, overflow: set[str], modes: set[FailureMode]
     ) -> list[LoopSignal]:
-        """Signals completed by `step` (in run `run`); failure modes it shows go to `modes`."""
-        detector = self.detectors.get(run)
-        if detector is None:
-            detector = self.detectors[run] = _RunDetector(self.config, self.cache)
+        """Signals completed by `step` (in run `run`); failure modes it shows go to `modes`.
+
+        Steps of other kinds than `_FED` change nothing. A run's detector is made by its first
+        step that needs one (a run without calls, results or outputs adds nothing to a report).
+        """
         kind = step.kind
         if kind == "tool_call":
+            detector = self._detector(run)
             producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
             call = _Call(step, producer)
             if step.exec_span_id:
@@ -832,18 +922,20 @@ class _Tracker:
         if kind == "tool_result":
             found = self.calls_by_id.get(step.call_id) if step.call_id else None
             if found is None:
+                self.unresolved = True
                 found = self.calls_by_span.get(step.span_id)
-            owner = detector if found is None else found[0]
             if step.error is not None:
                 modes.add(_mode(step, overflow))
-            return owner.add_result(None if found is None else found[1], step)
+            if found is None:
+                return self._detector(run).add_result(None, step)
+            return found[0].add_result(found[1], step)
         if kind == "assistant":
             producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
             index = self.outputs
             self.outputs += 1
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
-            return detector.add_output(step, index, producer)
+            return self._detector(run).add_output(step, index, producer)
         if kind == "llm":
             index = len(self.llms)
             self.llm_by_span[step.span_id] = self.last_llm[run] = index
@@ -854,6 +946,10 @@ class _Tracker:
         elif kind == "error":
             modes.add(_mode(step, overflow))
         return []
+
+
+# The step kinds `_Tracker.feed` reads (it does nothing with the others).
+_FED = frozenset(("tool_call", "tool_result", "assistant", "llm", "error"))
 
 
 def _mode(step: Step, overflow: set[str]) -> FailureMode:
@@ -895,7 +991,7 @@ class LoopReport:
     @property
     def kinds(self) -> tuple[LoopKind, ...]:
         found = {loop.kind for loop in self.loops}
-        return tuple(k for k in get_args(LoopKind) if k in found)
+        return tuple(k for k in _KINDS if k in found)
 
     def by_kind(self) -> dict[LoopKind, int]:
         counts: dict[LoopKind, int] = {}
@@ -929,14 +1025,21 @@ def analyze(
             tracker.exec_end[step.span_id] = step.end_ns
     modes: set[FailureMode] = set()
     for step in trajectory.steps:
-        tracker.feed(step, step.run_id, overflow, modes)
+        if step.kind in _FED:
+            tracker.feed(step, step.run_id, overflow, modes)
+    return _report(tracker, modes, overflow)
+
+
+def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> LoopReport:
+    """The report of a tracker fed the whole trajectory; `modes` are those its steps showed."""
     if overflow:
         modes.add("context_window_overflow")
-
     loops: list[LoopInstance] = []
     calls = wasted_steps = wasted_tokens = wasted_ns = 0
     for run_id, detector in tracker.detectors.items():
         calls += len(detector.calls)
+        if not detector.instances:
+            continue  # nothing wasted, so no LLM call either
         run_wasted: set[_Ref] = set()
         for inst in detector.instances.values():
             refs = set(inst.wasted)
@@ -981,13 +1084,16 @@ def analyze(
 
 
 class _State:
-    __slots__ = ("agents", "overflow", "parents", "tracker")
+    __slots__ = ("agents", "fed", "overflow", "parents", "tracker")
 
     def __init__(self, config: LoopConfig) -> None:
         self.tracker = _Tracker(config)
         self.parents: dict[str, str] = {}
         self.agents: set[str] = set()
         self.overflow: set[str] = set()
+        # The fields of the steps fed to `tracker` while streaming, `run_id` set to the run they
+        # were fed in (None once a feed failed half way: the tracker then stands for nothing).
+        self.fed: list[dict[str, Any]] | None = []
 
     def run_of(self, span_id: str) -> str:
         """Streaming stand-in for the run: the nearest agent span above, else the first span
@@ -1017,29 +1123,47 @@ class LoopEvaluator(Evaluator):
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        span_id = span.span_id
-        state.parents[span_id] = span.view.parent_span_id
-        if span.operation == "agent":
+        view = span.view
+        span_id = view.span_id
+        state.parents[span_id] = view.parent_span_id
+        tracker, overflow = state.tracker, state.overflow
+        operation = span.operation
+        if operation == "agent":
             state.agents.add(span_id)
+        elif operation == "tool":
+            tracker.exec_end[span_id] = view.end_ns
         modes: set[FailureMode] = set()
         if _span_overflows(span):
-            state.overflow.add(span_id)
+            overflow.add(span_id)
             modes.add("context_window_overflow")
-        if span.operation == "tool":
-            state.tracker.exec_end[span_id] = span.view.end_ns
         run = state.run_of(span_id)
         signals: list[LoopSignal] = []
+        fed, state.fed = state.fed, None
         for step in steps:
-            signals.extend(state.tracker.feed(step, run, state.overflow, modes))
+            if step.kind in _FED:
+                found = tracker.feed(step, run, overflow, modes)
+                if found:
+                    signals.extend(found)
+                if fed is not None:
+                    fields = step.__dict__.copy()  # a Step keeps its fields in its __dict__
+                    fields["run_id"] = run
+                    fed.append(fields)
+        state.fed = fed
         if not signals and not modes:
             return ()
         return self._span_results(span_id, signals, modes)
+
+    # Tests set this to always compute the trace result again from the trajectory.
+    _refeed = False
 
     def finish_trace(
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
         if isinstance(state, _State):
-            report = analyze(trajectory, self.config, state.overflow, _cache=state.tracker.cache)
+            report = None if self._refeed else _streamed_report(state, trajectory)
+            if report is None:
+                cache = state.tracker.cache
+                report = analyze(trajectory, self.config, state.overflow, _cache=cache)
         else:
             report = analyze(trajectory, self.config)
         return self.trace_results(report)
@@ -1099,19 +1223,20 @@ class LoopEvaluator(Evaluator):
     def trace_results(self, report: LoopReport) -> list[EvaluationResult]:
         """The two trace-level results (`tracehound.loops`, `tracehound.failure_modes`)."""
         by_kind = report.by_kind()
+        kinds = report.kinds
         attributes: dict[str, AttributeValue] = {
             names.ATTR_LOOPS_DETECTED: bool(report.loops),
             names.ATTR_LOOPS_COUNT: len(report.loops),
-            names.ATTR_LOOPS_KINDS: list(report.kinds),
+            names.ATTR_LOOPS_KINDS: list(kinds),
             names.ATTR_LOOPS_WASTED_STEPS: report.wasted_steps,
             names.ATTR_LOOPS_WASTED_TOKENS: report.wasted_tokens,
             names.ATTR_LOOPS_WASTED_SECONDS: report.wasted_seconds,
             names.ATTR_LOOPS_SCORE: report.score,
         }
-        for kind in report.kinds:
+        for kind in kinds:
             attributes[names.ATTR_LOOPS_BY_KIND[kind]] = by_kind[kind]
         if report.loops:
-            parts = [f"{kind} x{by_kind[kind]}" for kind in report.kinds]
+            parts = [f"{kind} x{by_kind[kind]}" for kind in kinds]
             shown = "; ".join(_describe(loop) for loop in report.loops[:5])
             more = f"; and {len(report.loops) - 5} more" if len(report.loops) > 5 else ""
             explanation = (
@@ -1140,9 +1265,70 @@ class LoopEvaluator(Evaluator):
         ]
 
 
+def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None:
+    """The trace's report from the streaming tracker, when `analyze` would build the same
+    tracker; else None (then `analyze` feeds the trajectory again).
+
+    `analyze` feeds the trajectory's steps of the `_FED` kinds in order, each in its run. The
+    streaming tracker was fed steps too: those are the same feeds when the two sequences agree
+    step by step on the run and on every field `feed` reads — except `exec_span_id`, which a
+    tool call learns from its tool span, often after the call was fed. That field does two
+    things in `feed`, and both are checked apart:
+
+    - it registers the call for a result without a (known) call id: unless every call was fed
+      with its final `exec_span_id`, the tracker's `unresolved` (set by any result not matched
+      by call id) sends the trace to the re-feed;
+    - it gives the call its end before its result is fed. The end is read before then only when
+      a call of another turn is compared with it (near duplicates): the detectors' `unsettled`.
+
+    Nothing else `feed` does depends on when a span arrived: the runs are compared, and the
+    failure modes, which depend on the overflow spans known at the time, are taken again from
+    the trajectory's steps with all of them known.
+    """
+    tracker, fed = state.tracker, state.fed
+    if fed is None:
+        return None
+    state.fed = None  # edited below: once only
+    for detector in tracker.detectors.values():
+        if detector.unsettled:
+            return None
+    overflow = state.overflow
+    modes: set[FailureMode] = set()
+    n = len(fed)
+    i = 0
+    moved = False  # a call's exec_span_id is not the one it was fed with
+    for step in trajectory.steps:
+        kind = step.kind
+        if kind not in _FED:
+            continue
+        if i == n:
+            return None
+        fields, final = fed[i], step.__dict__
+        i += 1
+        if kind == "tool_call":  # whatever its exec_span_id: see above
+            if fields.pop("exec_span_id", None) != final.get("exec_span_id"):
+                moved = True
+            if "exec_span_id" in final:
+                fields["exec_span_id"] = final["exec_span_id"]
+        # Equal dicts: equal fields, run included (a field missing from one dict only, even
+        # if set to its default in the other, is a difference: the re-feed decides then).
+        if fields != final:
+            return None
+        # The failure modes, as `_Tracker.feed` adds them.
+        if kind == "tool_call":
+            continue
+        if kind == "error" or (kind == "tool_result" and step.error is not None):
+            modes.add(_mode(step, overflow))
+        elif kind in {"assistant", "llm"} and step.finish_reason in _OVERFLOW_FINISH:
+            modes.add("context_window_overflow")
+    if i != n or (moved and tracker.unresolved):
+        return None
+    return _report(tracker, modes, overflow)
+
+
 def _span_overflows(span: NormalizedSpan) -> bool:
     """Context overflow stated by the span beyond its steps: `error.type`, any finish reason."""
-    error_type = span.view.get("error.type")
+    error_type = span.view.attributes.get("error.type")
     if isinstance(error_type, str) and _overflow_text(error_type):
         return True
     return any(reason in _OVERFLOW_FINISH for reason in span.finish_reasons)
