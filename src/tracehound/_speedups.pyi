@@ -1,6 +1,10 @@
-"""Type stubs of the optional C accelerator (`src/tracehound/_speedups.c`)."""
+"""Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from tracehound.evaluators._evidence_index import EvidenceSource
+from tracehound.text import Unit
 
 VALIDATES: bool
 
@@ -13,3 +17,20 @@ def decode_key_values(
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
 def convert_messages(data: object, part_type: type, message_type: type, /) -> list[Any] | None: ...
 def ascii_tokens(text: str, /) -> list[str] | None: ...
+
+class EvidenceCore:
+    """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""
+
+    def __init__(self) -> None: ...
+    def add_units(self, source_index: int, units: Sequence[Unit], /) -> int: ...
+    def match(
+        self,
+        token_set: Iterable[str],
+        normalized: str,
+        position: int,
+        sources: Sequence[EvidenceSource],
+        /,
+    ) -> list[int]: ...
+    def owner(self, unit_id: int, /) -> int: ...
+    def unit(self, unit_id: int, /) -> Unit: ...
+    def repeated_groups(self) -> list[list[int]]: ...
