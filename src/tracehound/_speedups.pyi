@@ -1,9 +1,12 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from _typeshed import WriteableBuffer
+
+from tracehound.evaluators._evidence_index import EvidenceSource
+from tracehound.text import Unit
 
 VALIDATES: bool
 
@@ -25,3 +28,20 @@ def embed_hashed(
     /,
 ) -> bool | None: ...
 def crc32_utf8(text: str, /) -> int | None: ...
+
+class EvidenceCore:
+    """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""
+
+    def __init__(self) -> None: ...
+    def add_units(self, source_index: int, units: Sequence[Unit], /) -> int: ...
+    def match(
+        self,
+        token_set: Iterable[str],
+        normalized: str,
+        position: int,
+        sources: Sequence[EvidenceSource],
+        /,
+    ) -> list[int]: ...
+    def owner(self, unit_id: int, /) -> int: ...
+    def unit(self, unit_id: int, /) -> Unit: ...
+    def repeated_groups(self) -> list[list[int]]: ...

@@ -19,6 +19,11 @@ Repeated-evidence groups (sources with units that match each other either way) a
 union-find over sources: each new class is checked against the earlier classes it can match
 either way — a lookup like a text's, plus, for larger units that may hold half of it, a lookup in
 a full index — skipping those already in its source's group.
+
+With the C accelerator, the index's state and loops are an `EvidenceCore`
+(`tracehound._speedups`, see `_speedups_evidence.c`): the same index with tokens interned to ints
+and postings in C arrays, making every decision this code makes. This code stays the reference
+and the path without the accelerator; each index picks one when it is made.
 """
 
 from __future__ import annotations
@@ -26,9 +31,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tracehound import _wire
 from tracehound.text import TextCache, Unit
+
+if TYPE_CHECKING:
+    from tracehound._speedups import EvidenceCore
 
 __all__ = [
     "EvidenceAnalysis",
@@ -77,6 +86,7 @@ class EvidenceIndex:
         "_cache",
         "_class_of",
         "_class_units",
+        "_core",
         "_df",
         "_full",
         "_group",
@@ -95,6 +105,11 @@ class EvidenceIndex:
     def __init__(self, cache: TextCache | None = None) -> None:
         self._cache = cache or TextCache()
         self.sources: list[EvidenceSource] = []
+        core_type = getattr(_wire._native, "EvidenceCore", None)
+        # The C core holds the state below itself; the rest of the index reads it from there.
+        self._core: EvidenceCore | None = core_type() if core_type is not None else None
+        if self._core is not None:
+            return
         self._units: list[Unit] = []
         self._unit_owner: list[int] = []  # unit id -> source index
         self._unit_slot: list[int] = []  # unit id -> its index within the source
@@ -132,6 +147,12 @@ class EvidenceIndex:
             units=units,
         )
         self.sources.append(source)
+        core = self._core
+        if core is not None:
+            first = core.add_units(source_index, units)
+            source.unit_ids = list(range(first, first + len(units)))
+            source.reuse_positions = [()] * len(units)
+            return source
         self._group.append(source_index)
         self._members[source_index] = [source_index]
         self._group_classes[source_index] = set()
@@ -162,6 +183,8 @@ class EvidenceIndex:
         target = self._cache.tokenized(text)
         if not target.normalized:
             return []
+        if self._core is not None:
+            return self._core.match(target.token_set, target.normalized, position, self.sources)
         target_set = target.token_set
         matched: list[int] = []
         units, class_units, thresholds = self._units, self._class_units, self._thresholds
@@ -181,13 +204,19 @@ class EvidenceIndex:
         return matched
 
     def owner(self, unit_id: int) -> EvidenceSource:
+        if self._core is not None:
+            return self.sources[self._core.owner(unit_id)]
         return self.sources[self._unit_owner[unit_id]]
 
     def unit(self, unit_id: int) -> Unit:
+        if self._core is not None:
+            return self._core.unit(unit_id)
         return self._units[unit_id]
 
     def repeated_groups(self) -> list[list[int]]:
         """Groups (≥ 2) of sources sharing a matching unit, by first member; members in order."""
+        if self._core is not None:
+            return self._core.repeated_groups()
         return sorted(sorted(g) for g in self._members.values() if len(g) > 1)
 
     # --- internals --------------------------------------------------------------------------
