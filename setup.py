@@ -16,6 +16,7 @@ setup(
                 "src/tracehound/_speedups.c",
                 "src/tracehound/_speedups_embed.c",
                 "src/tracehound/_speedups_evidence.c",
+                "src/tracehound/_speedups_text.c",
             ],
             depends=["src/tracehound/_speedups.h"],
             optional=True,

@@ -1,7 +1,8 @@
 /*
  * tracehound._speedups: C versions of tracehound's hot paths. This file holds the OTLP protobuf
  * paths, the message conversion, the tokenizer and the module definition; the evaluators'
- * kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c), which add their
+ * kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c, _speedups_text.c),
+ * which add their
  * functions to the module through _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
@@ -2604,7 +2605,8 @@ speedups_exec(PyObject *module)
             return -1;
         }
     }
-    if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0) {
+    if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0 ||
+        tracehound_add_text(module) < 0) {
         return -1;
     }
     return 0;

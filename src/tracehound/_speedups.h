@@ -12,5 +12,6 @@
 
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
+int tracehound_add_text(PyObject *module);
 
 #endif
