@@ -2,8 +2,7 @@
  * tracehound._speedups: C versions of tracehound's hot paths. This file holds the OTLP protobuf
  * paths, the message conversion, the tokenizer and the module definition; the evaluators'
  * kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c, _speedups_text.c),
- * which add their
- * functions to the module through _speedups.h.
+ * which add their functions to the module through _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
  * per KeyValue and per AnyValue, about 0.35 us per attribute key. The functions here read the
