@@ -2567,6 +2567,353 @@ ascii_tokens(PyObject *module, PyObject *text)
     return list;
 }
 
+/* --- encode_key_values ------------------------------------------------------------------------ */
+
+/*
+ * encode_key_values(attributes, tag) is the protobuf encoding of the KeyValues that
+ * tracehound.server._otlp.set_attributes adds to a repeated field whose tag (field number and
+ * wire type 2, as a varint) is `tag`: each attribute as `tag`, length, KeyValue. Merged into the
+ * message (MergeFromString appends to repeated fields), the bytes leave it as the field API
+ * would, for keys not already there. Oneof members are written whenever set, as setting one
+ * marks it present; an absent value (None) leaves KeyValue.value unset; values nested deeper than
+ * _any_value's limit become their str(). Anything else it does not reproduce exactly (keys that
+ * are not str, containers other than list, tuple and dict, other value types, lone surrogates,
+ * an exception from str()) makes the answer None, and the caller takes the field API.
+ */
+
+typedef struct {
+    char *data;
+    Py_ssize_t n, cap;
+} outbuf_t;
+
+static int
+outbuf_reserve(outbuf_t *b, Py_ssize_t more)
+{
+    Py_ssize_t need = b->n + more, cap;
+    char *grown;
+    if (need <= b->cap) {
+        return ST_OK;
+    }
+    cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        cap *= 2;
+    }
+    grown = PyMem_Realloc(b->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    b->data = grown;
+    b->cap = cap;
+    return ST_OK;
+}
+
+static int
+outbuf_put(outbuf_t *b, const void *data, Py_ssize_t len)
+{
+    if (outbuf_reserve(b, len) != ST_OK) {
+        return ST_ERROR;
+    }
+    memcpy(b->data + b->n, data, (size_t)len);
+    b->n += len;
+    return ST_OK;
+}
+
+static int
+outbuf_varint(outbuf_t *b, uint64_t value)
+{
+    char bytes[10];
+    Py_ssize_t n = 0;
+    while (value > 0x7f) {
+        bytes[n++] = (char)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    bytes[n++] = (char)value;
+    return outbuf_put(b, bytes, n);
+}
+
+/* Start a length-delimited field: its tag, then room for the length, which outbuf_close fills
+ * once the payload is written (moving the payload back when the length takes fewer bytes). */
+#define LENGTH_ROOM 5
+static int
+outbuf_open(outbuf_t *b, const char *tag, Py_ssize_t tag_len, Py_ssize_t *mark)
+{
+    if (outbuf_put(b, tag, tag_len) != ST_OK || outbuf_reserve(b, LENGTH_ROOM) != ST_OK) {
+        return ST_ERROR;
+    }
+    b->n += LENGTH_ROOM;
+    *mark = b->n;
+    return ST_OK;
+}
+
+static int
+outbuf_close(outbuf_t *b, Py_ssize_t mark)
+{
+    Py_ssize_t len = b->n - mark, k = 0;
+    uint64_t value = (uint64_t)len;
+    char bytes[LENGTH_ROOM];
+    if (len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
+        return ST_UNHANDLED;
+    }
+    while (value > 0x7f) {
+        bytes[k++] = (char)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    bytes[k++] = (char)value;
+    memcpy(b->data + mark - LENGTH_ROOM, bytes, (size_t)k);
+    if (k < LENGTH_ROOM) {
+        memmove(b->data + mark - LENGTH_ROOM + k, b->data + mark, (size_t)len);
+        b->n -= LENGTH_ROOM - k;
+    }
+    return ST_OK;
+}
+
+/* A str as a length-delimited field of tag byte `tag`; ST_UNHANDLED for a lone surrogate. */
+static int
+put_string_field(outbuf_t *b, char tag, PyObject *text)
+{
+    Py_ssize_t len;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
+    if (utf8 == NULL) {
+        PyErr_Clear(); /* not encodable: the field API raises that itself */
+        return ST_UNHANDLED;
+    }
+    if (outbuf_put(b, &tag, 1) != ST_OK || outbuf_varint(b, (uint64_t)len) != ST_OK) {
+        return ST_ERROR;
+    }
+    return outbuf_put(b, utf8, len);
+}
+
+/* str(value) as AnyValue.string_value. */
+static int
+put_str_of(outbuf_t *b, PyObject *value)
+{
+    int st;
+    PyObject *text = PyObject_Str(value);
+    if (text == NULL) {
+        PyErr_Clear();
+        return ST_UNHANDLED;
+    }
+    st = put_string_field(b, 0x0a, text);
+    Py_DECREF(text);
+    return st;
+}
+
+static int put_key_value(outbuf_t *b, PyObject *key, PyObject *value, int depth);
+
+/* The AnyValue that _any_value(value, out, depth) leaves in `out` (nothing for None). */
+static int
+put_any_value(outbuf_t *b, PyObject *value, int depth)
+{
+    Py_ssize_t mark, i;
+    int st;
+
+    if (PyUnicode_Check(value)) {
+        return put_string_field(b, 0x0a, value);
+    }
+    if (PyBool_Check(value)) {
+        return outbuf_put(b, value == Py_True ? "\x10\x01" : "\x10\x00", 2);
+    }
+    if (PyLong_Check(value)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return ST_UNHANDLED;
+        }
+        if (overflow) {
+            return put_str_of(b, value);
+        }
+        if (outbuf_put(b, "\x18", 1) != ST_OK) {
+            return ST_ERROR;
+        }
+        return outbuf_varint(b, (uint64_t)v);
+    }
+    if (PyFloat_Check(value)) {
+        double d = PyFloat_AS_DOUBLE(value);
+        uint64_t bits;
+        char bytes[9];
+        memcpy(&bits, &d, sizeof bits);
+        bytes[0] = 0x21;
+        for (i = 0; i < 8; i++) {
+            bytes[1 + i] = (char)(bits >> (8 * i));
+        }
+        return outbuf_put(b, bytes, 9);
+    }
+    if (PyBytes_Check(value) || PyByteArray_Check(value)) {
+        const char *data = PyBytes_Check(value) ? PyBytes_AS_STRING(value)
+                                                : PyByteArray_AS_STRING(value);
+        Py_ssize_t len = PyBytes_Check(value) ? PyBytes_GET_SIZE(value)
+                                              : PyByteArray_GET_SIZE(value);
+        if (outbuf_put(b, "\x3a", 1) != ST_OK || outbuf_varint(b, (uint64_t)len) != ST_OK) {
+            return ST_ERROR;
+        }
+        return outbuf_put(b, data, len);
+    }
+    if (PyList_CheckExact(value) || PyTuple_CheckExact(value)) {
+        if (depth >= 8) {
+            return put_str_of(b, value);
+        }
+        if (outbuf_open(b, "\x2a", 1, &mark) != ST_OK) {
+            return ST_ERROR;
+        }
+        /* items read by index each time: str() of an item may run code that changes the list */
+        for (i = 0; i < PySequence_Fast_GET_SIZE(value); i++) {
+            Py_ssize_t item_mark;
+            PyObject *item = PySequence_Fast_GET_ITEM(value, i);
+            Py_INCREF(item);
+            st = outbuf_open(b, "\x0a", 1, &item_mark);
+            if (st == ST_OK) {
+                st = put_any_value(b, item, depth + 1);
+            }
+            Py_DECREF(item);
+            if (st == ST_OK) {
+                st = outbuf_close(b, item_mark);
+            }
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+        return outbuf_close(b, mark);
+    }
+    if (PyDict_CheckExact(value)) {
+        PyObject *items;
+        if (depth >= 8) {
+            return put_str_of(b, value);
+        }
+        items = PyDict_Items(value); /* a snapshot: str() of a key may change the dict */
+        if (items == NULL) {
+            return ST_ERROR;
+        }
+        st = outbuf_open(b, "\x32", 1, &mark);
+        for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
+            PyObject *pair = PyList_GET_ITEM(items, i), *key;
+            Py_ssize_t entry;
+            key = PyUnicode_CheckExact(PyTuple_GET_ITEM(pair, 0))
+                      ? Py_NewRef(PyTuple_GET_ITEM(pair, 0))
+                      : PyObject_Str(PyTuple_GET_ITEM(pair, 0));
+            if (key == NULL) {
+                PyErr_Clear();
+                st = ST_UNHANDLED;
+                break;
+            }
+            st = outbuf_open(b, "\x0a", 1, &entry);
+            if (st == ST_OK) {
+                st = put_key_value(b, key, PyTuple_GET_ITEM(pair, 1), depth + 1);
+            }
+            Py_DECREF(key);
+            if (st == ST_OK) {
+                st = outbuf_close(b, entry);
+            }
+        }
+        if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(value)) {
+            st = ST_UNHANDLED; /* changed while read: Python's iteration raises */
+        }
+        Py_DECREF(items);
+        return st == ST_OK ? outbuf_close(b, mark) : st;
+    }
+    if (value == Py_None) {
+        return ST_OK;
+    }
+    return ST_UNHANDLED; /* str(value) for other types: left to the Python code */
+}
+
+/* A KeyValue's fields: the key unless empty, the value unless it encodes to nothing. */
+static int
+put_key_value(outbuf_t *b, PyObject *key, PyObject *value, int depth)
+{
+    Py_ssize_t mark;
+    int st;
+
+    if (PyUnicode_GET_LENGTH(key) > 0) {
+        st = put_string_field(b, 0x0a, key);
+        if (st != ST_OK) {
+            return st;
+        }
+    }
+    if (outbuf_open(b, "\x12", 1, &mark) != ST_OK) {
+        return ST_ERROR;
+    }
+    st = put_any_value(b, value, depth);
+    if (st != ST_OK) {
+        return st;
+    }
+    if (b->n == mark) { /* an absent value: no field */
+        b->n -= 1 + LENGTH_ROOM;
+        return ST_OK;
+    }
+    return outbuf_close(b, mark);
+}
+
+PyDoc_STRVAR(encode_key_values_doc,
+"encode_key_values($module, attributes, tag, /)\n"
+"--\n"
+"\n"
+"The protobuf encoding of `attributes` (a dict of str keys) as entries of the repeated KeyValue\n"
+"field whose tag is `tag` (bytes: the field number with wire type 2, as a varint), as\n"
+"tracehound.server._otlp.set_attributes would add them. None for anything it does not encode\n"
+"exactly that way (see the C source); the caller then uses the field API.");
+
+static PyObject *
+encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *attributes, *tag, *key, *value, *items, *out = NULL;
+    outbuf_t b = {NULL, 0, 0};
+    Py_ssize_t i;
+    int st = ST_OK;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "encode_key_values() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    attributes = args[0];
+    tag = args[1];
+    if (!PyBytes_Check(tag) || PyBytes_GET_SIZE(tag) < 1 || PyBytes_GET_SIZE(tag) > 5) {
+        PyErr_SetString(PyExc_TypeError, "encode_key_values() tag must be 1 to 5 bytes");
+        return NULL;
+    }
+    if (!PyDict_CheckExact(attributes)) {
+        Py_RETURN_NONE;
+    }
+    items = PyDict_Items(attributes); /* a snapshot: str() of a value may change the dict */
+    if (items == NULL) {
+        return NULL;
+    }
+    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
+        Py_ssize_t mark;
+        key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        if (!PyUnicode_Check(key)) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        st = outbuf_open(&b, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag), &mark);
+        if (st == ST_OK) {
+            st = put_key_value(&b, key, value, 0);
+        }
+        if (st == ST_OK) {
+            st = outbuf_close(&b, mark);
+        }
+    }
+    if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(attributes)) {
+        st = ST_UNHANDLED;
+    }
+    Py_DECREF(items);
+    if (st == ST_OK) {
+        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
+    }
+    PyMem_Free(b.data);
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -2578,6 +2925,8 @@ static PyMethodDef speedups_methods[] = {
     {"convert_messages", (PyCFunction)(void (*)(void))convert_messages, METH_FASTCALL,
      convert_messages_doc},
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
+    {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
+     encode_key_values_doc},
     {NULL, NULL, 0, NULL},
 };
 

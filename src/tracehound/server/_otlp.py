@@ -12,9 +12,10 @@ receivers, the forwarder and the file sink:
   RetryInfo, 415 for a Content-Type that is neither protobuf nor JSON).
 - `status_body` / `retry_info_trailers`: the `google.rpc.Status` and trailers those statuses carry.
 - `to_json_line`: protobuf → OTLP/JSON (hex ids, integer enums), the file sink's line format.
-- `set_attributes` / `add_event` / `redact_span` / `evaluation_log_record`: in-place edits of
-  OTLP protobuf spans and the `gen_ai.evaluation.result` log records, from `tracehound.emit`'s
-  pure functions.
+- `set_attributes` / `merge_attributes` / `add_event` / `redact_span` / `evaluation_log_record`:
+  in-place edits of OTLP protobuf spans and the `gen_ai.evaluation.result` log records, from
+  `tracehound.emit`'s pure functions (with the C accelerator, attributes are encoded in C and
+  merged as bytes).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, SeverityNumber
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound.emit import event_attributes, redact_attributes, redact_event_attributes
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.spans import AttributeValue
@@ -60,6 +62,7 @@ __all__ = [
     "decode_request",
     "decompress",
     "evaluation_log_record",
+    "merge_attributes",
     "parse_protobuf",
     "redact_span",
     "retry_info_trailers",
@@ -412,11 +415,48 @@ def set_attributes(
         _any_value(value, kv.value)
 
 
+def _tag(message_type: Any, field: str) -> bytes:
+    """The tag of a length-delimited field of `message_type` (field number, wire type 2)."""
+    number = message_type.DESCRIPTOR.fields_by_name[field].number << 3 | 2
+    out = bytearray()
+    while number > 0x7F:
+        out.append(number & 0x7F | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
+
+
+SPAN_ATTRIBUTES_TAG = _tag(Span, "attributes")
+_EVENT_ATTRIBUTES_TAG = _tag(Span.Event, "attributes")
+_LOG_ATTRIBUTES_TAG = _tag(LogRecord, "attributes")
+
+
+def merge_attributes(
+    message: Any,
+    tag: bytes,
+    key_values: Any,
+    attributes: Mapping[str, AttributeValue],
+    present: Container[str] | None,
+) -> None:
+    """`set_attributes(key_values, attributes, present)`, where `key_values` is the repeated
+    field of `message` with tag `tag`: with the C accelerator, and none of the keys `present`,
+    as encoded bytes merged in one upb call (~0.2 us per attribute instead of ~1.5)."""
+    if not attributes:
+        return
+    native = _wire._native
+    if native is not None and present is not None and not any(k in present for k in attributes):
+        encoded = native.encode_key_values(attributes, tag)
+        if encoded is not None:
+            message.MergeFromString(encoded)
+            return
+    set_attributes(key_values, attributes, present)
+
+
 def add_event(span: Any, name: str, attributes: Mapping[str, AttributeValue], time_ns: int) -> None:
     event = span.events.add()
     event.name = name
     event.time_unix_nano = time_ns
-    set_attributes(event.attributes, attributes)
+    merge_attributes(event, _EVENT_ATTRIBUTES_TAG, event.attributes, attributes, ())
 
 
 def redact_span(span: Any) -> int:
@@ -463,5 +503,5 @@ def evaluation_log_record(
         span_id=bytes.fromhex(span_id),
         flags=1,  # sampled, as the SDK sets it for a record emitted in a sampled span's context
     )
-    set_attributes(record.attributes, event_attributes(result))
+    merge_attributes(record, _LOG_ATTRIBUTES_TAG, record.attributes, event_attributes(result), ())
     return record

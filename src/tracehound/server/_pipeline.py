@@ -68,14 +68,15 @@ from tracehound.server._forward import Lane
 from tracehound.server._otlp import (
     LOGS,
     METRICS,
+    SPAN_ATTRIBUTES_TAG,
     TRACES,
     BadRequest,
     Overloaded,
     add_event,
     evaluation_log_record,
+    merge_attributes,
     parse_protobuf,
     redact_span,
-    set_attributes,
 )
 from tracehound.server._settings import ServeSettings
 from tracehound.spans import AttributeValue, LogView, ResourceView, SpanView
@@ -685,7 +686,7 @@ class Pipeline:
     ) -> None:
         """Add the results' attributes (and events) to `span`; `present`: its attribute keys
         (None: unknown, read from the span)."""
-        set_attributes(span.attributes, attributes, present)
+        merge_attributes(span, SPAN_ATTRIBUTES_TAG, span.attributes, attributes, present)
         if self._span_events and results:
             when = span.end_time_unix_nano or time.time_ns()
             for result in results:
