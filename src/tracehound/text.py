@@ -176,10 +176,11 @@ class TextCache:
     is tokenized once too. The engine keeps one per trace (`TraceInfo.texts`), so evaluators
     that read the same outputs — evidence matches them, drift embeds them — share the work."""
 
-    __slots__ = ("_segments", "_tokenized", "_tokens", "_units")
+    __slots__ = ("_informative", "_segments", "_tokenized", "_tokens", "_units")
 
     def __init__(self) -> None:
         self._tokens: dict[str, tuple[str, ...]] = {}
+        self._informative: dict[str, tuple[str, ...]] = {}
         self._tokenized: dict[str, Tokenized] = {}
         self._units: dict[str, list[Unit]] = {}
         self._segments: dict[str, Unit | None] = {}
@@ -192,14 +193,19 @@ class TextCache:
         return cached
 
     def informative(self, text: str) -> tuple[str, ...]:
-        """`informative_tokens(text)`, from the cached tokens."""
-        return tuple(filterfalse(_IS_STOP_WORD, self.tokens(text)))
+        """`informative_tokens(text)`, from the cached tokens (and cached: evidence matches an
+        output by its informative tokens, drift embeds them)."""
+        cached = self._informative.get(text)
+        if cached is None:
+            tokens = self.tokens(text)
+            cached = self._informative[text] = tuple(filterfalse(_IS_STOP_WORD, tokens))
+        return cached
 
     def tokenized(self, text: str) -> Tokenized:
         cached = self._tokenized.get(text)
         if cached is None:
-            tokens = self.tokens(text)
-            cached = Tokenized(" ".join(tokens), frozenset(tokens).difference(STOP_WORDS))
+            informative = frozenset(self.informative(text))
+            cached = Tokenized(" ".join(self.tokens(text)), informative)
             self._tokenized[text] = cached
         return cached
 
