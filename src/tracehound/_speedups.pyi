@@ -19,6 +19,13 @@ def decode_key_values(
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
 def convert_messages(data: object, part_type: type, message_type: type, /) -> list[Any] | None: ...
 def ascii_tokens(text: str, /) -> list[str] | None: ...
+def text_units(
+    text: str,
+    segments: dict[str, Unit | None],
+    unit_type: type[Unit],
+    stop_words: frozenset[str] | set[str],
+    /,
+) -> list[Unit] | None: ...
 def embed_hashed(
     token_lists: Sequence[Sequence[str]],
     out: WriteableBuffer,
