@@ -1,12 +1,557 @@
-/* tracehound._speedups: text functions (see _speedups.h). */
+/*
+ * tracehound._speedups: text functions (see _speedups.h).
+ *
+ * text_units is tracehound.text.TextCache.units for a text not yet in the cache's _units, on
+ * the tokenizer's ASCII path (every character ASCII or one of the typographic characters of
+ * text._TYPOGRAPHIC); for any other text it answers None, touching nothing, and the Python code
+ * runs. The Python code stays the reference: the same segments (text._segments of the stripped
+ * text, found here by a hand-written matcher of text._UNIT_BREAK, see "segments" below), the
+ * per-trace segments dict looked up and filled the same way, and Units equal to those of
+ * text._segment_unit. A Unit is made without its dataclass __init__: allocated through its type
+ * and its four slots set through their descriptors (PyObject_GenericSetAttr, which bypasses the
+ * frozen dataclass's __setattr__).
+ *
+ * The tokens are those of the module's ascii_tokens (_speedups.c), called through its C function
+ * pointer: the same strings, from the same table of tokens made before.
+ *
+ * C99, ordinary CPython API only. The GIL is held throughout.
+ */
 #include "_speedups.h"
+
+#include <string.h>
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* Status codes (as in _speedups.c). */
+#define ST_OK 0
+#define ST_ERROR (-1)  /* a Python exception is set */
+#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
+
+/* --- characters ------------------------------------------------------------------------------ */
+
+/*
+ * On the ASCII path, the classes the regex and str.strip() see (Python's `re` on a str uses
+ * Py_UNICODE_ISSPACE for \s, as str.isspace() and str.strip() do; \w is str.isalnum() or '_'):
+ *
+ * - C_SPACE: \s, str.isspace(): \t \n \v \f \r, \x1c-\x1f, ' ', and U+00A0 (no-break space, one
+ *   of the typographic characters);
+ * - C_WORD: [^\W_], that is [A-Za-z0-9] (no typographic character is a letter or digit);
+ * - 0: anything else of the ASCII path (the other typographic characters are punctuation).
+ */
+#define C_SPACE 1
+#define C_WORD 2
+#define W_ C_WORD
+static const unsigned char CHAR_CLASS[128] = {
+    ['\t'] = C_SPACE, ['\n'] = C_SPACE, ['\v'] = C_SPACE, ['\f'] = C_SPACE, ['\r'] = C_SPACE,
+    [0x1c] = C_SPACE, [0x1d] = C_SPACE, [0x1e] = C_SPACE, [0x1f] = C_SPACE, [' '] = C_SPACE,
+    ['0'] = W_, W_, W_, W_, W_, W_, W_, W_, W_, W_,
+    ['A'] = W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_,
+            W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_,
+    ['a'] = W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_,
+            W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_, W_,
+};
+#undef W_
+
+/* The class of a character of the ASCII path. */
+static ALWAYS_INLINE int
+char_class(Py_UCS4 c)
+{
+    if (c < 0x80) {
+        return CHAR_CLASS[c];
+    }
+    return c == 0x00a0 ? C_SPACE : 0;
+}
+
+/* Is the non-ASCII character c one of the typographic characters of text._TYPOGRAPHIC (as
+ * _speedups.c's is_typographic)? */
+static ALWAYS_INLINE int
+is_typographic(Py_UCS4 c)
+{
+    switch (c) {
+    case 0x00a0: /* no-break space */
+    case 0x2013: /* en dash */
+    case 0x2014: /* em dash */
+    case 0x2018: /* left single quotation mark */
+    case 0x2019: /* right single quotation mark */
+    case 0x201c: /* left double quotation mark */
+    case 0x201d: /* right double quotation mark */
+    case 0x2026: /* horizontal ellipsis */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* --- segments -------------------------------------------------------------------------------- */
+
+/*
+ * The matches of text._UNIT_BREAK,
+ *
+ *     \.\s+(?=[^\W_]) | !\s+(?=[^\W_]) | \?\s+(?=[^\W_]) | \n\s*(?:\r?\n\s*)+ | \r\n\s*(?:\r?\n\s*)+
+ *
+ * as finditer finds them in data[lo:hi] (the stripped text: lookaheads see nothing past hi),
+ * leftmost first, each search going on from the end of the previous match. Each alternative
+ * starts with its own literal character, so at a position at most one can match:
+ *
+ * - '.', '!' or '?' at i: \s+ takes the run of spaces after i, greedily; the lookahead needs a
+ *   word character after it, and giving spaces back only puts a space there. So: a match, up to
+ *   the end of the run, when the run is not empty and a word character follows it.
+ * - '\n' at i (or "\r\n" at i): \s* takes the run of spaces after it, then gives characters back
+ *   until (?:\r?\n\s*)+ matches, which needs a '\n' there; the last '\n' of the run is found first,
+ *   and its \s* takes the rest of the run. So: a match, up to the end of the run, when the run
+ *   holds another '\n'.
+ *
+ * The ending character of a sentence stays with its segment (text._segments).
+ */
+
+/* The end of the match at i (> i), or -1 when there is none. */
+static ALWAYS_INLINE Py_ssize_t
+match_at(int kind, const void *data, Py_ssize_t i, Py_ssize_t hi)
+{
+    Py_UCS4 c = PyUnicode_READ(kind, data, i);
+    Py_ssize_t j;
+    int newline = 0;
+
+    switch (c) {
+    case '.':
+    case '!':
+    case '?':
+        for (j = i + 1; j < hi && char_class(PyUnicode_READ(kind, data, j)) == C_SPACE; j++) {
+        }
+        if (j > i + 1 && j < hi && char_class(PyUnicode_READ(kind, data, j)) == C_WORD) {
+            return j;
+        }
+        return -1;
+    case '\r':
+        if (i + 1 >= hi || PyUnicode_READ(kind, data, i + 1) != '\n') {
+            return -1;
+        }
+        i++; /* the rest is as after a '\n' */
+        /* fall through */
+    case '\n':
+        for (j = i + 1; j < hi; j++) {
+            Py_UCS4 d = PyUnicode_READ(kind, data, j);
+            if (d == '\n') {
+                newline = 1;
+            }
+            else if (char_class(d) != C_SPACE) {
+                break;
+            }
+        }
+        return newline ? j : -1;
+    default:
+        return -1;
+    }
+}
+
+/* The segments found so far: pairs of start and end, in `stack` up to its size. */
+#define BOUNDS_ON_STACK 128
+typedef struct {
+    Py_ssize_t *items;
+    Py_ssize_t n, cap; /* numbers of Py_ssize_t, not of pairs */
+    Py_ssize_t stack[BOUNDS_ON_STACK];
+} bounds_t;
+
+static int
+bounds_add(bounds_t *b, Py_ssize_t start, Py_ssize_t end)
+{
+    if (b->n == b->cap) {
+        Py_ssize_t *grown, cap = 2 * b->cap;
+        if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(Py_ssize_t)) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        if (b->items == b->stack) {
+            grown = PyMem_Malloc((size_t)cap * sizeof(Py_ssize_t));
+            if (grown != NULL) {
+                memcpy(grown, b->stack, (size_t)b->n * sizeof(Py_ssize_t));
+            }
+        }
+        else {
+            grown = PyMem_Realloc(b->items, (size_t)cap * sizeof(Py_ssize_t));
+        }
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        b->items = grown;
+        b->cap = cap;
+    }
+    b->items[b->n++] = start;
+    b->items[b->n++] = end;
+    return ST_OK;
+}
+
+/* The characters that may start a match. */
+static const unsigned char MATCH_START[128] = {
+    ['.'] = 1, ['!'] = 1, ['?'] = 1, ['\n'] = 1, ['\r'] = 1,
+};
+
+/* text._segments(text.strip()) for the `n` characters at `data` of the given kind, as pairs of
+ * indexes into the text, in one pass: ST_UNHANDLED if a character is not of the ASCII path.
+ * Every character of the stripped text is read by the main loop, but for those inside a match,
+ * spaces all. Inlined once per kind, so that the kind is a constant in the loops. */
+static ALWAYS_INLINE int
+find_segments(int kind, const void *data, Py_ssize_t n, bounds_t *b)
+{
+    Py_ssize_t lo, hi, start, i, end;
+
+    /* text.strip(): spaces only, all of the ASCII path */
+    for (lo = 0; lo < n && char_class(PyUnicode_READ(kind, data, lo)) == C_SPACE; lo++) {
+    }
+    for (hi = n; hi > lo && char_class(PyUnicode_READ(kind, data, hi - 1)) == C_SPACE; hi--) {
+    }
+    start = lo;
+    for (i = lo; i < hi;) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c >= 0x80) {
+            if (!is_typographic(c)) {
+                return ST_UNHANDLED;
+            }
+            i++;
+            continue;
+        }
+        if (!MATCH_START[c] || (end = match_at(kind, data, i, hi)) < 0) {
+            i++;
+            continue;
+        }
+        /* the ending character of a sentence stays with it */
+        if (bounds_add(b, start, c == '.' || c == '!' || c == '?' ? i + 1 : i) != ST_OK) {
+            return ST_ERROR;
+        }
+        start = i = end;
+    }
+    return bounds_add(b, start, hi);
+}
+
+/* --- units ----------------------------------------------------------------------------------- */
+
+/* What text_units needs besides its arguments: the self of its function object. */
+enum {
+    SELF_ASCII_TOKENS, /* the module's ascii_tokens function object */
+    SELF_TEXT,         /* the names of Unit's fields, in their order */
+    SELF_NORMALIZED,
+    SELF_TOKENS,
+    SELF_TOKEN_SET,
+    SELF_SIZE,
+};
+
+#define FLAGS_ON_STACK 256
+
+/* text._segment_unit(segment) for the segment data[start:end] of the text (`segment` is that
+ * str): a new Unit, or None (a new reference), or NULL with an exception set. */
+static PyObject *
+segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject *text,
+             int kind, const void *data, PyObject *segment, Py_ssize_t start, Py_ssize_t end)
+{
+    PyObject *ascii_tokens = PyTuple_GET_ITEM(self, SELF_ASCII_TOKENS);
+    PyObject *tokens, *informative = NULL, *token_set = NULL, *normalized = NULL;
+    PyObject *stripped = NULL, *unit = NULL, *values[4];
+    unsigned char flags_stack[FLAGS_ON_STACK], *stop = flags_stack;
+    Py_ssize_t n, i, k, count = 0, size = 0, start0 = start, end0 = end;
+    Py_UCS1 *out;
+    int r;
+
+    tokens = PyCFunction_GET_FUNCTION(ascii_tokens)(PyCFunction_GET_SELF(ascii_tokens), segment);
+    if (tokens == NULL) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(tokens)) { /* None: cannot be, every character is of the ASCII path */
+        Py_DECREF(tokens);
+        PyErr_SetString(PyExc_SystemError, "text_units: ascii_tokens gave no tokens");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(tokens);
+    if (n > FLAGS_ON_STACK && (stop = PyMem_Malloc((size_t)n)) == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the informative tokens: those not in stop_words */
+    for (i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        if ((r = PySet_Contains(stop_words, token)) < 0) {
+            goto done;
+        }
+        stop[i] = (unsigned char)r;
+        count += !r;
+        size += PyUnicode_GET_LENGTH(token) + (i > 0);
+    }
+    if (count < 2) {
+        unit = Py_None;
+        Py_INCREF(unit);
+        goto done;
+    }
+    if ((informative = PyTuple_New(count)) == NULL) {
+        goto done;
+    }
+    for (i = k = 0; i < n; i++) {
+        if (!stop[i]) {
+            PyObject *token = PyList_GET_ITEM(tokens, i);
+            Py_INCREF(token);
+            PyTuple_SET_ITEM(informative, k++, token);
+        }
+    }
+    if ((token_set = PyFrozenSet_New(informative)) == NULL) {
+        goto done;
+    }
+    /* " ".join(tokens): ascii_tokens makes ASCII strings */
+    if ((normalized = PyUnicode_New(size, 127)) == NULL) {
+        goto done;
+    }
+    out = PyUnicode_1BYTE_DATA(normalized);
+    for (i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(token);
+        if (!PyUnicode_IS_ASCII(token)) {
+            PyErr_SetString(PyExc_SystemError, "text_units: a token is not ASCII");
+            goto done;
+        }
+        if (i > 0) {
+            *out++ = ' ';
+        }
+        memcpy(out, PyUnicode_1BYTE_DATA(token), (size_t)len);
+        out += len;
+    }
+    /* segment.strip() */
+    while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
+        start++;
+    }
+    while (end > start && char_class(PyUnicode_READ(kind, data, end - 1)) == C_SPACE) {
+        end--;
+    }
+    if (start == start0 && end == end0) {
+        stripped = segment;
+        Py_INCREF(stripped);
+    }
+    else if ((stripped = PyUnicode_Substring(text, start, end)) == NULL) {
+        goto done;
+    }
+    /* the Unit, without its __init__ */
+    unit = ((PyTypeObject *)unit_type)->tp_alloc((PyTypeObject *)unit_type, 0);
+    if (unit == NULL) {
+        goto done;
+    }
+    values[0] = stripped;
+    values[1] = normalized;
+    values[2] = informative;
+    values[3] = token_set;
+    for (i = 0; i < 4; i++) {
+        if (PyObject_GenericSetAttr(unit, PyTuple_GET_ITEM(self, SELF_TEXT + i), values[i]) < 0) {
+            Py_CLEAR(unit);
+            goto done;
+        }
+    }
+done:
+    if (stop != flags_stack) {
+        PyMem_Free(stop);
+    }
+    Py_DECREF(tokens);
+    Py_XDECREF(informative);
+    Py_XDECREF(token_set);
+    Py_XDECREF(normalized);
+    Py_XDECREF(stripped);
+    return unit;
+}
+
+/* The segment data[start:end]: its Unit or None from `segments`, else made and entered there;
+ * a Unit is appended to `units`. */
+static int
+add_segment(PyObject *self, PyObject *text, int kind, const void *data, Py_ssize_t start,
+            Py_ssize_t end, PyObject *segments, PyObject *unit_type, PyObject *stop_words,
+            PyObject *units)
+{
+    PyObject *segment, *unit;
+    int st = ST_ERROR;
+
+    /* text._segments' text[start:end] of the stripped text; the segments start at 0 */
+    segment = PyUnicode_Substring(text, start, end);
+    if (segment == NULL) {
+        return ST_ERROR;
+    }
+    unit = PyDict_GetItemWithError(segments, segment);
+    if (unit != NULL) {
+        Py_INCREF(unit);
+    }
+    else if (PyErr_Occurred()) {
+        goto done;
+    }
+    else {
+        unit = segment_unit(self, unit_type, stop_words, text, kind, data, segment, start, end);
+        if (unit == NULL) {
+            goto done;
+        }
+        if (PyDict_SetItem(segments, segment, unit) < 0) {
+            Py_DECREF(unit);
+            goto done;
+        }
+    }
+    st = (unit == Py_None || PyList_Append(units, unit) == 0) ? ST_OK : ST_ERROR;
+    Py_DECREF(unit);
+done:
+    Py_DECREF(segment);
+    return st;
+}
+
+PyDoc_STRVAR(text_units_doc,
+"text_units($module, text, segments, unit_type, stop_words, /)\n"
+"--\n"
+"\n"
+"tracehound.text.TextCache.units(text) for a text not yet in the cache's _units, for the\n"
+"texts the tokenizer's ASCII path takes (see ascii_tokens).\n"
+"\n"
+"The text, stripped, is cut into segments as tracehound.text._segments cuts it; each segment\n"
+"is looked up in `segments` (a dict: segment -> Unit or None), else made into a unit_type\n"
+"object as tracehound.text._segment_unit does (without calling unit_type's __init__: its\n"
+"slots text, normalized, tokens and token_set are set directly; stop_words is the set of\n"
+"tokens that are not informative) and entered there. Returns the list of the Units, or None,\n"
+"with `segments` untouched, if the text holds a non-ASCII character other than the\n"
+"typographic ones. Raises TypeError for arguments of other types (text must be a str, not a\n"
+"subclass; unit_type a class without a __new__ of its own).");
+
+static PyObject *
+text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text, *segments, *unit_type, *stop_words, *units = NULL;
+    PyTypeObject *type;
+    const void *data;
+    bounds_t b;
+    Py_ssize_t i;
+    int kind, st;
+
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "text_units() takes exactly 4 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    text = args[0];
+    segments = args[1];
+    unit_type = args[2];
+    stop_words = args[3];
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "text_units() argument 'text' must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if (!PyDict_Check(segments)) {
+        PyErr_Format(PyExc_TypeError,
+                     "text_units() argument 'segments' must be dict, not %.100s",
+                     Py_TYPE(segments)->tp_name);
+        return NULL;
+    }
+    if (!PyAnySet_Check(stop_words)) {
+        PyErr_Format(PyExc_TypeError,
+                     "text_units() argument 'stop_words' must be a set or frozenset, not %.100s",
+                     Py_TYPE(stop_words)->tp_name);
+        return NULL;
+    }
+    /* a Python class whose objects object.__new__ makes (as a dataclass's) */
+    type = (PyTypeObject *)unit_type;
+    if (!PyType_Check(unit_type) || !PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE) ||
+        type->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError,
+                        "text_units() argument 'unit_type' must be a class made by a class "
+                        "statement, without a __new__ of its own");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    kind = PyUnicode_KIND(text);
+    data = PyUnicode_DATA(text);
+    b.items = b.stack;
+    b.n = 0;
+    b.cap = BOUNDS_ON_STACK;
+    switch (kind) {
+    case PyUnicode_1BYTE_KIND:
+        st = find_segments(PyUnicode_1BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        st = find_segments(PyUnicode_2BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b);
+        break;
+    default:
+        st = ST_UNHANDLED; /* holds a character above U+FFFF */
+        break;
+    }
+    if (st == ST_OK) {
+        units = PyList_New(0);
+        for (i = 0; units != NULL && i < b.n; i += 2) {
+            if (add_segment(self, text, kind, data, b.items[i], b.items[i + 1], segments,
+                            unit_type, stop_words, units) != ST_OK) {
+                Py_CLEAR(units);
+            }
+        }
+    }
+    if (b.items != b.stack) {
+        PyMem_Free(b.items);
+    }
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE; /* segments untouched */
+    }
+    return units; /* NULL if an exception is set */
+}
+
+/* --- module ---------------------------------------------------------------------------------- */
+
+static PyMethodDef text_units_def = {
+    "text_units", (PyCFunction)(void (*)(void))text_units, METH_FASTCALL, text_units_doc,
+};
 
 static PyMethodDef text_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* text_units gets a self of its own (a tuple, see SELF_*): the module's ascii_tokens, whose C
+ * function it calls, and the names of Unit's fields. */
 int
 tracehound_add_text(PyObject *module)
 {
+    static const char *const names[] = {"text", "normalized", "tokens", "token_set"};
+    PyObject *self, *ascii_tokens, *func, *modname;
+    Py_ssize_t i;
+
+    ascii_tokens = PyObject_GetAttrString(module, "ascii_tokens");
+    if (ascii_tokens == NULL) {
+        return -1;
+    }
+    if (!PyCFunction_Check(ascii_tokens) || PyCFunction_GET_FLAGS(ascii_tokens) != METH_O) {
+        Py_DECREF(ascii_tokens);
+        PyErr_SetString(PyExc_SystemError, "tracehound._speedups: ascii_tokens is not METH_O");
+        return -1;
+    }
+    self = PyTuple_New(SELF_SIZE);
+    if (self == NULL) {
+        Py_DECREF(ascii_tokens);
+        return -1;
+    }
+    PyTuple_SET_ITEM(self, SELF_ASCII_TOKENS, ascii_tokens);
+    for (i = 0; i < 4; i++) {
+        PyObject *name = PyUnicode_InternFromString(names[i]);
+        if (name == NULL) {
+            Py_DECREF(self);
+            return -1;
+        }
+        PyTuple_SET_ITEM(self, SELF_TEXT + i, name);
+    }
+    modname = PyModule_GetNameObject(module);
+    if (modname == NULL) {
+        Py_DECREF(self);
+        return -1;
+    }
+    func = PyCFunction_NewEx(&text_units_def, self, modname);
+    Py_DECREF(modname);
+    Py_DECREF(self);
+    if (func == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "text_units", func) < 0) {
+        Py_DECREF(func);
+        return -1;
+    }
     return PyModule_AddFunctions(module, text_methods);
 }

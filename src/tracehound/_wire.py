@@ -17,8 +17,9 @@ and a pure-Python path that gives the same answers:
   those bytes (`decode_key_values`), without a Python wrapper object per field.
 
 The module also converts decoded GenAI message lists into `Message`/`Part` objects
-(`convert_messages`, used by `tracehound.conventions._messages.parse_messages`) and tokenizes
-mostly-ASCII text (`ascii_tokens`, used by `tracehound.text`).
+(`convert_messages`, used by `tracehound.conventions._messages.parse_messages`), tokenizes
+mostly-ASCII text (`ascii_tokens`, used by `tracehound.text`) and cuts such text into evidence
+units (`text_units`, used by `tracehound.text.TextCache.units`).
 
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set

@@ -212,6 +212,14 @@ class TextCache:
     def units(self, text: str) -> list[Unit]:
         cached = self._units.get(text)
         if cached is None:
+            # the C accelerator, for the texts of the tokenizer's ASCII path: the same segments
+            # and Units, looked up and entered in `_segments` the same way; else None
+            text_units = getattr(_wire._native, "text_units", None)
+            if text_units is not None and type(text) is str:
+                units: list[Unit] | None = text_units(text, self._segments, Unit, STOP_WORDS)
+                if units is not None:
+                    self._units[text] = units
+                    return units
             cached = []
             segments = self._segments
             for segment in _segments(text.strip()):
