@@ -2615,6 +2615,9 @@ outbuf_reserve(outbuf_t *b, Py_ssize_t more)
 static int
 outbuf_put(outbuf_t *b, const void *data, Py_ssize_t len)
 {
+    if (len == 0) {
+        return ST_OK;
+    }
     if (outbuf_reserve(b, len) != ST_OK) {
         return ST_ERROR;
     }

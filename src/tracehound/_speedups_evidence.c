@@ -1097,7 +1097,9 @@ match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    qsort(self->matched.items, (size_t)self->matched.len, sizeof(int32_t), compare_ids);
+    if (self->matched.len > 1) { /* (no items yet: a NULL array qsort must not see) */
+        qsort(self->matched.items, (size_t)self->matched.len, sizeof(int32_t), compare_ids);
+    }
     list = PyList_New(self->matched.len);
     if (list == NULL) {
         goto error;
