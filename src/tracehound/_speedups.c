@@ -2153,25 +2153,6 @@ static const uint8_t TOKEN_BITS[128] = {
 };
 #undef A_
 
-/* Is the non-ASCII character c one of the typographic characters (which separate tokens)? */
-static ALWAYS_INLINE int
-is_typographic(Py_UCS4 c)
-{
-    switch (c) {
-    case 0x00a0: /* no-break space */
-    case 0x2013: /* en dash */
-    case 0x2014: /* em dash */
-    case 0x2018: /* left single quotation mark */
-    case 0x2019: /* right single quotation mark */
-    case 0x201c: /* left double quotation mark */
-    case 0x201d: /* right double quotation mark */
-    case 0x2026: /* horizontal ellipsis */
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 /* The index of the lowest set bit of x != 0. */
 #if defined(__GNUC__) && !defined(TRACEHOUND_PORTABLE)
 #define LOWEST_BIT(x) ((Py_ssize_t)__builtin_ctzll(x))

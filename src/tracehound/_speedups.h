@@ -14,4 +14,24 @@ int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
 int tracehound_add_text(PyObject *module);
 
+/* Is the non-ASCII character c one of the typographic characters of tracehound.text's
+ * _TYPOGRAPHIC? The tokenizer's ASCII path takes them (as separators), and so does text_units. */
+static inline int
+is_typographic(Py_UCS4 c)
+{
+    switch (c) {
+    case 0x00a0: /* no-break space */
+    case 0x2013: /* en dash */
+    case 0x2014: /* em dash */
+    case 0x2018: /* left single quotation mark */
+    case 0x2019: /* right single quotation mark */
+    case 0x201c: /* left double quotation mark */
+    case 0x201d: /* right double quotation mark */
+    case 0x2026: /* horizontal ellipsis */
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 #endif

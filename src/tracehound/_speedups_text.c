@@ -66,26 +66,6 @@ char_class(Py_UCS4 c)
     return c == 0x00a0 ? C_SPACE : 0;
 }
 
-/* Is the non-ASCII character c one of the typographic characters of text._TYPOGRAPHIC (as
- * _speedups.c's is_typographic)? */
-static ALWAYS_INLINE int
-is_typographic(Py_UCS4 c)
-{
-    switch (c) {
-    case 0x00a0: /* no-break space */
-    case 0x2013: /* en dash */
-    case 0x2014: /* em dash */
-    case 0x2018: /* left single quotation mark */
-    case 0x2019: /* right single quotation mark */
-    case 0x201c: /* left double quotation mark */
-    case 0x201d: /* right double quotation mark */
-    case 0x2026: /* horizontal ellipsis */
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 /* --- segments -------------------------------------------------------------------------------- */
 
 /*
