@@ -186,7 +186,7 @@ def test_merge_attributes_is_set_attributes(
     merged.CopyFrom(span)
     set_attributes(expected.attributes, attributes)
     present = frozenset(existing) if know else None
-    merge_attributes(merged, SPAN_ATTRIBUTES_TAG, merged.attributes, attributes, present)
+    merge_attributes(merged, SPAN_ATTRIBUTES_TAG, attributes, present)
     assert same(merged, expected)
 
 
@@ -201,12 +201,10 @@ def test_merge_attributes_takes_the_bytes_path(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(_wire, "_native", Spy())
     span = Span()
     span.attributes.add(key="tracehound.score").value.int_value = 1
-    merge_attributes(span, SPAN_ATTRIBUTES_TAG, span.attributes, {"new": 1}, {"tracehound.score"})
+    merge_attributes(span, SPAN_ATTRIBUTES_TAG, {"new": 1}, {"tracehound.score"})
     assert calls == [{"new": 1}]
     # a key already there: replaced through the field API, never appended as bytes
-    merge_attributes(
-        span, SPAN_ATTRIBUTES_TAG, span.attributes, {"tracehound.score": 2}, {"tracehound.score"}
-    )
+    merge_attributes(span, SPAN_ATTRIBUTES_TAG, {"tracehound.score": 2}, {"tracehound.score"})
     assert calls == [{"new": 1}]
     assert [kv.key for kv in span.attributes] == ["tracehound.score", "new"]
     assert span.attributes[0].value == AnyValue(int_value=2)

@@ -35,6 +35,7 @@ from tracehound.server._otlp import (
     TRACES,
     OTLPError,
     Signal,
+    encode_varint,
     parse_protobuf,
     retry_info_trailers,
 )
@@ -55,18 +56,6 @@ SERVING, NOT_SERVING, SERVICE_UNKNOWN = 1, 2, 3
 
 Submit = Callable[[Signal, Any, bytes | None, int, str], Submitted]
 """(signal, request message, raw bytes, size, transport) → what to answer; raises OTLPError."""
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -109,11 +98,11 @@ def parse_health_request(data: bytes) -> str:
 
 def encode_health_request(service: str) -> bytes:
     raw = service.encode()
-    return b"\x0a" + _varint(len(raw)) + raw if raw else b""
+    return b"\x0a" + encode_varint(len(raw)) + raw if raw else b""
 
 
 def encode_health_response(status: int) -> bytes:
-    return b"\x08" + _varint(status) if status else b""
+    return b"\x08" + encode_varint(status) if status else b""
 
 
 def parse_health_response(data: bytes) -> int:

@@ -61,6 +61,7 @@ __all__ = [
     "add_event",
     "decode_request",
     "decompress",
+    "encode_varint",
     "evaluation_log_record",
     "merge_attributes",
     "parse_protobuf",
@@ -415,32 +416,38 @@ def set_attributes(
         _any_value(value, kv.value)
 
 
-def _tag(message_type: Any, field: str) -> bytes:
-    """The tag of a length-delimited field of `message_type` (field number, wire type 2)."""
-    number = message_type.DESCRIPTOR.fields_by_name[field].number << 3 | 2
+def encode_varint(value: int) -> bytes:
+    """A non-negative int as a protobuf varint."""
     out = bytearray()
-    while number > 0x7F:
-        out.append(number & 0x7F | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
 
 
-SPAN_ATTRIBUTES_TAG = _tag(Span, "attributes")
-_EVENT_ATTRIBUTES_TAG = _tag(Span.Event, "attributes")
-_LOG_ATTRIBUTES_TAG = _tag(LogRecord, "attributes")
+def _attributes_tag(message_type: Any) -> bytes:
+    """The tag of `message_type`'s `attributes` field (its number, wire type 2)."""
+    return encode_varint(message_type.DESCRIPTOR.fields_by_name["attributes"].number << 3 | 2)
+
+
+SPAN_ATTRIBUTES_TAG = _attributes_tag(Span)
+_EVENT_ATTRIBUTES_TAG = _attributes_tag(Span.Event)
+_LOG_ATTRIBUTES_TAG = _attributes_tag(LogRecord)
 
 
 def merge_attributes(
     message: Any,
     tag: bytes,
-    key_values: Any,
     attributes: Mapping[str, AttributeValue],
     present: Container[str] | None,
 ) -> None:
-    """`set_attributes(key_values, attributes, present)`, where `key_values` is the repeated
-    field of `message` with tag `tag`: with the C accelerator, and none of the keys `present`,
-    as encoded bytes merged in one upb call (~0.2 us per attribute instead of ~1.5)."""
+    """`set_attributes(message.attributes, attributes, present)`, `tag` being that field's tag:
+    with the C accelerator, and none of the keys `present`, as encoded bytes merged in one upb
+    call (~0.2 us per attribute instead of ~1.5)."""
     if not attributes:
         return
     native = _wire._native
@@ -449,14 +456,14 @@ def merge_attributes(
         if encoded is not None:
             message.MergeFromString(encoded)
             return
-    set_attributes(key_values, attributes, present)
+    set_attributes(message.attributes, attributes, present)
 
 
 def add_event(span: Any, name: str, attributes: Mapping[str, AttributeValue], time_ns: int) -> None:
     event = span.events.add()
     event.name = name
     event.time_unix_nano = time_ns
-    merge_attributes(event, _EVENT_ATTRIBUTES_TAG, event.attributes, attributes, ())
+    merge_attributes(event, _EVENT_ATTRIBUTES_TAG, attributes, ())
 
 
 def redact_span(span: Any) -> int:
@@ -503,5 +510,5 @@ def evaluation_log_record(
         span_id=bytes.fromhex(span_id),
         flags=1,  # sampled, as the SDK sets it for a record emitted in a sampled span's context
     )
-    merge_attributes(record, _LOG_ATTRIBUTES_TAG, record.attributes, event_attributes(result), ())
+    merge_attributes(record, _LOG_ATTRIBUTES_TAG, event_attributes(result), ())
     return record

@@ -686,7 +686,7 @@ class Pipeline:
     ) -> None:
         """Add the results' attributes (and events) to `span`; `present`: its attribute keys
         (None: unknown, read from the span)."""
-        merge_attributes(span, SPAN_ATTRIBUTES_TAG, span.attributes, attributes, present)
+        merge_attributes(span, SPAN_ATTRIBUTES_TAG, attributes, present)
         if self._span_events and results:
             when = span.end_time_unix_nano or time.time_ns()
             for result in results:
