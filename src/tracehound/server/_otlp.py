@@ -16,6 +16,8 @@ receivers, the forwarder and the file sink:
   in-place edits of OTLP protobuf spans and the `gen_ai.evaluation.result` log records, from
   `tracehound.emit`'s pure functions (with the C accelerator, attributes are encoded in C and
   merged as bytes).
+- `encoded_log_record` / `logs_request_bytes`: those log records encoded straight to bytes and
+  framed into an `ExportLogsServiceRequest` without building protobuf messages.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import struct
 import zlib
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
@@ -62,7 +65,9 @@ __all__ = [
     "decode_request",
     "decompress",
     "encode_varint",
+    "encoded_log_record",
     "evaluation_log_record",
+    "logs_request_bytes",
     "merge_attributes",
     "parse_protobuf",
     "redact_span",
@@ -512,3 +517,76 @@ def evaluation_log_record(
     )
     merge_attributes(record, _LOG_ATTRIBUTES_TAG, event_attributes(result), ())
     return record
+
+
+# `LogRecord` fields as `encoded_log_record` writes them, in field-number order (as upb does):
+# time_unix_nano (1, fixed64), severity_number (2), severity_text (3), attributes (6),
+# flags (8, fixed32), trace_id (9), span_id (10), observed_time_unix_nano (11, fixed64),
+# event_name (12).
+_FIXED64 = struct.Struct("<Q")
+_SEVERITY = {
+    False: b"\x10" + encode_varint(SeverityNumber.SEVERITY_NUMBER_INFO) + b"\x1a\x04INFO",
+    True: b"\x10" + encode_varint(SeverityNumber.SEVERITY_NUMBER_WARN) + b"\x1a\x04WARN",
+}
+_FLAGS_SAMPLED = b"\x45" + struct.pack("<I", 1)
+_EVENT_NAME = names.EVENT_EVALUATION_RESULT.encode()
+_EVENT_NAME_FIELD = b"\x62" + encode_varint(len(_EVENT_NAME)) + _EVENT_NAME
+
+
+def encoded_log_record(
+    result: EvaluationResult, trace_id: str, span_id: str, time_ns: int
+) -> bytes:
+    """`evaluation_log_record(...).SerializeToString()`, written directly as bytes with the C
+    accelerator (~4x cheaper than building the message: results make about one record per
+    GenAI span); through the message otherwise."""
+    native = _wire._native
+    if native is not None and 0 <= time_ns < 1 << 64:
+        attributes = native.encode_key_values(event_attributes(result), _LOG_ATTRIBUTES_TAG)
+        if attributes is not None:
+            try:
+                trace = bytes.fromhex(trace_id)
+                span = bytes.fromhex(span_id)
+            except ValueError:
+                trace = span = b""
+            if len(trace) == 16 and len(span) == 8:
+                when = _FIXED64.pack(time_ns) if time_ns else b""  # proto3 leaves out zeros
+                return b"".join(
+                    (
+                        b"\x09" if when else b"",
+                        when,
+                        _SEVERITY[bool(result.error_type)],
+                        attributes,
+                        _FLAGS_SAMPLED,
+                        b"\x4a\x10",
+                        trace,
+                        b"\x52\x08",
+                        span,
+                        b"\x59" if when else b"",
+                        when,
+                        _EVENT_NAME_FIELD,
+                    )
+                )
+    serialized: bytes = evaluation_log_record(
+        result, trace_id, span_id, time_ns
+    ).SerializeToString()
+    return serialized
+
+
+def _length_delimited(tag: bytes, payload: bytes) -> bytes:
+    return tag + encode_varint(len(payload)) + payload
+
+
+def logs_request_bytes(groups: list[tuple[bytes, bytes, list[bytes]]]) -> bytes:
+    """An `ExportLogsServiceRequest`, serialized: one `ResourceLogs` per (resource, scope,
+    records) group, each with one `ScopeLogs` — `resource` and `scope` are serialized
+    `Resource` and `InstrumentationScope` messages, `records` serialized `LogRecord`s."""
+    out: list[bytes] = []
+    for resource, scope, records in groups:
+        scope_logs = b"".join(
+            [_length_delimited(b"\x0a", scope), *(_length_delimited(b"\x12", r) for r in records)]
+        )
+        resource_logs = _length_delimited(b"\x0a", resource) + _length_delimited(
+            b"\x12", scope_logs
+        )
+        out.append(_length_delimited(b"\x0a", resource_logs))
+    return b"".join(out)

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from typing import Any
 
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
@@ -73,7 +73,8 @@ from tracehound.server._otlp import (
     BadRequest,
     Overloaded,
     add_event,
-    evaluation_log_record,
+    encoded_log_record,
+    logs_request_bytes,
     merge_attributes,
     parse_protobuf,
     redact_span,
@@ -224,7 +225,11 @@ class Pipeline:
         self._held: dict[str, list[_Held]] = {}
         self._trace_resource: dict[str, Resource] = {}
         self._released: list[_Held] = []
-        self._events: dict[int, tuple[Resource, list[Any]]] = {}
+        # `gen_ai.evaluation.result` records (serialized) by resource, until the next flush
+        self._events: dict[int, tuple[Resource, list[bytes]]] = {}
+        self._scope_bytes = InstrumentationScope(
+            name=names.SCOPE_NAME, version=scope_version
+        ).SerializeToString()
         self._error_logged = False
         self._thread = threading.Thread(name="tracehound-evaluate", target=self._run, daemon=True)
 
@@ -785,7 +790,7 @@ class Pipeline:
         group = self._events.get(id(resource))
         if group is None:
             group = self._events[id(resource)] = (resource, [])
-        group[1].append(evaluation_log_record(result, trace_id, span_id, time.time_ns()))
+        group[1].append(encoded_log_record(result, trace_id, span_id, time.time_ns()))
 
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
@@ -806,17 +811,15 @@ class Pipeline:
             self.lanes[TRACES.name].put(request.SerializeToString(), len(released))
         groups, self._events = self._events, {}
         if groups:
-            logs = ExportLogsServiceRequest()
-            count = 0
-            for resource, records in groups.values():
-                rl = logs.resource_logs.add()
-                rl.resource.CopyFrom(resource)
-                sl = rl.scope_logs.add()
-                sl.scope.name = names.SCOPE_NAME
-                sl.scope.version = self._scope_version
-                sl.log_records.extend(records)
-                count += len(records)
-            if self.lanes[LOGS.name].offer(logs.SerializeToString(), count):
+            scope = self._scope_bytes
+            count = sum(len(records) for _, records in groups.values())
+            payload = logs_request_bytes(
+                [
+                    (resource.SerializeToString(), scope, records)
+                    for resource, records in groups.values()
+                ]
+            )
+            if self.lanes[LOGS.name].offer(payload, count):
                 self.stats.events_emitted += count
             else:
                 self.stats.events_dropped += count
