@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any, Literal
 
 from tracehound.conventions import (
@@ -184,18 +185,13 @@ class Trajectory:
 # --- building -------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Draft:
-    """A step under construction: mutable until the trajectory is frozen."""
-
-    at_ns: int
-    span_start_ns: int
-    span_id: str
-    seq: int
-    fields: dict[str, Any]
-
-    def sort_key(self) -> tuple[int, int, str, int]:
-        return (self.at_ns, self.span_start_ns, self.span_id, self.seq)
+# A step under construction: (sort key, fields). The key is (logical time, span start, span id,
+# sequence within the span); the fields, the Step's own, stay mutable until the trajectory is
+# frozen (a later span may complete a tool call). A pair rather than an object: made for every
+# step of every span, a tuple costs no constructor call, and drafts sort by their key in C.
+_DraftKey = tuple[int, int, str, int]
+_Draft = tuple[_DraftKey, dict[str, Any]]
+_draft_key = itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -233,14 +229,16 @@ class TrajectoryBuilder:
         return self._spans
 
     def add(self, span: NormalizedSpan) -> list[Step]:
-        if span.span_id in self._spans:
+        span_id = span.view.span_id
+        spans = self._spans
+        if span_id in spans:
             return []
-        self._spans[span.span_id] = span
+        spans[span_id] = span
         drafts = _span_drafts(span, self._state)
         self._drafts.extend(drafts)
         if span.operation in _STATEFUL_OPERATIONS:
             self._stateful.append(span)
-        drafts.sort(key=_Draft.sort_key)
+        drafts.sort(key=_draft_key)
         return [_freeze(d, "") for d in drafts]
 
     def build(
@@ -320,10 +318,12 @@ def _assemble(
     if parents:
         parent_of.update(parents)
     cycle_problems = _break_parent_cycles(parent_of, ordered)
-    drafts.sort(key=_Draft.sort_key)
+    drafts.sort(key=_draft_key)
 
     runs, run_of_span = _runs(ordered, parent_of, names or {})
-    steps = tuple(_freeze(d, _run_for(d.span_id, run_of_span, parent_of, runs)) for d in drafts)
+    default_run = runs[0].run_id if runs else ""
+    get_run = run_of_span.get
+    steps = tuple([_freeze(d, get_run(d[0][2], default_run)) for d in drafts])
     conventions = tuple(sorted({s.convention for s in ordered}))
     problems = tuple(f"{s.view.name} ({s.span_id}): {p}" for s in ordered for p in s.problems)
     return Trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
@@ -367,73 +367,79 @@ _new_object = object.__new__
 
 
 def _freeze(draft: _Draft, run_id: str) -> Step:
-    """`Step(span_id=draft.span_id, run_id=run_id, **draft.fields)`, faster."""
+    """`Step(span_id=<the draft's span id>, run_id=run_id, **<the draft's fields>)`, faster."""
     step: Step = _new_object(Step)
     values = step.__dict__
-    values.update(draft.fields)  # copied: later spans may still complete the draft
-    values["span_id"] = draft.span_id
+    values.update(draft[1])  # copied: later spans may still complete the draft
+    values["span_id"] = draft[0][2]
     values["run_id"] = run_id
     return step
 
 
-def _draft(span: NormalizedSpan, at_ns: int, seq: int, **fields: Any) -> _Draft:
-    view = span.view
-    fields.setdefault("start_ns", at_ns)
-    fields.setdefault("end_ns", at_ns)
-    return _Draft(at_ns, view.start_ns, view.span_id, seq, fields)
+# Each draft's fields are written out in one dict display (no keyword-argument call): the fields
+# the step sets, then `start_ns` and `end_ns`, which are the draft's logical time unless given.
 
 
 def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     view = span.view
-    start, end = view.start_ns, view.end_ns
+    start, end, span_id = view.start_ns, view.end_ns, view.span_id
     out: list[_Draft] = []
     op = span.operation
     if op == "agent":
         out.append(
-            _draft(span, start, 0, kind="agent", start_ns=start, end_ns=end, agent=span.agent_name)
+            (
+                (start, start, span_id, 0),
+                {"kind": "agent", "start_ns": start, "end_ns": end, "agent": span.agent_name},
+            )
         )
     elif op == "llm":
         seq = 0
         for text in span.system_instructions:
             key = ("system", "text", text)
             if _new_content(state, key, occurrence=0):
-                out.append(_draft(span, start, seq, kind="system", text=text))
+                fields = {"kind": "system", "text": text, "start_ns": start, "end_ns": start}
+                out.append(((start, start, span_id, seq), fields))
                 seq += 1
-        out.extend(_message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq))
-        finish = span.finish_reasons[0] if span.finish_reasons else None
+        if span.input_messages:
+            out.extend(
+                _message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq)
+            )
+        finish_reasons = span.finish_reasons
         out.append(
-            _draft(
-                span,
-                start,
-                _LLM_SEQ,
-                kind="llm",
-                start_ns=start,
-                end_ns=end,
-                model=span.model,
-                input_tokens=span.input_tokens,
-                output_tokens=span.output_tokens,
-                finish_reason=finish,
+            (
+                (start, start, span_id, _LLM_SEQ),
+                {
+                    "kind": "llm",
+                    "start_ns": start,
+                    "end_ns": end,
+                    "model": span.model,
+                    "input_tokens": span.input_tokens,
+                    "output_tokens": span.output_tokens,
+                    "finish_reason": finish_reasons[0] if finish_reasons else None,
+                },
             )
         )
-        out.extend(_output_drafts(span, state, 0))
+        if span.output_messages:
+            out.extend(_output_drafts(span, state, 0))
     elif op == "tool":
         out.extend(_tool_span_drafts(span, state))
     elif op == "retrieval":
         out.append(
-            _draft(
-                span,
-                end,
-                0,
-                kind="retrieval",
-                start_ns=start,
-                end_ns=end,
-                source=span.source or view.name,
-                text=span.query,
-                documents=tuple(span.documents),
+            (
+                (end, start, span_id, 0),
+                {
+                    "kind": "retrieval",
+                    "start_ns": start,
+                    "end_ns": end,
+                    "source": span.source or view.name,
+                    "text": span.query,
+                    "documents": tuple(span.documents),
+                },
             )
         )
     if span.error and op != "tool":
-        out.append(_draft(span, end, _ERROR_SEQ, kind="error", error=span.error))
+        fields = {"kind": "error", "error": span.error, "start_ns": end, "end_ns": end}
+        out.append(((end, start, span_id, _ERROR_SEQ), fields))
     return out
 
 
@@ -458,6 +464,9 @@ def _message_drafts(
     """Input history: only parts the trace has not shown before become steps."""
     out: list[_Draft] = []
     occurrences: dict[tuple[str, ...], int] = {}
+    counts = state.content_counts
+    view = span.view
+    span_start, span_id = view.start_ns, view.span_id
     seq = base_seq
     for message in messages:
         role = message.role
@@ -474,13 +483,21 @@ def _message_drafts(
                 )
                 if draft is not None:
                     out.append(draft)
-            elif ptype in ("text", "reasoning") and part.content:
-                kind = _content_kind(role, ptype)
-                key = (role, ptype, part.content)
+            elif (ptype == "text" or ptype == "reasoning") and part.content:
+                content = part.content
+                key = (role, ptype, content)
                 occurrence = occurrences.get(key, 0)
                 occurrences[key] = occurrence + 1
-                if _new_content(state, key, occurrence):
-                    out.append(_draft(span, at_ns, seq, kind=kind, text=part.content))
+                seen = counts.get(key, 0)  # `_new_content`, inline: once per input part
+                if occurrence >= seen:
+                    counts[key] = seen + 1
+                    fields = {
+                        "kind": _content_kind(role, ptype),
+                        "text": content,
+                        "start_ns": at_ns,
+                        "end_ns": at_ns,
+                    }
+                    out.append(((at_ns, span_start, span_id, seq), fields))
     return out
 
 
@@ -496,29 +513,31 @@ def _content_kind(role: str, ptype: str) -> StepKind:
 
 def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_Draft]:
     """LLM outputs are always new steps; they are recorded so the next call's history skips them."""
-    end = span.view.end_ns
+    view = span.view
+    end, span_start, span_id = view.end_ns, view.start_ns, view.span_id
+    counts = state.content_counts
     out: list[_Draft] = []
     seq = base_seq
     for message in span.output_messages:
         for part in message.parts:
             seq += 1
-            if part.type == "tool_call":
+            ptype = part.type
+            if ptype == "tool_call":
                 draft = _tool_call_from_part(span, part, state, end, seq, occurrences=None)
                 if draft is not None:
                     out.append(draft)
-            elif part.type in ("text", "reasoning") and part.content:
-                key = (message.role, part.type, part.content)
-                state.content_counts[key] = state.content_counts.get(key, 0) + 1
-                out.append(
-                    _draft(
-                        span,
-                        end,
-                        seq,
-                        kind="reasoning" if part.type == "reasoning" else "assistant",
-                        text=part.content,
-                        finish_reason=message.finish_reason,
-                    )
-                )
+            elif (ptype == "text" or ptype == "reasoning") and part.content:
+                content = part.content
+                key = (message.role, ptype, content)
+                counts[key] = counts.get(key, 0) + 1
+                fields = {
+                    "kind": "reasoning" if ptype == "reasoning" else "assistant",
+                    "text": content,
+                    "finish_reason": message.finish_reason,
+                    "start_ns": end,
+                    "end_ns": end,
+                }
+                out.append(((end, span_start, span_id, seq), fields))
     return out
 
 
@@ -539,10 +558,10 @@ def _tool_call_from_part(
         if key in state.seen_ids:
             # A resent call (the next LLM input repeats it): canonicalize only if it adds arguments.
             existing = state.call_steps.get(call_id)
-            if existing is not None and existing.fields.get("arguments") is None:
+            if existing is not None and existing[1].get("arguments") is None:
                 args = canonical_arguments(arguments)
                 if args is not None:
-                    existing.fields["arguments"] = args
+                    existing[1]["arguments"] = args
             return None
         state.seen_ids.add(key)
     args = canonical_arguments(arguments)
@@ -558,7 +577,16 @@ def _tool_call_from_part(
             state.content_counts[ckey] = state.content_counts.get(ckey, 0) + 1
         state.anonymous += 1
         call_id = None
-    draft = _draft(span, at_ns, seq, kind="tool_call", tool=name, call_id=call_id, arguments=args)
+    view = span.view
+    fields = {
+        "kind": "tool_call",
+        "tool": name,
+        "call_id": call_id,
+        "arguments": args,
+        "start_ns": at_ns,
+        "end_ns": at_ns,
+    }
+    draft = ((at_ns, view.start_ns, view.span_id, seq), fields)
     if call_id:
         state.call_steps[call_id] = draft
         state.pending_calls.append(call_id)
@@ -592,7 +620,16 @@ def _tool_result_from_part(
         if call_id in state.pending_calls:
             state.pending_calls.remove(call_id)
         name = name or state.call_names.get(call_id)
-    return _draft(span, at_ns, seq, kind="tool_result", tool=name, call_id=call_id, text=content)
+    view = span.view
+    fields = {
+        "kind": "tool_result",
+        "tool": name,
+        "call_id": call_id,
+        "text": content,
+        "start_ns": at_ns,
+        "end_ns": at_ns,
+    }
+    return ((at_ns, view.start_ns, view.span_id, seq), fields)
 
 
 def _adopt_pending(state: _State, name: str | None) -> str | None:
@@ -604,7 +641,7 @@ def _adopt_pending(state: _State, name: str | None) -> str | None:
 
 def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     view = span.view
-    start, end = view.start_ns, view.end_ns
+    start, end, span_id = view.start_ns, view.end_ns, view.span_id
     name = span.tool_name or view.name
     args = canonical_arguments(span.tool_arguments)
     call_id = span.tool_call_id
@@ -616,23 +653,24 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     if call_id and ("tool_call", call_id) in state.seen_ids:
         existing = state.call_steps.get(call_id)
         if existing is not None:
-            existing.fields["exec_span_id"] = view.span_id
-            if existing.fields.get("arguments") is None:
-                existing.fields["arguments"] = args
+            fields = existing[1]
+            fields["exec_span_id"] = span_id
+            if fields.get("arguments") is None:
+                fields["arguments"] = args
     else:
         if call_id:
             state.seen_ids.add(("tool_call", call_id))
             state.call_names.setdefault(call_id, name)
-        draft = _draft(
-            span,
-            start,
-            0,
-            kind="tool_call",
-            tool=name,
-            call_id=call_id,
-            arguments=args,
-            exec_span_id=view.span_id,
-        )
+        fields = {
+            "kind": "tool_call",
+            "tool": name,
+            "call_id": call_id,
+            "arguments": args,
+            "exec_span_id": span_id,
+            "start_ns": start,
+            "end_ns": start,
+        }
+        draft = ((start, start, span_id, 0), fields)
         if call_id:
             state.call_steps[call_id] = draft
         out.append(draft)
@@ -642,20 +680,16 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
             state.seen_ids.add(result_key)
             if call_id in state.pending_calls:
                 state.pending_calls.remove(call_id)
-        out.append(
-            _draft(
-                span,
-                end,
-                1,
-                kind="tool_result",
-                start_ns=start,
-                end_ns=end,
-                tool=name,
-                call_id=call_id,
-                text=to_text(span.tool_result),
-                error=span.error,
-            )
-        )
+        fields = {
+            "kind": "tool_result",
+            "start_ns": start,
+            "end_ns": end,
+            "tool": name,
+            "call_id": call_id,
+            "text": to_text(span.tool_result),
+            "error": span.error,
+        }
+        out.append(((end, start, span_id, 1), fields))
     return out
 
 
@@ -672,9 +706,9 @@ def _pending_call_for(state: _State, name: str, args: str | None) -> str | None:
         if (
             state.call_names.get(pending) == name
             and draft is not None
-            and draft.fields.get("exec_span_id") is None
+            and draft[1].get("exec_span_id") is None
         ):
-            candidates.append((pending, draft.fields.get("arguments")))
+            candidates.append((pending, draft[1].get("arguments")))
     for pending, called in candidates:
         if args is None or called in (None, args):
             return pending
@@ -767,15 +801,6 @@ def _runs(
         agent = nearest_agent(span.span_id, include_self=True)
         run_of_span[span.span_id] = agent if agent is not None else (runs[0].run_id if runs else "")
     return runs, run_of_span
-
-
-def _run_for(
-    span_id: str, run_of_span: Mapping[str, str], parent_of: Mapping[str, str], runs: list[Run]
-) -> str:
-    run = run_of_span.get(span_id)
-    if run is not None:
-        return run
-    return runs[0].run_id if runs else ""
 
 
 def _local_root(

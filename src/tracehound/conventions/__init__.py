@@ -95,7 +95,7 @@ def detect_convention(view: SpanView) -> Convention | None:
     if (
         not by_name
         and not any(map(_STARTS_GENAI, keys))
-        and not any(event.name == _DB_QUERY_RESULT for event in view.events)
+        and not view.has_event(_DB_QUERY_RESULT)
     ):
         return None
     keyset = frozenset(keys)

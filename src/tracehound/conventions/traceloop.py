@@ -60,8 +60,7 @@ def detect(view: SpanView, keys: frozenset[str]) -> bool:
         return True
     if not keys.isdisjoint(_TRACELOOP_ONLY_KEYS):
         return True
-    events = view.events
-    return bool(events) and any(event.name == DB_QUERY_RESULT for event in events)
+    return view.has_event(DB_QUERY_RESULT)
 
 
 def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[Message]:
