@@ -401,9 +401,7 @@ def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
                 out.append(((start, start, span_id, seq), fields))
                 seq += 1
         if span.input_messages:
-            out.extend(
-                _message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq)
-            )
+            out.extend(_message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq))
         finish_reasons = span.finish_reasons
         out.append(
             (
@@ -442,6 +440,9 @@ def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
         out.append(((end, start, span_id, _ERROR_SEQ), fields))
     return out
 
+
+# Part types whose content is a step of its own.
+_CONTENT_TYPES = frozenset(("text", "reasoning"))
 
 # Within one span: inputs (at its start) come before the llm step; the error step comes last.
 _LLM_SEQ = 1 << 40
@@ -483,7 +484,7 @@ def _message_drafts(
                 )
                 if draft is not None:
                     out.append(draft)
-            elif (ptype == "text" or ptype == "reasoning") and part.content:
+            elif ptype in _CONTENT_TYPES and part.content:
                 content = part.content
                 key = (role, ptype, content)
                 occurrence = occurrences.get(key, 0)
@@ -526,7 +527,7 @@ def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_
                 draft = _tool_call_from_part(span, part, state, end, seq, occurrences=None)
                 if draft is not None:
                     out.append(draft)
-            elif (ptype == "text" or ptype == "reasoning") and part.content:
+            elif ptype in _CONTENT_TYPES and part.content:
                 content = part.content
                 key = (message.role, ptype, content)
                 counts[key] = counts.get(key, 0) + 1

@@ -92,11 +92,7 @@ def detect_convention(view: SpanView) -> Convention | None:
     hinted = flags & _HINTED
     by_name = flags & _BY_NAME or view.scope_name == "pydantic-ai"
     keys: Collection[str] = view.attributes.keys() if hinted else view.attribute_keys
-    if (
-        not by_name
-        and not any(map(_STARTS_GENAI, keys))
-        and not view.has_event(_DB_QUERY_RESULT)
-    ):
+    if not by_name and not any(map(_STARTS_GENAI, keys)) and not view.has_event(_DB_QUERY_RESULT):
         return None
     keyset = frozenset(keys)
     for convention in CONVENTIONS:
