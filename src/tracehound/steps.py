@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any, Literal
 
 from tracehound.conventions import (
@@ -246,7 +246,8 @@ class TrajectoryBuilder:
         parents: Mapping[str, str] | None = None,
         names: Mapping[str, str] | None = None,
     ) -> Trajectory:
-        ordered = _canonical_order(self._spans.values())
+        # `add` keeps one span per id already: no deduplication to do here
+        ordered = sorted(self._spans.values(), key=_span_order)
         # Drafts depend on the order of spans only through the dedupe state, which LLM and tool
         # spans alone use: when those were added in canonical order (the usual case: they arrive
         # as they end, one after the other), `add` already made the canonical drafts.
@@ -263,18 +264,23 @@ _STATEFUL_OPERATIONS = frozenset(("llm", "tool"))
 
 
 def _same_spans(a: list[NormalizedSpan], b: list[NormalizedSpan]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(map(is_, a, b))
 
 
 def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
     return any(span.operation == "agent" and span.history for span in spans)
 
 
+def _span_order(span: NormalizedSpan) -> tuple[int, str]:
+    view = span.view
+    return (view.start_ns, view.span_id)
+
+
 def _canonical_order(spans: Iterable[NormalizedSpan]) -> list[NormalizedSpan]:
     unique: dict[str, NormalizedSpan] = {}
     for span in spans:  # a span delivered twice (exporter retry) counts once, as in `add`
-        unique.setdefault(span.span_id, span)
-    return sorted(unique.values(), key=lambda s: (s.view.start_ns, s.span_id))
+        unique.setdefault(span.view.span_id, span)
+    return sorted(unique.values(), key=_span_order)
 
 
 def _canonical_drafts(ordered: list[NormalizedSpan]) -> list[_Draft]:
@@ -314,7 +320,7 @@ def _assemble(
     parents: Mapping[str, str] | None,
     names: Mapping[str, str] | None,
 ) -> Trajectory:
-    parent_of: dict[str, str] = {s.span_id: s.view.parent_span_id for s in ordered}
+    parent_of: dict[str, str] = {s.view.span_id: s.view.parent_span_id for s in ordered}
     if parents:
         parent_of.update(parents)
     cycle_problems = _break_parent_cycles(parent_of, ordered)
@@ -325,7 +331,14 @@ def _assemble(
     get_run = run_of_span.get
     steps = tuple([_freeze(d, get_run(d[0][2], default_run)) for d in drafts])
     conventions = tuple(sorted({s.convention for s in ordered}))
-    problems = tuple(f"{s.view.name} ({s.span_id}): {p}" for s in ordered for p in s.problems)
+    problems = tuple(
+        [
+            f"{s.view.name} ({s.view.span_id}): {p}"
+            for s in ordered
+            if s.problems
+            for p in s.problems
+        ]
+    )
     return Trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
 
 
@@ -335,10 +348,11 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
     The cycle is cut above its earliest GenAI span (by start time, then span id; else its
     smallest span id), which then counts as a root: the result does not depend on span order.
     """
-    rank = {s.span_id: (0, s.view.start_ns, s.span_id) for s in ordered}
     problems: list[str] = []
     done: set[str] = set()
     for start in list(parent_of):
+        if start in done:  # reached from a span walked before
+            continue
         path: list[str] = []
         on_path: set[str] = set()
         current = start
@@ -348,6 +362,7 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
             current = parent_of.get(current, "")
         if current in on_path:
             cycle = path[path.index(current) :]
+            rank = {s.view.span_id: (0, s.view.start_ns, s.view.span_id) for s in ordered}
             cut = min(cycle, key=lambda sid: rank.get(sid, (1, 0, sid)))
             parent_of[cut] = ""
             at = cycle.index(cut)
@@ -741,11 +756,13 @@ def _runs(
     ordered: list[NormalizedSpan], parent_of: Mapping[str, str], names: Mapping[str, str]
 ) -> tuple[list[Run], dict[str, str]]:
     agent_spans = [s for s in ordered if s.operation == "agent"]
-    agent_ids = {s.span_id for s in agent_spans}
+    agent_ids = {s.view.span_id for s in agent_spans}
     runs: list[Run] = []
     run_of_span: dict[str, str] = {}
 
     def nearest_agent(span_id: str, include_self: bool) -> str | None:
+        if not agent_ids:
+            return None
         seen: set[str] = set()
         current = span_id if include_self else parent_of.get(span_id, "")
         while current and current not in seen:  # parent cycles are possible in bad data
@@ -757,14 +774,17 @@ def _runs(
 
     depth_of: dict[str, int] = {}
     for span in agent_spans:  # parents start before children, so they come first
-        parent = nearest_agent(span.span_id, include_self=False)
-        depth_of[span.span_id] = depth_of.get(parent, -1) + 1 if parent else 0
+        span_id = span.view.span_id
+        parent = nearest_agent(span_id, include_self=False)
+        depth_of[span_id] = depth_of.get(parent, -1) + 1 if parent else 0
     root_span = _local_root(ordered, parent_of)
-    needs_implicit = not agent_spans or any(
-        nearest_agent(s.span_id, include_self=True) is None for s in ordered
-    )
+    # each span's own run (None: outside every agent), found once
+    own_agents = [
+        (s.view.span_id, nearest_agent(s.view.span_id, include_self=True)) for s in ordered
+    ]
+    needs_implicit = not agent_spans or any(agent is None for _, agent in own_agents)
     if needs_implicit:
-        root_id = _top_ancestor(root_span.span_id, parent_of) if root_span is not None else ""
+        root_id = _top_ancestor(root_span.view.span_id, parent_of) if root_span is not None else ""
         root_name = names.get(root_id, "")
         if root_span is not None and not root_name:
             root_name = root_span.view.name
@@ -782,25 +802,26 @@ def _runs(
             )
         )
     for span in sorted(
-        agent_spans, key=lambda s: (depth_of[s.span_id], s.view.start_ns, s.span_id)
+        agent_spans, key=lambda s: (depth_of[s.view.span_id], s.view.start_ns, s.view.span_id)
     ):
-        parent = nearest_agent(span.span_id, include_self=False)
+        span_id = span.view.span_id
+        parent = nearest_agent(span_id, include_self=False)
         runs.append(
             Run(
-                run_id=span.span_id,
+                run_id=span_id,
                 agent_name=span.agent_name or span.view.name,
-                span_id=span.span_id,
+                span_id=span_id,
                 parent_run_id=parent if parent else (runs[0].run_id if needs_implicit else None),
                 start_ns=span.view.start_ns,
                 end_ns=span.view.end_ns,
-                depth=depth_of[span.span_id] + (1 if needs_implicit else 0),
+                depth=depth_of[span_id] + (1 if needs_implicit else 0),
                 service_name=span.view.service_name,
                 declared_output=span.declared_output,
             )
         )
-    for span in ordered:
-        agent = nearest_agent(span.span_id, include_self=True)
-        run_of_span[span.span_id] = agent if agent is not None else (runs[0].run_id if runs else "")
+    default_run = runs[0].run_id if runs else ""
+    for span_id, agent in own_agents:
+        run_of_span[span_id] = agent if agent is not None else default_run
     return runs, run_of_span
 
 
@@ -808,7 +829,7 @@ def _local_root(
     ordered: list[NormalizedSpan], parent_of: Mapping[str, str]
 ) -> NormalizedSpan | None:
     """The GenAI span closest to the top: no parent, or a parent outside the GenAI spans."""
-    ids = {s.span_id for s in ordered}
+    ids = {s.view.span_id for s in ordered}
     for span in ordered:
         if not span.view.parent_span_id or span.view.parent_span_id not in ids:
             return span
