@@ -643,10 +643,12 @@ class SpanView:
         return events
 
     def has_event(self, name: str) -> bool:
-        """Whether an event of this span is named `name`. A protobuf span located in the request's
-        bytes whose bytes do not hold the name has no such event: its events are then not
-        decoded (detection asks this of every GenAI span)."""
-        if getattr(self, "_events", None) is None:
+        """Whether an event of this span is named `name`. A protobuf span without events, or
+        located in the request's bytes and whose bytes do not hold the name, has no such event:
+        its events are then not decoded (detection asks this of every GenAI span)."""
+        if getattr(self, "_events", None) is None and self._source_kind == "proto":
+            if not self._source.events:  # the usual case, answered without decoding anything
+                return False
             wire_at = getattr(self, "_wire_at", None)
             if wire_at is not None:
                 data, start, end = wire_at
