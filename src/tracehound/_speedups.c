@@ -2898,6 +2898,503 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* --- json_loads ------------------------------------------------------------------------------ */
+
+/*
+ * json_loads(text) is (json.loads(text),) for the JSON documents instrumentations write: objects,
+ * arrays, strings (the escapes \" \\ \/ \b \f \n \r \t and \uXXXX outside the surrogates), numbers
+ * of up to 20 characters, true, false, null, and JSON whitespace around tokens. Anything else
+ * (invalid JSON, NaN and Infinity, a surrogate escape, a longer number, over JSON_MAX_DEPTH levels)
+ * makes the answer None, and the caller runs json.loads. It builds the same objects json.loads
+ * does (dicts and lists, str made by PyUnicode_Substring or in their narrowest form, int and
+ * float read from the number's characters as json does) without json's per-character generic
+ * reads and its Python-level scanner calls.
+ */
+#define JSON_MAX_DEPTH 200
+#define JSON_MAX_NUMBER 20
+
+typedef struct {
+    PyObject *text;
+    int kind;
+    const void *data;
+    Py_ssize_t len;
+} jtext_t;
+
+static ALWAYS_INLINE Py_UCS4
+jread(const jtext_t *t, Py_ssize_t i)
+{
+    return PyUnicode_READ(t->kind, t->data, i);
+}
+
+static ALWAYS_INLINE Py_ssize_t
+json_skip_ws(const jtext_t *t, Py_ssize_t i)
+{
+    while (i < t->len) {
+        Py_UCS4 c = jread(t, i);
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            break;
+        }
+        i++;
+    }
+    return i;
+}
+
+/* The end of a run of plain string characters from i: the index of the first '"', '\\' or
+ * control character, or the length. */
+static Py_ssize_t
+json_plain_run(const jtext_t *t, Py_ssize_t i)
+{
+    Py_ssize_t n = t->len;
+    switch (t->kind) {
+    case PyUnicode_1BYTE_KIND: {
+        const Py_UCS1 *d = t->data;
+        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
+            i++;
+        }
+        break;
+    }
+    case PyUnicode_2BYTE_KIND: {
+        const Py_UCS2 *d = t->data;
+        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
+            i++;
+        }
+        break;
+    }
+    default: {
+        const Py_UCS4 *d = t->data;
+        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
+            i++;
+        }
+        break;
+    }
+    }
+    return i;
+}
+
+static int
+json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out)
+{
+    Py_UCS4 value = 0;
+    Py_ssize_t k;
+    if (i + 4 > t->len) {
+        return ST_UNHANDLED;
+    }
+    for (k = 0; k < 4; k++) {
+        Py_UCS4 c = jread(t, i + k);
+        value <<= 4;
+        if (c >= '0' && c <= '9') {
+            value |= c - '0';
+        }
+        else if (c >= 'a' && c <= 'f') {
+            value |= c - 'a' + 10;
+        }
+        else if (c >= 'A' && c <= 'F') {
+            value |= c - 'A' + 10;
+        }
+        else {
+            return ST_UNHANDLED;
+        }
+    }
+    *out = value;
+    return ST_OK;
+}
+
+/* A string whose opening quote is at *pos - 1; *pos is left after its closing quote. */
+static int
+json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
+{
+    Py_ssize_t start = *pos, i, j;
+    Py_UCS4 *buf, c;
+    int st = ST_OK;
+
+    i = json_plain_run(t, start);
+    if (i >= t->len) {
+        return ST_UNHANDLED;
+    }
+    c = jread(t, i);
+    if (c == '"') {
+        *out = PyUnicode_Substring(t->text, start, i);
+        if (*out == NULL) {
+            return ST_ERROR;
+        }
+        *pos = i + 1;
+        return ST_OK;
+    }
+    if (c != '\\') {
+        return ST_UNHANDLED; /* a control character: json.loads (strict) rejects it */
+    }
+    /* with escapes: the characters into a buffer (never longer than the rest of the text) */
+    buf = PyMem_Malloc((size_t)(t->len - start) * sizeof(Py_UCS4));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    for (j = 0; j < i - start; j++) {
+        buf[j] = jread(t, start + j);
+    }
+    for (;;) {
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        c = jread(t, i);
+        if (c == '"') {
+            break;
+        }
+        if (c < 0x20) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (c != '\\') {
+            buf[j++] = c;
+            i++;
+            continue;
+        }
+        if (++i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        c = jread(t, i++);
+        switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+            break;
+        case 'b':
+            c = '\b';
+            break;
+        case 'f':
+            c = '\f';
+            break;
+        case 'n':
+            c = '\n';
+            break;
+        case 'r':
+            c = '\r';
+            break;
+        case 't':
+            c = '\t';
+            break;
+        case 'u':
+            st = json_hex4(t, i, &c);
+            i += 4;
+            if (st == ST_OK && c >= 0xD800 && c <= 0xDFFF) {
+                st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
+            }
+            break;
+        default:
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (st != ST_OK) {
+            break;
+        }
+        buf[j++] = c;
+    }
+    if (st == ST_OK) {
+        *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, j);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            *pos = i + 1;
+        }
+    }
+    PyMem_Free(buf);
+    return st;
+}
+
+static ALWAYS_INLINE int
+json_digit(const jtext_t *t, Py_ssize_t i)
+{
+    Py_UCS4 c;
+    if (i >= t->len) {
+        return 0;
+    }
+    c = jread(t, i);
+    return c >= '0' && c <= '9';
+}
+
+/* A number starting at *pos (a '-' or a digit), read as json's scanner reads it. */
+static int
+json_number(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
+{
+    Py_ssize_t start = *pos, i = start, j;
+    int is_float = 0;
+    PyObject *digits;
+
+    if (jread(t, i) == '-') {
+        i++;
+    }
+    if (!json_digit(t, i)) {
+        return ST_UNHANDLED; /* -Infinity, or not a number */
+    }
+    if (jread(t, i) == '0') {
+        i++;
+    }
+    else {
+        while (json_digit(t, i)) {
+            i++;
+        }
+    }
+    if (i < t->len && jread(t, i) == '.' && json_digit(t, i + 1)) {
+        is_float = 1;
+        i += 2;
+        while (json_digit(t, i)) {
+            i++;
+        }
+    }
+    if (i < t->len && (jread(t, i) == 'e' || jread(t, i) == 'E')) {
+        j = i + 1;
+        if (j < t->len && (jread(t, j) == '+' || jread(t, j) == '-')) {
+            j++;
+        }
+        if (json_digit(t, j)) {
+            is_float = 1;
+            i = j;
+            while (json_digit(t, i)) {
+                i++;
+            }
+        }
+    }
+    if (i - start > JSON_MAX_NUMBER) {
+        return ST_UNHANDLED;
+    }
+    digits = PyUnicode_Substring(t->text, start, i);
+    if (digits == NULL) {
+        return ST_ERROR;
+    }
+    *out = is_float ? PyFloat_FromString(digits) : PyLong_FromUnicodeObject(digits, 10);
+    Py_DECREF(digits);
+    if (*out == NULL) {
+        return ST_ERROR;
+    }
+    *pos = i;
+    return ST_OK;
+}
+
+/* `word` (ASCII) at *pos: true if there, and *pos moved after it. */
+static int
+json_word(const jtext_t *t, Py_ssize_t *pos, const char *word)
+{
+    Py_ssize_t i = *pos;
+    for (; *word; word++, i++) {
+        if (i >= t->len || jread(t, i) != (Py_UCS4)(unsigned char)*word) {
+            return 0;
+        }
+    }
+    *pos = i;
+    return 1;
+}
+
+static int json_value(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out);
+
+static int
+json_array(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
+{
+    PyObject *list = PyList_New(0), *item;
+    Py_ssize_t i = json_skip_ws(t, *pos);
+    int st = ST_OK;
+
+    if (list == NULL) {
+        return ST_ERROR;
+    }
+    if (i < t->len && jread(t, i) == ']') {
+        *pos = i + 1;
+        *out = list;
+        return ST_OK;
+    }
+    for (;;) {
+        st = json_value(t, &i, depth + 1, &item);
+        if (st != ST_OK) {
+            break;
+        }
+        st = PyList_Append(list, item) < 0 ? ST_ERROR : ST_OK;
+        Py_DECREF(item);
+        if (st != ST_OK) {
+            break;
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (jread(t, i) == ']') {
+            *pos = i + 1;
+            *out = list;
+            return ST_OK;
+        }
+        if (jread(t, i) != ',') {
+            st = ST_UNHANDLED;
+            break;
+        }
+        i = json_skip_ws(t, i + 1);
+    }
+    Py_DECREF(list);
+    return st;
+}
+
+static int
+json_object(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
+{
+    PyObject *dict = PyDict_New(), *key, *value;
+    Py_ssize_t i = json_skip_ws(t, *pos);
+    int st = ST_OK;
+
+    if (dict == NULL) {
+        return ST_ERROR;
+    }
+    if (i < t->len && jread(t, i) == '}') {
+        *pos = i + 1;
+        *out = dict;
+        return ST_OK;
+    }
+    for (;;) {
+        if (i >= t->len || jread(t, i) != '"') {
+            st = ST_UNHANDLED;
+            break;
+        }
+        i++;
+        st = json_string(t, &i, &key);
+        if (st != ST_OK) {
+            break;
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len || jread(t, i) != ':') {
+            Py_DECREF(key);
+            st = ST_UNHANDLED;
+            break;
+        }
+        i = json_skip_ws(t, i + 1);
+        st = json_value(t, &i, depth + 1, &value);
+        if (st != ST_OK) {
+            Py_DECREF(key);
+            break;
+        }
+        st = PyDict_SetItem(dict, key, value) < 0 ? ST_ERROR : ST_OK; /* the last value wins */
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (st != ST_OK) {
+            break;
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (jread(t, i) == '}') {
+            *pos = i + 1;
+            *out = dict;
+            return ST_OK;
+        }
+        if (jread(t, i) != ',') {
+            st = ST_UNHANDLED;
+            break;
+        }
+        i = json_skip_ws(t, i + 1);
+    }
+    Py_DECREF(dict);
+    return st;
+}
+
+/* A value starting at *pos (no whitespace before it). */
+static int
+json_value(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
+{
+    Py_ssize_t i = *pos;
+    Py_UCS4 c;
+
+    *out = NULL;
+    if (i >= t->len || depth > JSON_MAX_DEPTH) {
+        return ST_UNHANDLED;
+    }
+    c = jread(t, i);
+    switch (c) {
+    case '"':
+        *pos = i + 1;
+        return json_string(t, pos, out);
+    case '{':
+        *pos = i + 1;
+        return json_object(t, pos, depth, out);
+    case '[':
+        *pos = i + 1;
+        return json_array(t, pos, depth, out);
+    case 'n':
+        if (json_word(t, pos, "null")) {
+            *out = new_ref(Py_None);
+            return ST_OK;
+        }
+        return ST_UNHANDLED;
+    case 't':
+        if (json_word(t, pos, "true")) {
+            *out = new_ref(Py_True);
+            return ST_OK;
+        }
+        return ST_UNHANDLED;
+    case 'f':
+        if (json_word(t, pos, "false")) {
+            *out = new_ref(Py_False);
+            return ST_OK;
+        }
+        return ST_UNHANDLED;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            return json_number(t, pos, out);
+        }
+        return ST_UNHANDLED;
+    }
+}
+
+PyDoc_STRVAR(json_loads_doc,
+"json_loads($module, text, /)\n"
+"--\n"
+"\n"
+"(json.loads(text),) for a str `text` holding the usual JSON: objects, arrays, strings\n"
+"(escapes \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX other than surrogates), numbers of up to\n"
+"20 characters, true, false, null, JSON whitespace. None for anything else (not a str,\n"
+"invalid JSON, NaN or Infinity, a surrogate escape, a longer number, deeper than 200\n"
+"levels): the caller then runs json.loads, which decodes it or raises.");
+
+static PyObject *
+json_loads(PyObject *module, PyObject *text)
+{
+    jtext_t t;
+    Py_ssize_t pos;
+    PyObject *value = NULL, *result;
+    int st;
+
+    (void)module;
+    if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    t.text = text;
+    t.kind = PyUnicode_KIND(text);
+    t.data = PyUnicode_DATA(text);
+    t.len = PyUnicode_GET_LENGTH(text);
+    pos = json_skip_ws(&t, 0);
+    st = json_value(&t, &pos, 0, &value);
+    if (st == ST_OK && json_skip_ws(&t, pos) != t.len) {
+        Py_DECREF(value);
+        st = ST_UNHANDLED; /* extra data */
+    }
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    result = PyTuple_New(1);
+    if (result == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, value);
+    return result;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -2908,6 +3405,7 @@ static PyMethodDef speedups_methods[] = {
     {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},
     {"convert_messages", (PyCFunction)(void (*)(void))convert_messages, METH_FASTCALL,
      convert_messages_doc},
+    {"json_loads", json_loads, METH_O, json_loads_doc},
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},
