@@ -2918,6 +2918,7 @@ typedef struct {
     int kind;
     const void *data;
     Py_ssize_t len;
+    const speedups_state *state; /* its strings stand for the same short strings of the text */
 } jtext_t;
 
 static ALWAYS_INLINE Py_UCS4
@@ -2939,15 +2940,52 @@ json_skip_ws(const jtext_t *t, Py_ssize_t i)
     return i;
 }
 
+/* Per 8-byte word (SWAR): nonzero if a byte (1-byte kind) or a 16-bit unit (2-byte kind) of
+ * `w` is '"', '\\' or below 0x20. Exact as to whether there is one (not as to where). */
+#define ONES8 0x0101010101010101ULL
+#define HIGH8 0x8080808080808080ULL
+#define ONES16 0x0001000100010001ULL
+#define HIGH16 0x8000800080008000ULL
+#define HAS_ZERO8(w) (((w) - ONES8) & ~(w) & HIGH8)
+#define HAS_ZERO16(w) (((w) - ONES16) & ~(w) & HIGH16)
+#define STOP8(w) \
+    (HAS_ZERO8((w) ^ (ONES8 * '"')) | HAS_ZERO8((w) ^ (ONES8 * '\\')) | \
+     (((w) - ONES8 * 0x20) & ~(w) & HIGH8))
+#define STOP16(w) \
+    (HAS_ZERO16((w) ^ (ONES16 * '"')) | HAS_ZERO16((w) ^ (ONES16 * '\\')) | \
+     (((w) - ONES16 * 0x20) & ~(w) & HIGH16))
+
 /* The end of a run of plain string characters from i: the index of the first '"', '\\' or
- * control character, or the length. */
+ * control character, or the length. A word at a time, then a character at a time. */
 static Py_ssize_t
 json_plain_run(const jtext_t *t, Py_ssize_t i)
 {
     Py_ssize_t n = t->len;
+    uint64_t w;
     switch (t->kind) {
     case PyUnicode_1BYTE_KIND: {
         const Py_UCS1 *d = t->data;
+#if USE_SSE2
+        const __m128i quote8 = _mm_set1_epi8('"'), backslash8 = _mm_set1_epi8('\\');
+        const __m128i control8 = _mm_set1_epi8(0x1f);
+        while (i + 16 <= n) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(d + i));
+            __m128i stop = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(x, quote8), _mm_cmpeq_epi8(x, backslash8)),
+                _mm_cmpeq_epi8(_mm_subs_epu8(x, control8), _mm_setzero_si128()));
+            if (_mm_movemask_epi8(stop)) {
+                break;
+            }
+            i += 16;
+        }
+#endif
+        while (i + 8 <= n) {
+            memcpy(&w, d + i, 8);
+            if (STOP8(w)) {
+                break;
+            }
+            i += 8;
+        }
         while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
             i++;
         }
@@ -2955,6 +2993,27 @@ json_plain_run(const jtext_t *t, Py_ssize_t i)
     }
     case PyUnicode_2BYTE_KIND: {
         const Py_UCS2 *d = t->data;
+#if USE_SSE2
+        const __m128i quote16 = _mm_set1_epi16('"'), backslash16 = _mm_set1_epi16('\\');
+        const __m128i control16 = _mm_set1_epi16(0x1f);
+        while (i + 8 <= n) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(d + i));
+            __m128i stop = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi16(x, quote16), _mm_cmpeq_epi16(x, backslash16)),
+                _mm_cmpeq_epi16(_mm_subs_epu16(x, control16), _mm_setzero_si128()));
+            if (_mm_movemask_epi8(stop)) {
+                break;
+            }
+            i += 8;
+        }
+#endif
+        while (i + 4 <= n) {
+            memcpy(&w, d + i, 8);
+            if (STOP16(w)) {
+                break;
+            }
+            i += 4;
+        }
         while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
             i++;
         }
@@ -2999,11 +3058,39 @@ json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out)
     return ST_OK;
 }
 
+/* A new reference to the module's string equal to text[start:end], or NULL: the keys and the
+ * usual values of message documents are these ("role", "parts", "type", "text", ...), so they
+ * cost no allocation, and dict lookups of them (convert_messages) find them by identity. */
+static PyObject *
+json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t len = end - start, k;
+    int i;
+    if (len < 2 || len > 18) {
+        return NULL;
+    }
+    for (i = 0; i < S_COUNT; i++) {
+        PyObject *known = t->state->str[i]; /* ASCII: 1-byte kind */
+        if (PyUnicode_GET_LENGTH(known) != len) {
+            continue;
+        }
+        for (k = 0; k < len; k++) {
+            if (PyUnicode_1BYTE_DATA(known)[k] != jread(t, start + k)) {
+                break;
+            }
+        }
+        if (k == len) {
+            return new_ref(known);
+        }
+    }
+    return NULL;
+}
+
 /* A string whose opening quote is at *pos - 1; *pos is left after its closing quote. */
 static int
 json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
 {
-    Py_ssize_t start = *pos, i, j;
+    Py_ssize_t start = *pos, i, j, run;
     Py_UCS4 *buf, c;
     int st = ST_OK;
 
@@ -3013,6 +3100,11 @@ json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
     }
     c = jread(t, i);
     if (c == '"') {
+        *out = json_known_string(t, start, i);
+        if (*out != NULL) {
+            *pos = i + 1;
+            return ST_OK;
+        }
         *out = PyUnicode_Substring(t->text, start, i);
         if (*out == NULL) {
             return ST_ERROR;
@@ -3045,9 +3137,11 @@ json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
             st = ST_UNHANDLED;
             break;
         }
-        if (c != '\\') {
-            buf[j++] = c;
-            i++;
+        if (c != '\\') { /* the plain characters up to the next stop, copied at once */
+            run = json_plain_run(t, i);
+            for (; i < run; i++) {
+                buf[j++] = jread(t, i);
+            }
             continue;
         }
         if (++i >= t->len) {
@@ -3363,12 +3457,16 @@ json_loads(PyObject *module, PyObject *text)
     PyObject *value = NULL, *result;
     int st;
 
-    (void)module;
     if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0) {
         if (PyErr_Occurred()) {
             return NULL;
         }
         Py_RETURN_NONE;
+    }
+    t.state = PyModule_GetState(module);
+    if (t.state == NULL) {
+        PyErr_SetString(PyExc_SystemError, "json_loads(): no module state");
+        return NULL;
     }
     t.text = text;
     t.kind = PyUnicode_KIND(text);
