@@ -55,10 +55,12 @@ _TRACELOOP_ONLY_KEYS = frozenset(
 )
 
 
+# The keys that make `detect` claim a span (beside a `db.query.result` event).
+CLAIM_KEYS = _TRACELOOP_ONLY_KEYS | {"traceloop.span.kind", "llm.request.type"}
+
+
 def detect(view: SpanView, keys: frozenset[str]) -> bool:
-    if "traceloop.span.kind" in keys or "llm.request.type" in keys:
-        return True
-    if not keys.isdisjoint(_TRACELOOP_ONLY_KEYS):
+    if not keys.isdisjoint(CLAIM_KEYS):
         return True
     return view.has_event(DB_QUERY_RESULT)
 
