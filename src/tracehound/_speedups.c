@@ -189,7 +189,18 @@ static const int8_t ANY_VALUE_WT[9] = {WT_UNKNOWN, 2, 0, 0, 1, 2, 2, 2, 0};
 /* KeyValue: 1 key, 2 value, 3 key_strindex (int32). */
 static const int8_t KEY_VALUE_WT[4] = {WT_UNKNOWN, 2, 2, 0};
 
-static int decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict);
+/* Attribute keys decoded before, by their bytes: the same few keys come with every span
+ * (`gen_ai.operation.name`, `http.route`), so decoding one gives the string made for it before,
+ * whose hash (cached in it by the first dict that held it) is not computed again. Direct-mapped
+ * by FNV-1a of the bytes; ASCII keys of up to KEY_CACHE_MAX_LEN bytes only. */
+#define KEY_CACHE_SIZE 512 /* a power of 2 */
+#define KEY_CACHE_MAX_LEN 64
+typedef struct {
+    PyObject *slot[KEY_CACHE_SIZE]; /* ASCII strings (1-byte kind), or NULL */
+} key_cache;
+
+static int decode_key_value(key_cache *keys, const uint8_t *p, const uint8_t *end, int depth,
+                            PyObject *dict);
 
 /* Strict UTF-8; invalid UTF-8 is "unhandled" (upb would have refused the message). */
 static int
@@ -206,9 +217,53 @@ decode_str(const uint8_t *p, size_t len, PyObject **out)
     return ST_ERROR;
 }
 
+/* decode_str for a key: the cached string when the same ASCII key was decoded before. */
+static int
+decode_key(key_cache *keys, const uint8_t *p, size_t len, PyObject **out)
+{
+    uint32_t hash = 2166136261u;
+    uint8_t high = 0;
+    size_t i;
+    PyObject **slot, *key;
+
+    if (keys == NULL || len == 0 || len > KEY_CACHE_MAX_LEN) {
+        return decode_str(p, len, out);
+    }
+    for (i = 0; i < len; i++) {
+        high |= p[i];
+        hash = (hash ^ p[i]) * 16777619u;
+    }
+    if (high & 0x80) {
+        return decode_str(p, len, out);
+    }
+    slot = &keys->slot[hash & (KEY_CACHE_SIZE - 1)];
+    key = *slot;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == (Py_ssize_t)len &&
+        memcmp(PyUnicode_1BYTE_DATA(key), p, len) == 0) {
+        Py_INCREF(key);
+        *out = key;
+        return ST_OK;
+    }
+    key = PyUnicode_New((Py_ssize_t)len, 127);
+    if (key == NULL) {
+        return ST_ERROR;
+    }
+    memcpy(PyUnicode_1BYTE_DATA(key), p, len);
+    if (PyObject_Hash(key) == -1) { /* cached in the string from now on */
+        Py_DECREF(key);
+        return ST_ERROR;
+    }
+    Py_INCREF(key);
+    Py_XDECREF(*slot);
+    *slot = key;
+    *out = key;
+    return ST_OK;
+}
+
 /* decode_any_value_proto(value, depth) for the AnyValue message in [p, end). */
 static int
-decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out)
+decode_any_value(key_cache *keys, const uint8_t *p, const uint8_t *end, int depth,
+                 PyObject **out)
 {
     field_t f, member;
     int have = 0, st;
@@ -290,7 +345,7 @@ decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out
             if (f.num != 1) {
                 continue; /* unknown field, already skipped */
             }
-            st = decode_any_value(f.ptr, f.ptr + f.len, depth + 1, &item);
+            st = decode_any_value(keys, f.ptr, f.ptr + f.len, depth + 1, &item);
             if (st != ST_OK) {
                 Py_DECREF(list);
                 return st;
@@ -320,7 +375,7 @@ decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out
             if (f.num != 1) {
                 continue;
             }
-            st = decode_key_value(f.ptr, f.ptr + f.len, depth + 1, dict);
+            st = decode_key_value(keys, f.ptr, f.ptr + f.len, depth + 1, dict);
             if (st != ST_OK) {
                 Py_DECREF(dict);
                 return st;
@@ -333,7 +388,8 @@ decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out
 
 /* dict[kv.key] = decode_any_value_proto(kv.value, depth) for the KeyValue in [p, end). */
 static int
-decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict)
+decode_key_value(key_cache *keys, const uint8_t *p, const uint8_t *end, int depth,
+                 PyObject *dict)
 {
     field_t f, key, value;
     int have_key = 0, have_value = 0, st;
@@ -362,7 +418,7 @@ decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict
         }
     }
     if (have_value) {
-        st = decode_any_value(value.ptr, value.ptr + value.len, depth, &v);
+        st = decode_any_value(keys, value.ptr, value.ptr + value.len, depth, &v);
         if (st != ST_OK) {
             return st;
         }
@@ -372,7 +428,7 @@ decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict
         v = Py_None;
     }
     /* A missing key is "" (decode_str of an empty range gives the empty string too). */
-    st = decode_str(key.ptr != NULL ? key.ptr : (const uint8_t *)"", key.len, &k);
+    st = decode_key(keys, key.ptr != NULL ? key.ptr : (const uint8_t *)"", key.len, &k);
     if (st != ST_OK) {
         Py_DECREF(v);
         return st;
@@ -382,6 +438,8 @@ decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict
     Py_DECREF(v);
     return st < 0 ? ST_ERROR : ST_OK;
 }
+
+static key_cache *module_keys(PyObject *module);
 
 /* Get a C-contiguous byte buffer, like the "y*" format unit (TypeError otherwise). */
 static int
@@ -444,8 +502,8 @@ decode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *dict;
     field_t f;
     int st = ST_OK;
+    key_cache *keys = module_keys(module);
 
-    (void)module;
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError,
                      "decode_key_values() takes exactly 4 arguments (%zd given)", nargs);
@@ -488,7 +546,7 @@ decode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             st = ST_UNHANDLED;
             break;
         }
-        st = decode_key_value(f.ptr, f.ptr + f.len, 0, dict);
+        st = decode_key_value(keys, f.ptr, f.ptr + f.len, 0, dict);
         if (st != ST_OK) {
             break;
         }
@@ -1661,7 +1719,16 @@ typedef struct {
 typedef struct {
     PyObject *str[S_COUNT];
     token_table tokens;
+    key_cache keys;
 } speedups_state;
+
+/* The module's attribute key cache, or NULL (no state: keys are then decoded each time). */
+static key_cache *
+module_keys(PyObject *module)
+{
+    speedups_state *s = PyModule_GetState(module);
+    return s != NULL ? &s->keys : NULL;
+}
 
 static void
 token_table_clear(token_table *table)
@@ -3586,6 +3653,9 @@ speedups_clear(PyObject *module)
     if (s != NULL) {
         for (i = 0; i < S_COUNT; i++) {
             Py_CLEAR(s->str[i]);
+        }
+        for (i = 0; i < KEY_CACHE_SIZE; i++) {
+            Py_CLEAR(s->keys.slot[i]);
         }
         token_table_clear(&s->tokens);
     }
