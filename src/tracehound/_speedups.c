@@ -1675,6 +1675,9 @@ enum {
     S_TOOL_CALL_RESPONSE,
     S_REASONING,
     S_ASSISTANT,
+    S_SPAN_ID,
+    S_RUN_ID,
+    S_DICT,
     S_COUNT
 };
 static const char *const STRING_VALUE[S_COUNT] = {
@@ -1694,6 +1697,9 @@ static const char *const STRING_VALUE[S_COUNT] = {
     [S_TOOL_CALL_RESPONSE] = "tool_call_response",
     [S_REASONING] = "reasoning",
     [S_ASSISTANT] = "assistant",
+    [S_SPAN_ID] = "span_id",
+    [S_RUN_ID] = "run_id",
+    [S_DICT] = "__dict__",
 };
 
 /* Tokens made before, by their characters: ascii_tokens hands out the same string object for
@@ -2126,6 +2132,63 @@ convert_message(const speedups_state *s, PyObject *part_type, PyObject *message_
         Py_XDECREF(argv[i]);
     }
     return st;
+}
+
+PyDoc_STRVAR(step_from_fields_doc,
+"step_from_fields($module, cls, fields, span_id, run_id, /)\n"
+"--\n"
+"\n"
+"A new `cls` instance made by object.__new__, without __init__, whose __dict__ is a copy of\n"
+"the dict `fields` with 'span_id' and 'run_id' set: what tracehound.steps makes each Step of\n"
+"(a frozen dataclass: its generated __init__ sets each field through object.__setattr__).\n"
+"Raises TypeError unless `cls` is a class that object.__new__ makes and `fields` a dict.");
+
+static PyObject *
+step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const speedups_state *s;
+    PyTypeObject *type;
+    PyObject *values, *empty, *obj;
+
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "step_from_fields() takes exactly 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || ((PyTypeObject *)args[0])->tp_new != PyBaseObject_Type.tp_new ||
+        !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "step_from_fields() takes a class that object.__new__ makes and a dict");
+        return NULL;
+    }
+    s = PyModule_GetState(module);
+    if (s == NULL) {
+        PyErr_SetString(PyExc_SystemError, "step_from_fields(): no module state");
+        return NULL;
+    }
+    type = (PyTypeObject *)args[0];
+    values = PyDict_Copy(args[1]); /* copied: later spans may still complete the draft */
+    if (values == NULL) {
+        return NULL;
+    }
+    if (PyDict_SetItem(values, s->str[S_SPAN_ID], args[2]) < 0 ||
+        PyDict_SetItem(values, s->str[S_RUN_ID], args[3]) < 0) {
+        Py_DECREF(values);
+        return NULL;
+    }
+    empty = PyTuple_New(0);
+    if (empty == NULL) {
+        Py_DECREF(values);
+        return NULL;
+    }
+    obj = PyBaseObject_Type.tp_new(type, empty, NULL);
+    Py_DECREF(empty);
+    /* object.__setattr__(obj, "__dict__", values): the frozen class's __setattr__ is bypassed */
+    if (obj != NULL && PyObject_GenericSetAttr(obj, s->str[S_DICT], values) < 0) {
+        Py_CLEAR(obj);
+    }
+    Py_DECREF(values);
+    return obj;
 }
 
 PyDoc_STRVAR(convert_messages_doc,
@@ -3594,6 +3657,8 @@ static PyMethodDef speedups_methods[] = {
     {"convert_messages", (PyCFunction)(void (*)(void))convert_messages, METH_FASTCALL,
      convert_messages_doc},
     {"json_loads", json_loads, METH_O, json_loads_doc},
+    {"step_from_fields", (PyCFunction)(void (*)(void))step_from_fields, METH_FASTCALL,
+     step_from_fields_doc},
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},

@@ -24,11 +24,12 @@ Rules (DESIGN §2):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import is_, itemgetter
 from typing import Any, Literal
 
+from tracehound import _wire
 from tracehound.conventions import (
     Document,
     Message,
@@ -66,7 +67,7 @@ class Step:
     """One normalized unit of an agent's trajectory.
 
     No `__slots__`: steps are built from drafts by filling the instance dict in one call, with
-    the unset fields read from the class defaults (see `_freeze`).
+    the unset fields read from the class defaults (see `_make_step`).
     """
 
     kind: StepKind
@@ -239,7 +240,8 @@ class TrajectoryBuilder:
         if span.operation in _STATEFUL_OPERATIONS:
             self._stateful.append(span)
         drafts.sort(key=_draft_key)
-        return [_freeze(d, "") for d in drafts]
+        make = _make_step
+        return [make(Step, d[1], d[0][2], "") for d in drafts]
 
     def build(
         self,
@@ -329,7 +331,8 @@ def _assemble(
     runs, run_of_span = _runs(ordered, parent_of, names or {})
     default_run = runs[0].run_id if runs else ""
     get_run = run_of_span.get
-    steps = tuple([_freeze(d, get_run(d[0][2], default_run)) for d in drafts])
+    make = _make_step
+    steps = tuple([make(Step, d[1], d[0][2], get_run(d[0][2], default_run)) for d in drafts])
     conventions = tuple(sorted({s.convention for s in ordered}))
     problems = tuple(
         [
@@ -378,17 +381,23 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
 # for Step's 18 fields, and steps are made for every span twice (as it arrives, and in the
 # trajectory). Filling the instance dict in one call makes the same Step in ~0.4 µs; fields a
 # draft does not set are read from the class, where the dataclass keeps their defaults.
+# The C accelerator does the same in one call (`step_from_fields`).
 _new_object = object.__new__
 
 
-def _freeze(draft: _Draft, run_id: str) -> Step:
-    """`Step(span_id=<the draft's span id>, run_id=run_id, **<the draft's fields>)`, faster."""
-    step: Step = _new_object(Step)
+def _step_from_fields(cls: type[Step], fields: dict[str, Any], span_id: str, run_id: str) -> Step:
+    """`cls(span_id=span_id, run_id=run_id, **fields)`, faster."""
+    step: Step = _new_object(cls)
     values = step.__dict__
-    values.update(draft[1])  # copied: later spans may still complete the draft
-    values["span_id"] = draft[0][2]
+    values.update(fields)  # copied: later spans may still complete the draft
+    values["span_id"] = span_id
     values["run_id"] = run_id
     return step
+
+
+_make_step: Callable[[type[Step], dict[str, Any], str, str], Step] = (
+    _wire._native.step_from_fields if _wire._native is not None else _step_from_fields
+)
 
 
 # Each draft's fields are written out in one dict display (no keyword-argument call): the fields
