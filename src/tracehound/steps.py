@@ -351,6 +351,14 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
     The cycle is cut above its earliest GenAI span (by start time, then span id; else its
     smallest span id), which then counts as a root: the result does not depend on span order.
     """
+    get = parent_of.get
+    for parent in parent_of.values():
+        if parent:
+            grandparent = get(parent)
+            if grandparent and grandparent in parent_of:
+                break  # a chain of three links or more: walk them all
+    else:
+        return []  # every chain of parent links ends within two links: no cycle
     problems: list[str] = []
     done: set[str] = set()
     for start in list(parent_of):
@@ -772,12 +780,17 @@ def _runs(
     def nearest_agent(span_id: str, include_self: bool) -> str | None:
         if not agent_ids:
             return None
-        seen: set[str] = set()
+        seen: set[str] | None = None  # made past the first link only (the usual depth)
         current = span_id if include_self else parent_of.get(span_id, "")
-        while current and current not in seen:  # parent cycles are possible in bad data
+        while current:
             if current in agent_ids:
                 return current
-            seen.add(current)
+            if seen is None:
+                seen = {current}
+            elif current in seen:  # parent cycles are possible in bad data
+                return None
+            else:
+                seen.add(current)
             current = parent_of.get(current, "")
         return None
 
