@@ -189,7 +189,18 @@ static const int8_t ANY_VALUE_WT[9] = {WT_UNKNOWN, 2, 0, 0, 1, 2, 2, 2, 0};
 /* KeyValue: 1 key, 2 value, 3 key_strindex (int32). */
 static const int8_t KEY_VALUE_WT[4] = {WT_UNKNOWN, 2, 2, 0};
 
-static int decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict);
+/* Attribute keys decoded before, by their bytes: the same few keys come with every span
+ * (`gen_ai.operation.name`, `http.route`), so decoding one gives the string made for it before,
+ * whose hash (cached in it by the first dict that held it) is not computed again. Direct-mapped
+ * by FNV-1a of the bytes; ASCII keys of up to KEY_CACHE_MAX_LEN bytes only. */
+#define KEY_CACHE_SIZE 512 /* a power of 2 */
+#define KEY_CACHE_MAX_LEN 64
+typedef struct {
+    PyObject *slot[KEY_CACHE_SIZE]; /* ASCII strings (1-byte kind), or NULL */
+} key_cache;
+
+static int decode_key_value(key_cache *keys, const uint8_t *p, const uint8_t *end, int depth,
+                            PyObject *dict);
 
 /* Strict UTF-8; invalid UTF-8 is "unhandled" (upb would have refused the message). */
 static int
@@ -206,9 +217,53 @@ decode_str(const uint8_t *p, size_t len, PyObject **out)
     return ST_ERROR;
 }
 
+/* decode_str for a key: the cached string when the same ASCII key was decoded before. */
+static int
+decode_key(key_cache *keys, const uint8_t *p, size_t len, PyObject **out)
+{
+    uint32_t hash = 2166136261u;
+    uint8_t high = 0;
+    size_t i;
+    PyObject **slot, *key;
+
+    if (keys == NULL || len == 0 || len > KEY_CACHE_MAX_LEN) {
+        return decode_str(p, len, out);
+    }
+    for (i = 0; i < len; i++) {
+        high |= p[i];
+        hash = (hash ^ p[i]) * 16777619u;
+    }
+    if (high & 0x80) {
+        return decode_str(p, len, out);
+    }
+    slot = &keys->slot[hash & (KEY_CACHE_SIZE - 1)];
+    key = *slot;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == (Py_ssize_t)len &&
+        memcmp(PyUnicode_1BYTE_DATA(key), p, len) == 0) {
+        Py_INCREF(key);
+        *out = key;
+        return ST_OK;
+    }
+    key = PyUnicode_New((Py_ssize_t)len, 127);
+    if (key == NULL) {
+        return ST_ERROR;
+    }
+    memcpy(PyUnicode_1BYTE_DATA(key), p, len);
+    if (PyObject_Hash(key) == -1) { /* cached in the string from now on */
+        Py_DECREF(key);
+        return ST_ERROR;
+    }
+    Py_INCREF(key);
+    Py_XDECREF(*slot);
+    *slot = key;
+    *out = key;
+    return ST_OK;
+}
+
 /* decode_any_value_proto(value, depth) for the AnyValue message in [p, end). */
 static int
-decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out)
+decode_any_value(key_cache *keys, const uint8_t *p, const uint8_t *end, int depth,
+                 PyObject **out)
 {
     field_t f, member;
     int have = 0, st;
@@ -290,7 +345,7 @@ decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out
             if (f.num != 1) {
                 continue; /* unknown field, already skipped */
             }
-            st = decode_any_value(f.ptr, f.ptr + f.len, depth + 1, &item);
+            st = decode_any_value(keys, f.ptr, f.ptr + f.len, depth + 1, &item);
             if (st != ST_OK) {
                 Py_DECREF(list);
                 return st;
@@ -320,7 +375,7 @@ decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out
             if (f.num != 1) {
                 continue;
             }
-            st = decode_key_value(f.ptr, f.ptr + f.len, depth + 1, dict);
+            st = decode_key_value(keys, f.ptr, f.ptr + f.len, depth + 1, dict);
             if (st != ST_OK) {
                 Py_DECREF(dict);
                 return st;
@@ -333,7 +388,8 @@ decode_any_value(const uint8_t *p, const uint8_t *end, int depth, PyObject **out
 
 /* dict[kv.key] = decode_any_value_proto(kv.value, depth) for the KeyValue in [p, end). */
 static int
-decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict)
+decode_key_value(key_cache *keys, const uint8_t *p, const uint8_t *end, int depth,
+                 PyObject *dict)
 {
     field_t f, key, value;
     int have_key = 0, have_value = 0, st;
@@ -362,7 +418,7 @@ decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict
         }
     }
     if (have_value) {
-        st = decode_any_value(value.ptr, value.ptr + value.len, depth, &v);
+        st = decode_any_value(keys, value.ptr, value.ptr + value.len, depth, &v);
         if (st != ST_OK) {
             return st;
         }
@@ -372,7 +428,7 @@ decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict
         v = Py_None;
     }
     /* A missing key is "" (decode_str of an empty range gives the empty string too). */
-    st = decode_str(key.ptr != NULL ? key.ptr : (const uint8_t *)"", key.len, &k);
+    st = decode_key(keys, key.ptr != NULL ? key.ptr : (const uint8_t *)"", key.len, &k);
     if (st != ST_OK) {
         Py_DECREF(v);
         return st;
@@ -382,6 +438,8 @@ decode_key_value(const uint8_t *p, const uint8_t *end, int depth, PyObject *dict
     Py_DECREF(v);
     return st < 0 ? ST_ERROR : ST_OK;
 }
+
+static key_cache *module_keys(PyObject *module);
 
 /* Get a C-contiguous byte buffer, like the "y*" format unit (TypeError otherwise). */
 static int
@@ -444,8 +502,8 @@ decode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *dict;
     field_t f;
     int st = ST_OK;
+    key_cache *keys = module_keys(module);
 
-    (void)module;
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError,
                      "decode_key_values() takes exactly 4 arguments (%zd given)", nargs);
@@ -488,7 +546,7 @@ decode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             st = ST_UNHANDLED;
             break;
         }
-        st = decode_key_value(f.ptr, f.ptr + f.len, 0, dict);
+        st = decode_key_value(keys, f.ptr, f.ptr + f.len, 0, dict);
         if (st != ST_OK) {
             break;
         }
@@ -1617,6 +1675,9 @@ enum {
     S_TOOL_CALL_RESPONSE,
     S_REASONING,
     S_ASSISTANT,
+    S_SPAN_ID,
+    S_RUN_ID,
+    S_DICT,
     S_COUNT
 };
 static const char *const STRING_VALUE[S_COUNT] = {
@@ -1636,6 +1697,9 @@ static const char *const STRING_VALUE[S_COUNT] = {
     [S_TOOL_CALL_RESPONSE] = "tool_call_response",
     [S_REASONING] = "reasoning",
     [S_ASSISTANT] = "assistant",
+    [S_SPAN_ID] = "span_id",
+    [S_RUN_ID] = "run_id",
+    [S_DICT] = "__dict__",
 };
 
 /* Tokens made before, by their characters: ascii_tokens hands out the same string object for
@@ -1661,7 +1725,16 @@ typedef struct {
 typedef struct {
     PyObject *str[S_COUNT];
     token_table tokens;
+    key_cache keys;
 } speedups_state;
+
+/* The module's attribute key cache, or NULL (no state: keys are then decoded each time). */
+static key_cache *
+module_keys(PyObject *module)
+{
+    speedups_state *s = PyModule_GetState(module);
+    return s != NULL ? &s->keys : NULL;
+}
 
 static void
 token_table_clear(token_table *table)
@@ -1873,6 +1946,19 @@ new_ref(PyObject *value)
     return value;
 }
 
+/* What convert_messages makes is not tracked by the cycle collector: parts hold strings and
+ * decoded JSON, messages their parts, so none of them can be in a reference cycle (as CPython
+ * leaves untracked the tuples and dicts that hold no container). Tracked, they would be walked
+ * by every collection for as long as their trace is held, a large share of the collector's
+ * work per span. */
+static ALWAYS_INLINE void
+untrack(PyObject *obj)
+{
+    if (PyObject_IS_GC(obj)) {
+        PyObject_GC_UnTrack(obj);
+    }
+}
+
 /* The Part parse_part (or parse_messages' in-place read of text parts) makes of `raw`. */
 static int
 convert_part(const speedups_state *s, PyObject *part_type, PyObject *raw, PyObject **out)
@@ -1968,6 +2054,9 @@ call:
         if (*out == NULL) {
             st = ST_ERROR;
         }
+        else {
+            untrack(*out);
+        }
     }
     for (i = 1; i < 7; i++) {
         Py_XDECREF(argv[i]);
@@ -2028,10 +2117,14 @@ convert_message(const speedups_state *s, PyObject *part_type, PyObject *message_
         st = get_str_or_none(raw, s->str[S_FINISH_REASON], 1, &argv[3]);
     }
     if (st == ST_OK) {
+        untrack(argv[2]);
         *out = PyObject_Vectorcall(message_type, argv + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                    NULL);
         if (*out == NULL) {
             st = ST_ERROR;
+        }
+        else {
+            untrack(*out);
         }
     }
     Py_XDECREF(raw_parts);
@@ -2039,6 +2132,63 @@ convert_message(const speedups_state *s, PyObject *part_type, PyObject *message_
         Py_XDECREF(argv[i]);
     }
     return st;
+}
+
+PyDoc_STRVAR(step_from_fields_doc,
+"step_from_fields($module, cls, fields, span_id, run_id, /)\n"
+"--\n"
+"\n"
+"A new `cls` instance made by object.__new__, without __init__, whose __dict__ is a copy of\n"
+"the dict `fields` with 'span_id' and 'run_id' set: what tracehound.steps makes each Step of\n"
+"(a frozen dataclass: its generated __init__ sets each field through object.__setattr__).\n"
+"Raises TypeError unless `cls` is a class that object.__new__ makes and `fields` a dict.");
+
+static PyObject *
+step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const speedups_state *s;
+    PyTypeObject *type;
+    PyObject *values, *empty, *obj;
+
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "step_from_fields() takes exactly 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || ((PyTypeObject *)args[0])->tp_new != PyBaseObject_Type.tp_new ||
+        !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "step_from_fields() takes a class that object.__new__ makes and a dict");
+        return NULL;
+    }
+    s = PyModule_GetState(module);
+    if (s == NULL) {
+        PyErr_SetString(PyExc_SystemError, "step_from_fields(): no module state");
+        return NULL;
+    }
+    type = (PyTypeObject *)args[0];
+    values = PyDict_Copy(args[1]); /* copied: later spans may still complete the draft */
+    if (values == NULL) {
+        return NULL;
+    }
+    if (PyDict_SetItem(values, s->str[S_SPAN_ID], args[2]) < 0 ||
+        PyDict_SetItem(values, s->str[S_RUN_ID], args[3]) < 0) {
+        Py_DECREF(values);
+        return NULL;
+    }
+    empty = PyTuple_New(0);
+    if (empty == NULL) {
+        Py_DECREF(values);
+        return NULL;
+    }
+    obj = PyBaseObject_Type.tp_new(type, empty, NULL);
+    Py_DECREF(empty);
+    /* object.__setattr__(obj, "__dict__", values): the frozen class's __setattr__ is bypassed */
+    if (obj != NULL && PyObject_GenericSetAttr(obj, s->str[S_DICT], values) < 0) {
+        Py_CLEAR(obj);
+    }
+    Py_DECREF(values);
+    return obj;
 }
 
 PyDoc_STRVAR(convert_messages_doc,
@@ -2056,6 +2206,8 @@ PyDoc_STRVAR(convert_messages_doc,
 "content or a tool call's response that is neither None nor a str, dict, list and str\n"
 "subclasses, other types where the Python code would test truth. The caller then runs the\n"
 "Python code. Exceptions raised by the calls of part_type and message_type propagate.\n"
+"The objects it makes (the list, its messages, their parts and parts lists) are not\n"
+"tracked by the cycle collector: they can be in no reference cycle.\n"
 "Raises TypeError unless both are callable.");
 
 static PyObject *
@@ -2108,6 +2260,7 @@ convert_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_DECREF(data);
     if (st == ST_OK) {
+        untrack(messages);
         return messages;
     }
     Py_DECREF(messages);
@@ -2898,6 +3051,601 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* --- json_loads ------------------------------------------------------------------------------ */
+
+/*
+ * json_loads(text) is (json.loads(text),) for the JSON documents instrumentations write: objects,
+ * arrays, strings (the escapes \" \\ \/ \b \f \n \r \t and \uXXXX outside the surrogates), numbers
+ * of up to 20 characters, true, false, null, and JSON whitespace around tokens. Anything else
+ * (invalid JSON, NaN and Infinity, a surrogate escape, a longer number, over JSON_MAX_DEPTH levels)
+ * makes the answer None, and the caller runs json.loads. It builds the same objects json.loads
+ * does (dicts and lists, str made by PyUnicode_Substring or in their narrowest form, int and
+ * float read from the number's characters as json does) without json's per-character generic
+ * reads and its Python-level scanner calls.
+ */
+#define JSON_MAX_DEPTH 200
+#define JSON_MAX_NUMBER 20
+
+typedef struct {
+    PyObject *text;
+    int kind;
+    const void *data;
+    Py_ssize_t len;
+    const speedups_state *state; /* its strings stand for the same short strings of the text */
+} jtext_t;
+
+static ALWAYS_INLINE Py_UCS4
+jread(const jtext_t *t, Py_ssize_t i)
+{
+    return PyUnicode_READ(t->kind, t->data, i);
+}
+
+static ALWAYS_INLINE Py_ssize_t
+json_skip_ws(const jtext_t *t, Py_ssize_t i)
+{
+    while (i < t->len) {
+        Py_UCS4 c = jread(t, i);
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+            break;
+        }
+        i++;
+    }
+    return i;
+}
+
+/* Per 8-byte word (SWAR): nonzero if a byte (1-byte kind) or a 16-bit unit (2-byte kind) of
+ * `w` is '"', '\\' or below 0x20. Exact as to whether there is one (not as to where). */
+#define ONES8 0x0101010101010101ULL
+#define HIGH8 0x8080808080808080ULL
+#define ONES16 0x0001000100010001ULL
+#define HIGH16 0x8000800080008000ULL
+#define HAS_ZERO8(w) (((w) - ONES8) & ~(w) & HIGH8)
+#define HAS_ZERO16(w) (((w) - ONES16) & ~(w) & HIGH16)
+#define STOP8(w) \
+    (HAS_ZERO8((w) ^ (ONES8 * '"')) | HAS_ZERO8((w) ^ (ONES8 * '\\')) | \
+     (((w) - ONES8 * 0x20) & ~(w) & HIGH8))
+#define STOP16(w) \
+    (HAS_ZERO16((w) ^ (ONES16 * '"')) | HAS_ZERO16((w) ^ (ONES16 * '\\')) | \
+     (((w) - ONES16 * 0x20) & ~(w) & HIGH16))
+
+/* The end of a run of plain string characters from i: the index of the first '"', '\\' or
+ * control character, or the length. A word at a time, then a character at a time. */
+static Py_ssize_t
+json_plain_run(const jtext_t *t, Py_ssize_t i)
+{
+    Py_ssize_t n = t->len;
+    uint64_t w;
+    switch (t->kind) {
+    case PyUnicode_1BYTE_KIND: {
+        const Py_UCS1 *d = t->data;
+#if USE_SSE2
+        const __m128i quote8 = _mm_set1_epi8('"'), backslash8 = _mm_set1_epi8('\\');
+        const __m128i control8 = _mm_set1_epi8(0x1f);
+        while (i + 16 <= n) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(d + i));
+            __m128i stop = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(x, quote8), _mm_cmpeq_epi8(x, backslash8)),
+                _mm_cmpeq_epi8(_mm_subs_epu8(x, control8), _mm_setzero_si128()));
+            if (_mm_movemask_epi8(stop)) {
+                break;
+            }
+            i += 16;
+        }
+#endif
+        while (i + 8 <= n) {
+            memcpy(&w, d + i, 8);
+            if (STOP8(w)) {
+                break;
+            }
+            i += 8;
+        }
+        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
+            i++;
+        }
+        break;
+    }
+    case PyUnicode_2BYTE_KIND: {
+        const Py_UCS2 *d = t->data;
+#if USE_SSE2
+        const __m128i quote16 = _mm_set1_epi16('"'), backslash16 = _mm_set1_epi16('\\');
+        const __m128i control16 = _mm_set1_epi16(0x1f);
+        while (i + 8 <= n) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(d + i));
+            __m128i stop = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi16(x, quote16), _mm_cmpeq_epi16(x, backslash16)),
+                _mm_cmpeq_epi16(_mm_subs_epu16(x, control16), _mm_setzero_si128()));
+            if (_mm_movemask_epi8(stop)) {
+                break;
+            }
+            i += 8;
+        }
+#endif
+        while (i + 4 <= n) {
+            memcpy(&w, d + i, 8);
+            if (STOP16(w)) {
+                break;
+            }
+            i += 4;
+        }
+        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
+            i++;
+        }
+        break;
+    }
+    default: {
+        const Py_UCS4 *d = t->data;
+        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
+            i++;
+        }
+        break;
+    }
+    }
+    return i;
+}
+
+static int
+json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out)
+{
+    Py_UCS4 value = 0;
+    Py_ssize_t k;
+    if (i + 4 > t->len) {
+        return ST_UNHANDLED;
+    }
+    for (k = 0; k < 4; k++) {
+        Py_UCS4 c = jread(t, i + k);
+        value <<= 4;
+        if (c >= '0' && c <= '9') {
+            value |= c - '0';
+        }
+        else if (c >= 'a' && c <= 'f') {
+            value |= c - 'a' + 10;
+        }
+        else if (c >= 'A' && c <= 'F') {
+            value |= c - 'A' + 10;
+        }
+        else {
+            return ST_UNHANDLED;
+        }
+    }
+    *out = value;
+    return ST_OK;
+}
+
+/* A new reference to the module's string equal to text[start:end], or NULL: the keys and the
+ * usual values of message documents are these ("role", "parts", "type", "text", ...), so they
+ * cost no allocation, and dict lookups of them (convert_messages) find them by identity. */
+static PyObject *
+json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
+{
+    Py_ssize_t len = end - start, k;
+    int i;
+    if (len < 2 || len > 18) {
+        return NULL;
+    }
+    for (i = 0; i < S_COUNT; i++) {
+        PyObject *known = t->state->str[i]; /* ASCII: 1-byte kind */
+        if (PyUnicode_GET_LENGTH(known) != len) {
+            continue;
+        }
+        for (k = 0; k < len; k++) {
+            if (PyUnicode_1BYTE_DATA(known)[k] != jread(t, start + k)) {
+                break;
+            }
+        }
+        if (k == len) {
+            return new_ref(known);
+        }
+    }
+    return NULL;
+}
+
+/* A string whose opening quote is at *pos - 1; *pos is left after its closing quote. */
+static int
+json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
+{
+    Py_ssize_t start = *pos, i, j, run;
+    Py_UCS4 *buf, c;
+    int st = ST_OK;
+
+    i = json_plain_run(t, start);
+    if (i >= t->len) {
+        return ST_UNHANDLED;
+    }
+    c = jread(t, i);
+    if (c == '"') {
+        *out = json_known_string(t, start, i);
+        if (*out != NULL) {
+            *pos = i + 1;
+            return ST_OK;
+        }
+        *out = PyUnicode_Substring(t->text, start, i);
+        if (*out == NULL) {
+            return ST_ERROR;
+        }
+        *pos = i + 1;
+        return ST_OK;
+    }
+    if (c != '\\') {
+        return ST_UNHANDLED; /* a control character: json.loads (strict) rejects it */
+    }
+    /* with escapes: the characters into a buffer (never longer than the rest of the text) */
+    buf = PyMem_Malloc((size_t)(t->len - start) * sizeof(Py_UCS4));
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    for (j = 0; j < i - start; j++) {
+        buf[j] = jread(t, start + j);
+    }
+    for (;;) {
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        c = jread(t, i);
+        if (c == '"') {
+            break;
+        }
+        if (c < 0x20) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (c != '\\') { /* the plain characters up to the next stop, copied at once */
+            run = json_plain_run(t, i);
+            for (; i < run; i++) {
+                buf[j++] = jread(t, i);
+            }
+            continue;
+        }
+        if (++i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        c = jread(t, i++);
+        switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+            break;
+        case 'b':
+            c = '\b';
+            break;
+        case 'f':
+            c = '\f';
+            break;
+        case 'n':
+            c = '\n';
+            break;
+        case 'r':
+            c = '\r';
+            break;
+        case 't':
+            c = '\t';
+            break;
+        case 'u':
+            st = json_hex4(t, i, &c);
+            i += 4;
+            if (st == ST_OK && c >= 0xD800 && c <= 0xDFFF) {
+                st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
+            }
+            break;
+        default:
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (st != ST_OK) {
+            break;
+        }
+        buf[j++] = c;
+    }
+    if (st == ST_OK) {
+        *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, j);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            *pos = i + 1;
+        }
+    }
+    PyMem_Free(buf);
+    return st;
+}
+
+static ALWAYS_INLINE int
+json_digit(const jtext_t *t, Py_ssize_t i)
+{
+    Py_UCS4 c;
+    if (i >= t->len) {
+        return 0;
+    }
+    c = jread(t, i);
+    return c >= '0' && c <= '9';
+}
+
+/* A number starting at *pos (a '-' or a digit), read as json's scanner reads it. */
+static int
+json_number(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
+{
+    Py_ssize_t start = *pos, i = start, j;
+    int is_float = 0;
+    PyObject *digits;
+
+    if (jread(t, i) == '-') {
+        i++;
+    }
+    if (!json_digit(t, i)) {
+        return ST_UNHANDLED; /* -Infinity, or not a number */
+    }
+    if (jread(t, i) == '0') {
+        i++;
+    }
+    else {
+        while (json_digit(t, i)) {
+            i++;
+        }
+    }
+    if (i < t->len && jread(t, i) == '.' && json_digit(t, i + 1)) {
+        is_float = 1;
+        i += 2;
+        while (json_digit(t, i)) {
+            i++;
+        }
+    }
+    if (i < t->len && (jread(t, i) == 'e' || jread(t, i) == 'E')) {
+        j = i + 1;
+        if (j < t->len && (jread(t, j) == '+' || jread(t, j) == '-')) {
+            j++;
+        }
+        if (json_digit(t, j)) {
+            is_float = 1;
+            i = j;
+            while (json_digit(t, i)) {
+                i++;
+            }
+        }
+    }
+    if (i - start > JSON_MAX_NUMBER) {
+        return ST_UNHANDLED;
+    }
+    digits = PyUnicode_Substring(t->text, start, i);
+    if (digits == NULL) {
+        return ST_ERROR;
+    }
+    *out = is_float ? PyFloat_FromString(digits) : PyLong_FromUnicodeObject(digits, 10);
+    Py_DECREF(digits);
+    if (*out == NULL) {
+        return ST_ERROR;
+    }
+    *pos = i;
+    return ST_OK;
+}
+
+/* `word` (ASCII) at *pos: true if there, and *pos moved after it. */
+static int
+json_word(const jtext_t *t, Py_ssize_t *pos, const char *word)
+{
+    Py_ssize_t i = *pos;
+    for (; *word; word++, i++) {
+        if (i >= t->len || jread(t, i) != (Py_UCS4)(unsigned char)*word) {
+            return 0;
+        }
+    }
+    *pos = i;
+    return 1;
+}
+
+static int json_value(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out);
+
+static int
+json_array(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
+{
+    PyObject *list = PyList_New(0), *item;
+    Py_ssize_t i = json_skip_ws(t, *pos);
+    int st = ST_OK;
+
+    if (list == NULL) {
+        return ST_ERROR;
+    }
+    if (i < t->len && jread(t, i) == ']') {
+        *pos = i + 1;
+        *out = list;
+        return ST_OK;
+    }
+    for (;;) {
+        st = json_value(t, &i, depth + 1, &item);
+        if (st != ST_OK) {
+            break;
+        }
+        st = PyList_Append(list, item) < 0 ? ST_ERROR : ST_OK;
+        Py_DECREF(item);
+        if (st != ST_OK) {
+            break;
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (jread(t, i) == ']') {
+            *pos = i + 1;
+            *out = list;
+            return ST_OK;
+        }
+        if (jread(t, i) != ',') {
+            st = ST_UNHANDLED;
+            break;
+        }
+        i = json_skip_ws(t, i + 1);
+    }
+    Py_DECREF(list);
+    return st;
+}
+
+static int
+json_object(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
+{
+    PyObject *dict = PyDict_New(), *key, *value;
+    Py_ssize_t i = json_skip_ws(t, *pos);
+    int st = ST_OK;
+
+    if (dict == NULL) {
+        return ST_ERROR;
+    }
+    if (i < t->len && jread(t, i) == '}') {
+        *pos = i + 1;
+        *out = dict;
+        return ST_OK;
+    }
+    for (;;) {
+        if (i >= t->len || jread(t, i) != '"') {
+            st = ST_UNHANDLED;
+            break;
+        }
+        i++;
+        st = json_string(t, &i, &key);
+        if (st != ST_OK) {
+            break;
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len || jread(t, i) != ':') {
+            Py_DECREF(key);
+            st = ST_UNHANDLED;
+            break;
+        }
+        i = json_skip_ws(t, i + 1);
+        st = json_value(t, &i, depth + 1, &value);
+        if (st != ST_OK) {
+            Py_DECREF(key);
+            break;
+        }
+        st = PyDict_SetItem(dict, key, value) < 0 ? ST_ERROR : ST_OK; /* the last value wins */
+        Py_DECREF(key);
+        Py_DECREF(value);
+        if (st != ST_OK) {
+            break;
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (jread(t, i) == '}') {
+            *pos = i + 1;
+            *out = dict;
+            return ST_OK;
+        }
+        if (jread(t, i) != ',') {
+            st = ST_UNHANDLED;
+            break;
+        }
+        i = json_skip_ws(t, i + 1);
+    }
+    Py_DECREF(dict);
+    return st;
+}
+
+/* A value starting at *pos (no whitespace before it). */
+static int
+json_value(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
+{
+    Py_ssize_t i = *pos;
+    Py_UCS4 c;
+
+    *out = NULL;
+    if (i >= t->len || depth > JSON_MAX_DEPTH) {
+        return ST_UNHANDLED;
+    }
+    c = jread(t, i);
+    switch (c) {
+    case '"':
+        *pos = i + 1;
+        return json_string(t, pos, out);
+    case '{':
+        *pos = i + 1;
+        return json_object(t, pos, depth, out);
+    case '[':
+        *pos = i + 1;
+        return json_array(t, pos, depth, out);
+    case 'n':
+        if (json_word(t, pos, "null")) {
+            *out = new_ref(Py_None);
+            return ST_OK;
+        }
+        return ST_UNHANDLED;
+    case 't':
+        if (json_word(t, pos, "true")) {
+            *out = new_ref(Py_True);
+            return ST_OK;
+        }
+        return ST_UNHANDLED;
+    case 'f':
+        if (json_word(t, pos, "false")) {
+            *out = new_ref(Py_False);
+            return ST_OK;
+        }
+        return ST_UNHANDLED;
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            return json_number(t, pos, out);
+        }
+        return ST_UNHANDLED;
+    }
+}
+
+PyDoc_STRVAR(json_loads_doc,
+"json_loads($module, text, /)\n"
+"--\n"
+"\n"
+"(json.loads(text),) for a str `text` holding the usual JSON: objects, arrays, strings\n"
+"(escapes \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX other than surrogates), numbers of up to\n"
+"20 characters, true, false, null, JSON whitespace. None for anything else (not a str,\n"
+"invalid JSON, NaN or Infinity, a surrogate escape, a longer number, deeper than 200\n"
+"levels): the caller then runs json.loads, which decodes it or raises.");
+
+static PyObject *
+json_loads(PyObject *module, PyObject *text)
+{
+    jtext_t t;
+    Py_ssize_t pos;
+    PyObject *value = NULL, *result;
+    int st;
+
+    if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    t.state = PyModule_GetState(module);
+    if (t.state == NULL) {
+        PyErr_SetString(PyExc_SystemError, "json_loads(): no module state");
+        return NULL;
+    }
+    t.text = text;
+    t.kind = PyUnicode_KIND(text);
+    t.data = PyUnicode_DATA(text);
+    t.len = PyUnicode_GET_LENGTH(text);
+    pos = json_skip_ws(&t, 0);
+    st = json_value(&t, &pos, 0, &value);
+    if (st == ST_OK && json_skip_ws(&t, pos) != t.len) {
+        Py_DECREF(value);
+        st = ST_UNHANDLED; /* extra data */
+    }
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    result = PyTuple_New(1);
+    if (result == NULL) {
+        Py_DECREF(value);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, value);
+    return result;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -2908,6 +3656,9 @@ static PyMethodDef speedups_methods[] = {
     {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},
     {"convert_messages", (PyCFunction)(void (*)(void))convert_messages, METH_FASTCALL,
      convert_messages_doc},
+    {"json_loads", json_loads, METH_O, json_loads_doc},
+    {"step_from_fields", (PyCFunction)(void (*)(void))step_from_fields, METH_FASTCALL,
+     step_from_fields_doc},
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},
@@ -2967,6 +3718,9 @@ speedups_clear(PyObject *module)
     if (s != NULL) {
         for (i = 0; i < S_COUNT; i++) {
             Py_CLEAR(s->str[i]);
+        }
+        for (i = 0; i < KEY_CACHE_SIZE; i++) {
+            Py_CLEAR(s->keys.slot[i]);
         }
         token_table_clear(&s->tokens);
     }

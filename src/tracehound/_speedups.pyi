@@ -1,12 +1,14 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from _typeshed import WriteableBuffer
 
 from tracehound.evaluators._evidence_index import EvidenceSource
 from tracehound.text import Unit
+
+_T = TypeVar("_T")
 
 VALIDATES: bool
 
@@ -17,6 +19,8 @@ def decode_key_values(
     data: bytes, start: int, end: int, field: int, /
 ) -> dict[str, Any] | None: ...
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
+def json_loads(text: object, /) -> tuple[Any] | None: ...
+def step_from_fields(cls: type[_T], fields: dict[str, Any], span_id: str, run_id: str, /) -> _T: ...
 def convert_messages(data: object, part_type: type, message_type: type, /) -> list[Any] | None: ...
 def ascii_tokens(text: str, /) -> list[str] | None: ...
 def encode_key_values(attributes: object, tag: bytes, /) -> bytes | None: ...

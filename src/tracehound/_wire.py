@@ -16,8 +16,10 @@ and a pure-Python path that gives the same answers:
   id and where the span lies in the request, so that its attributes can be decoded straight from
   those bytes (`decode_key_values`), without a Python wrapper object per field.
 
-The module also converts decoded GenAI message lists into `Message`/`Part` objects
-(`convert_messages`, used by `tracehound.conventions._messages.parse_messages`), tokenizes
+The module also decodes the JSON of GenAI attributes (`json_loads`, used by
+`tracehound.conventions.base.parse_json_value`), converts decoded GenAI message lists into
+`Message`/`Part` objects (`convert_messages`, used by
+`tracehound.conventions._messages.parse_messages`), tokenizes
 mostly-ASCII text (`ascii_tokens`, used by `tracehound.text`), cuts such text into evidence
 units (`text_units`, used by `tracehound.text.TextCache.units`), encodes the sidecar's result
 attributes (`encode_key_values`, `tracehound.server._otlp.merge_attributes`) and holds the

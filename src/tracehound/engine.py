@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any, Literal
 
 from tracehound.conventions import Message, NormalizedSpan, Part, normalize
@@ -368,15 +369,16 @@ def _root_span_id(parents: dict[str, str]) -> str:
     return roots[0] if roots else next(iter(parents), "")
 
 
+_part_content = attrgetter("content")
+
+
 def _text_size(span: NormalizedSpan) -> int:
     size = 0
     for messages in (span.input_messages, span.output_messages, span.history):
-        for message in messages:
-            for part in message.parts:
-                if part.content:
-                    size += len(part.content)
-    for text in span.system_instructions:
-        size += len(text)
+        for message in messages:  # the parts' set contents, summed in C
+            size += sum(map(len, filter(None, map(_part_content, message.parts))))
+    if span.system_instructions:
+        size += sum(map(len, span.system_instructions))
     for value in (span.tool_arguments, span.tool_result, span.declared_output):
         if isinstance(value, str):
             size += len(value)

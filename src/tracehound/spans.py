@@ -320,15 +320,15 @@ class SpanView:
     scope_version: str
     resource: ResourceView
 
-    # Slots other than the identity are filled on first use; an unset slot means "not read yet"
-    # (no __init__: a view of a span that is never asked about costs one allocation).
-    _attributes: dict[str, AttributeValue]
-    _events: list[SpanEventView]
+    # Slots other than the identity are filled on first use; an unset slot (or None) means "not
+    # read yet" (no __init__: a view of a span that is never asked about costs one allocation).
+    _attributes: dict[str, AttributeValue] | None
+    _events: list[SpanEventView] | None
     _keys: tuple[str, ...]
     _kind: int
-    _start_ns: int
-    _end_ns: int
-    _status_code: int
+    _start_ns: int | None
+    _end_ns: int | None
+    _status_code: int | None
     _status_message: str
     _gate: bool
     _scope_gate: _ScopeGate
@@ -386,6 +386,10 @@ class SpanView:
         view.scope_name = scope_name
         view.scope_version = scope_version
         view.resource = resource
+        # "Not read yet" as None rather than as an unset slot: reading an unset slot raises an
+        # AttributeError, whose formatted message costs more than the read it stands for.
+        view._attributes = view._events = None
+        view._start_ns = view._end_ns = view._status_code = None
         return view
 
     # --- lazy identity details (read from the source on first use) --------------------------
@@ -402,36 +406,39 @@ class SpanView:
     @property
     def start_ns(self) -> int:
         try:
-            return self._start_ns
+            value = self._start_ns
         except AttributeError:
-            self._start_ns = int(self._source.start_time_unix_nano)
-            return self._start_ns
+            value = None
+        if value is None:
+            value = self._start_ns = int(self._source.start_time_unix_nano)
+        return value
 
     @property
     def end_ns(self) -> int:
         try:
-            return self._end_ns
+            value = self._end_ns
         except AttributeError:
-            self._end_ns = int(self._source.end_time_unix_nano)
-            return self._end_ns
+            value = None
+        if value is None:
+            value = self._end_ns = int(self._source.end_time_unix_nano)
+        return value
 
     @property
     def status_code(self) -> int:
         try:
-            return self._status_code
+            code = self._status_code
         except AttributeError:
+            code = None
+        if code is None:
             status = self._source.status
-            self._status_code = int(status.code)
+            code = self._status_code = int(status.code)
             self._status_message = status.message
-            return self._status_code
+        return code
 
     @property
     def status_message(self) -> str:
-        try:
-            return self._status_message
-        except AttributeError:
-            self.status_code  # noqa: B018 - reads code and message together
-            return self._status_message
+        self.status_code  # noqa: B018 - reads code and message together, once
+        return self._status_message
 
     @classmethod
     def from_json(
@@ -548,9 +555,11 @@ class SpanView:
     @property
     def attributes(self) -> dict[str, AttributeValue]:
         try:  # read many times per GenAI span: the set slot first, without a hasattr call
-            return self._attributes
+            attributes = self._attributes
         except AttributeError:
-            pass
+            attributes = None
+        if attributes is not None:
+            return attributes
         kind = self._source_kind
         if kind == "proto":
             decoded = None
@@ -597,9 +606,10 @@ class SpanView:
 
     @property
     def events(self) -> list[SpanEventView]:
-        if not hasattr(self, "_events"):
+        events = getattr(self, "_events", None)
+        if events is None:
             kind = self._source_kind
-            events: list[SpanEventView] = []
+            events = []
             if kind == "proto":
                 for ev in self._source.events:
                     events.append(
@@ -630,7 +640,21 @@ class SpanView:
                         )
                     )
             self._events = events
-        return self._events
+        return events
+
+    def has_event(self, name: str) -> bool:
+        """Whether an event of this span is named `name`. A protobuf span without events, or
+        located in the request's bytes and whose bytes do not hold the name, has no such event:
+        its events are then not decoded (detection asks this of every GenAI span)."""
+        if getattr(self, "_events", None) is None and self._source_kind == "proto":
+            if not self._source.events:  # the usual case, answered without decoding anything
+                return False
+            wire_at = getattr(self, "_wire_at", None)
+            if wire_at is not None:
+                data, start, end = wire_at
+                if data.find(name.encode(), start, end) < 0:
+                    return False
+        return any(event.name == name for event in self.events)
 
     @property
     def service_name(self) -> str:

@@ -24,10 +24,12 @@ Rules (DESIGN §2):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import is_, itemgetter
 from typing import Any, Literal
 
+from tracehound import _wire
 from tracehound.conventions import (
     Document,
     Message,
@@ -65,7 +67,7 @@ class Step:
     """One normalized unit of an agent's trajectory.
 
     No `__slots__`: steps are built from drafts by filling the instance dict in one call, with
-    the unset fields read from the class defaults (see `_freeze`).
+    the unset fields read from the class defaults (see `_make_step`).
     """
 
     kind: StepKind
@@ -184,18 +186,13 @@ class Trajectory:
 # --- building -------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Draft:
-    """A step under construction: mutable until the trajectory is frozen."""
-
-    at_ns: int
-    span_start_ns: int
-    span_id: str
-    seq: int
-    fields: dict[str, Any]
-
-    def sort_key(self) -> tuple[int, int, str, int]:
-        return (self.at_ns, self.span_start_ns, self.span_id, self.seq)
+# A step under construction: (sort key, fields). The key is (logical time, span start, span id,
+# sequence within the span); the fields, the Step's own, stay mutable until the trajectory is
+# frozen (a later span may complete a tool call). A pair rather than an object: made for every
+# step of every span, a tuple costs no constructor call, and drafts sort by their key in C.
+_DraftKey = tuple[int, int, str, int]
+_Draft = tuple[_DraftKey, dict[str, Any]]
+_draft_key = itemgetter(0)
 
 
 @dataclass(slots=True)
@@ -233,22 +230,26 @@ class TrajectoryBuilder:
         return self._spans
 
     def add(self, span: NormalizedSpan) -> list[Step]:
-        if span.span_id in self._spans:
+        span_id = span.view.span_id
+        spans = self._spans
+        if span_id in spans:
             return []
-        self._spans[span.span_id] = span
+        spans[span_id] = span
         drafts = _span_drafts(span, self._state)
         self._drafts.extend(drafts)
         if span.operation in _STATEFUL_OPERATIONS:
             self._stateful.append(span)
-        drafts.sort(key=_Draft.sort_key)
-        return [_freeze(d, "") for d in drafts]
+        drafts.sort(key=_draft_key)
+        make = _make_step
+        return [make(Step, d[1], d[0][2], "") for d in drafts]
 
     def build(
         self,
         parents: Mapping[str, str] | None = None,
         names: Mapping[str, str] | None = None,
     ) -> Trajectory:
-        ordered = _canonical_order(self._spans.values())
+        # `add` keeps one span per id already: no deduplication to do here
+        ordered = sorted(self._spans.values(), key=_span_order)
         # Drafts depend on the order of spans only through the dedupe state, which LLM and tool
         # spans alone use: when those were added in canonical order (the usual case: they arrive
         # as they end, one after the other), `add` already made the canonical drafts.
@@ -265,18 +266,23 @@ _STATEFUL_OPERATIONS = frozenset(("llm", "tool"))
 
 
 def _same_spans(a: list[NormalizedSpan], b: list[NormalizedSpan]) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(map(is_, a, b))
 
 
 def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
     return any(span.operation == "agent" and span.history for span in spans)
 
 
+def _span_order(span: NormalizedSpan) -> tuple[int, str]:
+    view = span.view
+    return (view.start_ns, view.span_id)
+
+
 def _canonical_order(spans: Iterable[NormalizedSpan]) -> list[NormalizedSpan]:
     unique: dict[str, NormalizedSpan] = {}
     for span in spans:  # a span delivered twice (exporter retry) counts once, as in `add`
-        unique.setdefault(span.span_id, span)
-    return sorted(unique.values(), key=lambda s: (s.view.start_ns, s.span_id))
+        unique.setdefault(span.view.span_id, span)
+    return sorted(unique.values(), key=_span_order)
 
 
 def _canonical_drafts(ordered: list[NormalizedSpan]) -> list[_Draft]:
@@ -316,16 +322,26 @@ def _assemble(
     parents: Mapping[str, str] | None,
     names: Mapping[str, str] | None,
 ) -> Trajectory:
-    parent_of: dict[str, str] = {s.span_id: s.view.parent_span_id for s in ordered}
+    parent_of: dict[str, str] = {s.view.span_id: s.view.parent_span_id for s in ordered}
     if parents:
         parent_of.update(parents)
     cycle_problems = _break_parent_cycles(parent_of, ordered)
-    drafts.sort(key=_Draft.sort_key)
+    drafts.sort(key=_draft_key)
 
     runs, run_of_span = _runs(ordered, parent_of, names or {})
-    steps = tuple(_freeze(d, _run_for(d.span_id, run_of_span, parent_of, runs)) for d in drafts)
+    default_run = runs[0].run_id if runs else ""
+    get_run = run_of_span.get
+    make = _make_step
+    steps = tuple([make(Step, d[1], d[0][2], get_run(d[0][2], default_run)) for d in drafts])
     conventions = tuple(sorted({s.convention for s in ordered}))
-    problems = tuple(f"{s.view.name} ({s.span_id}): {p}" for s in ordered for p in s.problems)
+    problems = tuple(
+        [
+            f"{s.view.name} ({s.view.span_id}): {p}"
+            for s in ordered
+            if s.problems
+            for p in s.problems
+        ]
+    )
     return Trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
 
 
@@ -335,10 +351,19 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
     The cycle is cut above its earliest GenAI span (by start time, then span id; else its
     smallest span id), which then counts as a root: the result does not depend on span order.
     """
-    rank = {s.span_id: (0, s.view.start_ns, s.span_id) for s in ordered}
+    get = parent_of.get
+    for parent in parent_of.values():
+        if parent:
+            grandparent = get(parent)
+            if grandparent and grandparent in parent_of:
+                break  # a chain of three links or more: walk them all
+    else:
+        return []  # every chain of parent links ends within two links: no cycle
     problems: list[str] = []
     done: set[str] = set()
     for start in list(parent_of):
+        if start in done:  # reached from a span walked before
+            continue
         path: list[str] = []
         on_path: set[str] = set()
         current = start
@@ -348,6 +373,7 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
             current = parent_of.get(current, "")
         if current in on_path:
             cycle = path[path.index(current) :]
+            rank = {s.view.span_id: (0, s.view.start_ns, s.view.span_id) for s in ordered}
             cut = min(cycle, key=lambda sid: rank.get(sid, (1, 0, sid)))
             parent_of[cut] = ""
             at = cycle.index(cut)
@@ -363,79 +389,92 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
 # for Step's 18 fields, and steps are made for every span twice (as it arrives, and in the
 # trajectory). Filling the instance dict in one call makes the same Step in ~0.4 µs; fields a
 # draft does not set are read from the class, where the dataclass keeps their defaults.
+# The C accelerator does the same in one call (`step_from_fields`).
 _new_object = object.__new__
 
 
-def _freeze(draft: _Draft, run_id: str) -> Step:
-    """`Step(span_id=draft.span_id, run_id=run_id, **draft.fields)`, faster."""
-    step: Step = _new_object(Step)
+def _step_from_fields(cls: type[Step], fields: dict[str, Any], span_id: str, run_id: str) -> Step:
+    """`cls(span_id=span_id, run_id=run_id, **fields)`, faster."""
+    step: Step = _new_object(cls)
     values = step.__dict__
-    values.update(draft.fields)  # copied: later spans may still complete the draft
-    values["span_id"] = draft.span_id
+    values.update(fields)  # copied: later spans may still complete the draft
+    values["span_id"] = span_id
     values["run_id"] = run_id
     return step
 
 
-def _draft(span: NormalizedSpan, at_ns: int, seq: int, **fields: Any) -> _Draft:
-    view = span.view
-    fields.setdefault("start_ns", at_ns)
-    fields.setdefault("end_ns", at_ns)
-    return _Draft(at_ns, view.start_ns, view.span_id, seq, fields)
+_make_step: Callable[[type[Step], dict[str, Any], str, str], Step] = (
+    _wire._native.step_from_fields if _wire._native is not None else _step_from_fields
+)
+
+
+# Each draft's fields are written out in one dict display (no keyword-argument call): the fields
+# the step sets, then `start_ns` and `end_ns`, which are the draft's logical time unless given.
 
 
 def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     view = span.view
-    start, end = view.start_ns, view.end_ns
+    start, end, span_id = view.start_ns, view.end_ns, view.span_id
     out: list[_Draft] = []
     op = span.operation
     if op == "agent":
         out.append(
-            _draft(span, start, 0, kind="agent", start_ns=start, end_ns=end, agent=span.agent_name)
+            (
+                (start, start, span_id, 0),
+                {"kind": "agent", "start_ns": start, "end_ns": end, "agent": span.agent_name},
+            )
         )
     elif op == "llm":
         seq = 0
         for text in span.system_instructions:
             key = ("system", "text", text)
             if _new_content(state, key, occurrence=0):
-                out.append(_draft(span, start, seq, kind="system", text=text))
+                fields = {"kind": "system", "text": text, "start_ns": start, "end_ns": start}
+                out.append(((start, start, span_id, seq), fields))
                 seq += 1
-        out.extend(_message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq))
-        finish = span.finish_reasons[0] if span.finish_reasons else None
+        if span.input_messages:
+            out.extend(_message_drafts(span, span.input_messages, state, at_ns=start, base_seq=seq))
+        finish_reasons = span.finish_reasons
         out.append(
-            _draft(
-                span,
-                start,
-                _LLM_SEQ,
-                kind="llm",
-                start_ns=start,
-                end_ns=end,
-                model=span.model,
-                input_tokens=span.input_tokens,
-                output_tokens=span.output_tokens,
-                finish_reason=finish,
+            (
+                (start, start, span_id, _LLM_SEQ),
+                {
+                    "kind": "llm",
+                    "start_ns": start,
+                    "end_ns": end,
+                    "model": span.model,
+                    "input_tokens": span.input_tokens,
+                    "output_tokens": span.output_tokens,
+                    "finish_reason": finish_reasons[0] if finish_reasons else None,
+                },
             )
         )
-        out.extend(_output_drafts(span, state, 0))
+        if span.output_messages:
+            out.extend(_output_drafts(span, state, 0))
     elif op == "tool":
         out.extend(_tool_span_drafts(span, state))
     elif op == "retrieval":
         out.append(
-            _draft(
-                span,
-                end,
-                0,
-                kind="retrieval",
-                start_ns=start,
-                end_ns=end,
-                source=span.source or view.name,
-                text=span.query,
-                documents=tuple(span.documents),
+            (
+                (end, start, span_id, 0),
+                {
+                    "kind": "retrieval",
+                    "start_ns": start,
+                    "end_ns": end,
+                    "source": span.source or view.name,
+                    "text": span.query,
+                    "documents": tuple(span.documents),
+                },
             )
         )
     if span.error and op != "tool":
-        out.append(_draft(span, end, _ERROR_SEQ, kind="error", error=span.error))
+        fields = {"kind": "error", "error": span.error, "start_ns": end, "end_ns": end}
+        out.append(((end, start, span_id, _ERROR_SEQ), fields))
     return out
 
+
+# Part types whose content is a step of its own.
+_CONTENT_TYPES = frozenset(("text", "reasoning"))
 
 # Within one span: inputs (at its start) come before the llm step; the error step comes last.
 _LLM_SEQ = 1 << 40
@@ -458,6 +497,9 @@ def _message_drafts(
     """Input history: only parts the trace has not shown before become steps."""
     out: list[_Draft] = []
     occurrences: dict[tuple[str, ...], int] = {}
+    counts = state.content_counts
+    view = span.view
+    span_start, span_id = view.start_ns, view.span_id
     seq = base_seq
     for message in messages:
         role = message.role
@@ -474,13 +516,21 @@ def _message_drafts(
                 )
                 if draft is not None:
                     out.append(draft)
-            elif ptype in ("text", "reasoning") and part.content:
-                kind = _content_kind(role, ptype)
-                key = (role, ptype, part.content)
+            elif ptype in _CONTENT_TYPES and part.content:
+                content = part.content
+                key = (role, ptype, content)
                 occurrence = occurrences.get(key, 0)
                 occurrences[key] = occurrence + 1
-                if _new_content(state, key, occurrence):
-                    out.append(_draft(span, at_ns, seq, kind=kind, text=part.content))
+                seen = counts.get(key, 0)  # `_new_content`, inline: once per input part
+                if occurrence >= seen:
+                    counts[key] = seen + 1
+                    fields = {
+                        "kind": _content_kind(role, ptype),
+                        "text": content,
+                        "start_ns": at_ns,
+                        "end_ns": at_ns,
+                    }
+                    out.append(((at_ns, span_start, span_id, seq), fields))
     return out
 
 
@@ -496,29 +546,31 @@ def _content_kind(role: str, ptype: str) -> StepKind:
 
 def _output_drafts(span: NormalizedSpan, state: _State, base_seq: int) -> list[_Draft]:
     """LLM outputs are always new steps; they are recorded so the next call's history skips them."""
-    end = span.view.end_ns
+    view = span.view
+    end, span_start, span_id = view.end_ns, view.start_ns, view.span_id
+    counts = state.content_counts
     out: list[_Draft] = []
     seq = base_seq
     for message in span.output_messages:
         for part in message.parts:
             seq += 1
-            if part.type == "tool_call":
+            ptype = part.type
+            if ptype == "tool_call":
                 draft = _tool_call_from_part(span, part, state, end, seq, occurrences=None)
                 if draft is not None:
                     out.append(draft)
-            elif part.type in ("text", "reasoning") and part.content:
-                key = (message.role, part.type, part.content)
-                state.content_counts[key] = state.content_counts.get(key, 0) + 1
-                out.append(
-                    _draft(
-                        span,
-                        end,
-                        seq,
-                        kind="reasoning" if part.type == "reasoning" else "assistant",
-                        text=part.content,
-                        finish_reason=message.finish_reason,
-                    )
-                )
+            elif ptype in _CONTENT_TYPES and part.content:
+                content = part.content
+                key = (message.role, ptype, content)
+                counts[key] = counts.get(key, 0) + 1
+                fields = {
+                    "kind": "reasoning" if ptype == "reasoning" else "assistant",
+                    "text": content,
+                    "finish_reason": message.finish_reason,
+                    "start_ns": end,
+                    "end_ns": end,
+                }
+                out.append(((end, span_start, span_id, seq), fields))
     return out
 
 
@@ -539,10 +591,10 @@ def _tool_call_from_part(
         if key in state.seen_ids:
             # A resent call (the next LLM input repeats it): canonicalize only if it adds arguments.
             existing = state.call_steps.get(call_id)
-            if existing is not None and existing.fields.get("arguments") is None:
+            if existing is not None and existing[1].get("arguments") is None:
                 args = canonical_arguments(arguments)
                 if args is not None:
-                    existing.fields["arguments"] = args
+                    existing[1]["arguments"] = args
             return None
         state.seen_ids.add(key)
     args = canonical_arguments(arguments)
@@ -558,7 +610,16 @@ def _tool_call_from_part(
             state.content_counts[ckey] = state.content_counts.get(ckey, 0) + 1
         state.anonymous += 1
         call_id = None
-    draft = _draft(span, at_ns, seq, kind="tool_call", tool=name, call_id=call_id, arguments=args)
+    view = span.view
+    fields = {
+        "kind": "tool_call",
+        "tool": name,
+        "call_id": call_id,
+        "arguments": args,
+        "start_ns": at_ns,
+        "end_ns": at_ns,
+    }
+    draft = ((at_ns, view.start_ns, view.span_id, seq), fields)
     if call_id:
         state.call_steps[call_id] = draft
         state.pending_calls.append(call_id)
@@ -592,7 +653,16 @@ def _tool_result_from_part(
         if call_id in state.pending_calls:
             state.pending_calls.remove(call_id)
         name = name or state.call_names.get(call_id)
-    return _draft(span, at_ns, seq, kind="tool_result", tool=name, call_id=call_id, text=content)
+    view = span.view
+    fields = {
+        "kind": "tool_result",
+        "tool": name,
+        "call_id": call_id,
+        "text": content,
+        "start_ns": at_ns,
+        "end_ns": at_ns,
+    }
+    return ((at_ns, view.start_ns, view.span_id, seq), fields)
 
 
 def _adopt_pending(state: _State, name: str | None) -> str | None:
@@ -604,7 +674,7 @@ def _adopt_pending(state: _State, name: str | None) -> str | None:
 
 def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     view = span.view
-    start, end = view.start_ns, view.end_ns
+    start, end, span_id = view.start_ns, view.end_ns, view.span_id
     name = span.tool_name or view.name
     args = canonical_arguments(span.tool_arguments)
     call_id = span.tool_call_id
@@ -616,23 +686,24 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     if call_id and ("tool_call", call_id) in state.seen_ids:
         existing = state.call_steps.get(call_id)
         if existing is not None:
-            existing.fields["exec_span_id"] = view.span_id
-            if existing.fields.get("arguments") is None:
-                existing.fields["arguments"] = args
+            fields = existing[1]
+            fields["exec_span_id"] = span_id
+            if fields.get("arguments") is None:
+                fields["arguments"] = args
     else:
         if call_id:
             state.seen_ids.add(("tool_call", call_id))
             state.call_names.setdefault(call_id, name)
-        draft = _draft(
-            span,
-            start,
-            0,
-            kind="tool_call",
-            tool=name,
-            call_id=call_id,
-            arguments=args,
-            exec_span_id=view.span_id,
-        )
+        fields = {
+            "kind": "tool_call",
+            "tool": name,
+            "call_id": call_id,
+            "arguments": args,
+            "exec_span_id": span_id,
+            "start_ns": start,
+            "end_ns": start,
+        }
+        draft = ((start, start, span_id, 0), fields)
         if call_id:
             state.call_steps[call_id] = draft
         out.append(draft)
@@ -642,20 +713,16 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
             state.seen_ids.add(result_key)
             if call_id in state.pending_calls:
                 state.pending_calls.remove(call_id)
-        out.append(
-            _draft(
-                span,
-                end,
-                1,
-                kind="tool_result",
-                start_ns=start,
-                end_ns=end,
-                tool=name,
-                call_id=call_id,
-                text=to_text(span.tool_result),
-                error=span.error,
-            )
-        )
+        fields = {
+            "kind": "tool_result",
+            "start_ns": start,
+            "end_ns": end,
+            "tool": name,
+            "call_id": call_id,
+            "text": to_text(span.tool_result),
+            "error": span.error,
+        }
+        out.append(((end, start, span_id, 1), fields))
     return out
 
 
@@ -672,9 +739,9 @@ def _pending_call_for(state: _State, name: str, args: str | None) -> str | None:
         if (
             state.call_names.get(pending) == name
             and draft is not None
-            and draft.fields.get("exec_span_id") is None
+            and draft[1].get("exec_span_id") is None
         ):
-            candidates.append((pending, draft.fields.get("arguments")))
+            candidates.append((pending, draft[1].get("arguments")))
     for pending, called in candidates:
         if args is None or called in (None, args):
             return pending
@@ -706,30 +773,40 @@ def _runs(
     ordered: list[NormalizedSpan], parent_of: Mapping[str, str], names: Mapping[str, str]
 ) -> tuple[list[Run], dict[str, str]]:
     agent_spans = [s for s in ordered if s.operation == "agent"]
-    agent_ids = {s.span_id for s in agent_spans}
+    agent_ids = {s.view.span_id for s in agent_spans}
     runs: list[Run] = []
     run_of_span: dict[str, str] = {}
 
     def nearest_agent(span_id: str, include_self: bool) -> str | None:
-        seen: set[str] = set()
+        if not agent_ids:
+            return None
+        seen: set[str] | None = None  # made past the first link only (the usual depth)
         current = span_id if include_self else parent_of.get(span_id, "")
-        while current and current not in seen:  # parent cycles are possible in bad data
+        while current:
             if current in agent_ids:
                 return current
-            seen.add(current)
+            if seen is None:
+                seen = {current}
+            elif current in seen:  # parent cycles are possible in bad data
+                return None
+            else:
+                seen.add(current)
             current = parent_of.get(current, "")
         return None
 
     depth_of: dict[str, int] = {}
     for span in agent_spans:  # parents start before children, so they come first
-        parent = nearest_agent(span.span_id, include_self=False)
-        depth_of[span.span_id] = depth_of.get(parent, -1) + 1 if parent else 0
+        span_id = span.view.span_id
+        parent = nearest_agent(span_id, include_self=False)
+        depth_of[span_id] = depth_of.get(parent, -1) + 1 if parent else 0
     root_span = _local_root(ordered, parent_of)
-    needs_implicit = not agent_spans or any(
-        nearest_agent(s.span_id, include_self=True) is None for s in ordered
-    )
+    # each span's own run (None: outside every agent), found once
+    own_agents = [
+        (s.view.span_id, nearest_agent(s.view.span_id, include_self=True)) for s in ordered
+    ]
+    needs_implicit = not agent_spans or any(agent is None for _, agent in own_agents)
     if needs_implicit:
-        root_id = _top_ancestor(root_span.span_id, parent_of) if root_span is not None else ""
+        root_id = _top_ancestor(root_span.view.span_id, parent_of) if root_span is not None else ""
         root_name = names.get(root_id, "")
         if root_span is not None and not root_name:
             root_name = root_span.view.name
@@ -747,42 +824,34 @@ def _runs(
             )
         )
     for span in sorted(
-        agent_spans, key=lambda s: (depth_of[s.span_id], s.view.start_ns, s.span_id)
+        agent_spans, key=lambda s: (depth_of[s.view.span_id], s.view.start_ns, s.view.span_id)
     ):
-        parent = nearest_agent(span.span_id, include_self=False)
+        span_id = span.view.span_id
+        parent = nearest_agent(span_id, include_self=False)
         runs.append(
             Run(
-                run_id=span.span_id,
+                run_id=span_id,
                 agent_name=span.agent_name or span.view.name,
-                span_id=span.span_id,
+                span_id=span_id,
                 parent_run_id=parent if parent else (runs[0].run_id if needs_implicit else None),
                 start_ns=span.view.start_ns,
                 end_ns=span.view.end_ns,
-                depth=depth_of[span.span_id] + (1 if needs_implicit else 0),
+                depth=depth_of[span_id] + (1 if needs_implicit else 0),
                 service_name=span.view.service_name,
                 declared_output=span.declared_output,
             )
         )
-    for span in ordered:
-        agent = nearest_agent(span.span_id, include_self=True)
-        run_of_span[span.span_id] = agent if agent is not None else (runs[0].run_id if runs else "")
+    default_run = runs[0].run_id if runs else ""
+    for span_id, agent in own_agents:
+        run_of_span[span_id] = agent if agent is not None else default_run
     return runs, run_of_span
-
-
-def _run_for(
-    span_id: str, run_of_span: Mapping[str, str], parent_of: Mapping[str, str], runs: list[Run]
-) -> str:
-    run = run_of_span.get(span_id)
-    if run is not None:
-        return run
-    return runs[0].run_id if runs else ""
 
 
 def _local_root(
     ordered: list[NormalizedSpan], parent_of: Mapping[str, str]
 ) -> NormalizedSpan | None:
     """The GenAI span closest to the top: no parent, or a parent outside the GenAI spans."""
-    ids = {s.span_id for s in ordered}
+    ids = {s.view.span_id for s in ordered}
     for span in ordered:
         if not span.view.parent_span_id or span.view.parent_span_id not in ids:
             return span

@@ -1474,3 +1474,27 @@ def test_leak_inputs_take_the_intended_paths() -> None:
 def test_no_leaks(call: Callable[[], object], calls_per_call: int) -> None:
     # 100,000 calls of the C function each time
     assert_leak_free(call, [PREFIXES, EVENT, *PREFIXES], 100_000 // calls_per_call)
+
+
+def test_keys_decoded_before_are_the_same_strings() -> None:
+    """ASCII keys of up to 64 bytes come from the module's key cache: the second decoding of a
+    key gives the string made the first time (its hash already computed); other keys, and keys
+    whose cache slot another key took since, are decoded afresh, equal all the same."""
+    keys = ["gen_ai.operation.name", "k" * 64, "k" * 65, "clé", "", "a\x00b"]
+    keys += [f"key.{i}" for i in range(2000)]  # more keys than slots: slots are reused
+    span = Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    span.attributes.extend(_key_value(k, AnyValue(int_value=i)) for i, k in enumerate(keys))
+    raw = span.SerializeToString()
+    first = decode_key_values(raw, 0, len(raw), 9)
+    second = decode_key_values(raw, 0, len(raw), 9)
+    assert same(first, _proto_attributes(span.attributes))
+    assert same(second, first)
+    assert list(first) == list(second) == keys
+    one = Span(trace_id=b"\x01" * 16, span_id=b"\x02" * 8)
+    one.attributes.append(_key_value("gen_ai.operation.name", AnyValue(string_value="chat")))
+    raw_one = one.SerializeToString()
+    a = next(iter(decode_key_values(raw_one, 0, len(raw_one), 9)))
+    b = next(iter(decode_key_values(raw_one, 0, len(raw_one), 9)))
+    assert a is b
+    long_key = [k for k in decode_key_values(raw, 0, len(raw), 9) if len(k) == 65]
+    assert long_key and long_key[0] is not next(k for k in first if len(k) == 65)

@@ -63,6 +63,13 @@ _DB_QUERY_RESULT = traceloop.DB_QUERY_RESULT
 _GENAI_OPERATIONS = frozenset(genai.OPERATION_MAP)
 # The gate's key test, run in C (no generator frame per key).
 _STARTS_GENAI = methodcaller("startswith", _ANY_GENAI_PREFIXES)
+# Every key by which a family before OTel GenAI (in `CONVENTIONS`) claims a span: a span named
+# like an OTel GenAI operation with none of them, and no name, scope or event another family
+# claims, is OTel GenAI exactly when `genai.detect` says so (its keys all pass the gate).
+_CLAIMED_BEFORE_GENAI = (
+    openinference.CLAIM_KEYS | vercel_ai.CLAIM_KEYS | pydantic_ai.DETECT_KEYS | traceloop.CLAIM_KEYS
+)
+_GENAI_CONVENTION = CONVENTIONS[-1]
 
 
 # What a span name alone says, memoized: span names repeat (`GET /api/orders/{id}`, `SELECT
@@ -91,12 +98,16 @@ def detect_convention(view: SpanView) -> Convention | None:
         return None
     hinted = flags & _HINTED
     by_name = flags & _BY_NAME or view.scope_name == "pydantic-ai"
+    if hinted and not by_name:  # the usual GenAI span: one pass over its keys, in C
+        attributes = view.attributes
+        if (
+            _CLAIMED_BEFORE_GENAI.isdisjoint(attributes)
+            and view.name not in pydantic_ai.SPAN_NAMES
+            and not view.has_event(_DB_QUERY_RESULT)
+        ):
+            return None if genai.DETECT_KEYS.isdisjoint(attributes) else _GENAI_CONVENTION
     keys: Collection[str] = view.attributes.keys() if hinted else view.attribute_keys
-    if (
-        not by_name
-        and not any(map(_STARTS_GENAI, keys))
-        and not any(event.name == _DB_QUERY_RESULT for event in view.events)
-    ):
+    if not by_name and not any(map(_STARTS_GENAI, keys)) and not view.has_event(_DB_QUERY_RESULT):
         return None
     keyset = frozenset(keys)
     for convention in CONVENTIONS:

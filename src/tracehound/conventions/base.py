@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tracehound import _wire
 from tracehound.spans import LogView, SpanView
 
 __all__ = [
@@ -38,6 +39,42 @@ _TEXT_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 _CANONICAL_JSON = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
 )
+
+
+def _c_encoder(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """`encoder.encode`, through one C encoder made once rather than one per call.
+
+    Without the circular-reference markers: a circular value then raises RecursionError rather
+    than ValueError, which both callers treat alike. The Python method where the C encoder is
+    missing (another interpreter) or takes other arguments.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    try:
+        c_encode = make(
+            None,
+            encoder.default,
+            json.encoder.encode_basestring,
+            None,
+            encoder.key_separator,
+            encoder.item_separator,
+            encoder.sort_keys,
+            encoder.skipkeys,
+            encoder.allow_nan,
+        )
+    except TypeError:
+        return encoder.encode
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(c_encode(value, 0))
+
+    return encode
+
+
+_text_json = _c_encoder(_TEXT_JSON)
+_canonical_json = _c_encoder(_CANONICAL_JSON)
 
 
 @dataclass(slots=True)
@@ -117,9 +154,15 @@ _DECODER = json.JSONDecoder()
 
 
 def _loads(text: str) -> Any:
-    """`json.loads(text)`, minus its per-call checks and whitespace scans for a document that
-    starts with its value and ends with it (what instrumentations write); anything else, valid
-    or not, goes through `json.loads` itself."""
+    """`json.loads(text)`: by the C accelerator for the usual documents; else, minus its
+    per-call checks and whitespace scans for a document that starts with its value and ends
+    with it (what instrumentations write); anything else, valid or not, goes through
+    `json.loads` itself."""
+    native = _wire._native
+    if native is not None:
+        decoded = native.json_loads(text)
+        if decoded is not None:
+            return decoded[0]
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:
@@ -166,7 +209,7 @@ def to_text(value: Any) -> str | None:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "replace")
     try:
-        return _TEXT_JSON.encode(value)
+        return _text_json(value)
     except (TypeError, ValueError, RecursionError):
         return str(value)
 
@@ -183,12 +226,12 @@ def canonical_arguments(value: Any) -> str | None:
         stripped = value.strip()
         if stripped[:1] in ("{", "[") and len(stripped) <= MAX_JSON_BYTES:
             try:
-                value = json.loads(stripped)
+                value = _loads(stripped)
             except (ValueError, RecursionError):
                 return str(value)
         else:
             return str(value)
     try:
-        return _CANONICAL_JSON.encode(value)
+        return _canonical_json(value)
     except (TypeError, ValueError, RecursionError):
         return str(value)

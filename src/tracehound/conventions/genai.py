@@ -206,7 +206,6 @@ def fill_from_output_messages(span: NormalizedSpan) -> None:
         span.finish_reasons = [m.finish_reason for m in span.output_messages if m.finish_reason]
 
 
-_AGENT_NAME_KEYS = ("gen_ai.agent.name",)
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model")
 _PROVIDER_KEYS = ("gen_ai.provider.name", "gen_ai.system")
 _INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
@@ -215,15 +214,21 @@ _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tok
 
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     attrs = view.attributes
+    get = attrs.get
     legacy = "gen_ai.provider.name" not in attrs and "gen_ai.system" in attrs
-    span = NormalizedSpan(view, LEGACY_NAME if legacy else NAME, _operation(attrs))
+    operation = _operation(attrs)
+    span = NormalizedSpan(view, LEGACY_NAME if legacy else NAME, operation)
     problems = span.problems
-    span.agent_name = _first_str(attrs, _AGENT_NAME_KEYS)
+    # `_first_str` / `_first_int` over the keys of each fact, written out: this runs per span
+    value = get("gen_ai.agent.name")
+    span.agent_name = value if isinstance(value, str) and value else None
     span.model = _first_str(attrs, _MODEL_KEYS)
     span.provider = _first_str(attrs, _PROVIDER_KEYS)
     span.input_tokens = _first_int(view, attrs, _INPUT_TOKEN_KEYS)
     span.output_tokens = _first_int(view, attrs, _OUTPUT_TOKEN_KEYS)
-    span.finish_reasons = finish_reasons_of(attrs.get("gen_ai.response.finish_reasons"))
+    value = get("gen_ai.response.finish_reasons")
+    if value is not None:
+        span.finish_reasons = finish_reasons_of(value)
     if "gen_ai.system_instructions" in attrs:
         span.system_instructions = parse_instructions(
             attrs["gen_ai.system_instructions"], "gen_ai.system_instructions", problems
@@ -236,20 +241,24 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         span.output_messages = parse_messages(
             attrs["gen_ai.output.messages"], "gen_ai.output.messages", problems
         )
-    if span.operation == "tool":
-        span.tool_name = first_str(view, "gen_ai.tool.name")
-        span.tool_call_id = first_str(view, "gen_ai.tool.call.id")
-        span.tool_arguments = attrs.get("gen_ai.tool.call.arguments")
-        span.tool_result = attrs.get("gen_ai.tool.call.result")
-    elif span.operation == "retrieval":
+    if operation == "tool":
+        value = get("gen_ai.tool.name")
+        span.tool_name = value if isinstance(value, str) and value else None
+        value = get("gen_ai.tool.call.id")
+        span.tool_call_id = value if isinstance(value, str) and value else None
+        span.tool_arguments = get("gen_ai.tool.call.arguments")
+        span.tool_result = get("gen_ai.tool.call.result")
+    elif operation == "retrieval":
         span.query = first_str(view, "gen_ai.retrieval.query.text")
         span.source = first_str(view, "gen_ai.data_source.id") or view.name
         if "gen_ai.retrieval.documents" in attrs:
             span.documents = documents_from(
                 attrs["gen_ai.retrieval.documents"], "gen_ai.retrieval.documents", problems
             )
-    apply_log_events(span, logs)
-    fill_from_output_messages(span)
+    if logs:
+        apply_log_events(span, logs)
+    if span.output_messages:
+        fill_from_output_messages(span)
     span.error = error_of(view)
     return span
 

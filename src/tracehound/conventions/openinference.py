@@ -37,8 +37,12 @@ KIND_MAP: dict[str, Operation] = {
 }
 
 
+# The keys that make `detect` claim a span (it looks at nothing else).
+CLAIM_KEYS = frozenset(("openinference.span.kind",))
+
+
 def detect(view: SpanView, keys: frozenset[str]) -> bool:
-    return "openinference.span.kind" in keys
+    return not keys.isdisjoint(CLAIM_KEYS)
 
 
 def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:

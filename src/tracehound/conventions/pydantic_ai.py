@@ -21,7 +21,7 @@ from tracehound.spans import LogView, SpanView
 
 NAME = "pydantic_ai"
 
-_SPAN_NAMES = frozenset(("agent run", "running tool", "running tools"))
+SPAN_NAMES = frozenset(("agent run", "running tool", "running tools"))
 DETECT_KEYS = frozenset(
     (
         "pydantic_ai.all_messages",
@@ -38,7 +38,7 @@ DETECT_KEYS = frozenset(
 def detect(view: SpanView, keys: frozenset[str]) -> bool:
     if view.scope_name == "pydantic-ai":
         return True
-    return view.name in _SPAN_NAMES or not keys.isdisjoint(DETECT_KEYS)
+    return view.name in SPAN_NAMES or not keys.isdisjoint(DETECT_KEYS)
 
 
 def _json_events(value: Any, what: str, problems: list[str]) -> list[tuple[str, Any]]:

@@ -55,13 +55,14 @@ _TRACELOOP_ONLY_KEYS = frozenset(
 )
 
 
+# The keys that make `detect` claim a span (beside a `db.query.result` event).
+CLAIM_KEYS = _TRACELOOP_ONLY_KEYS | {"traceloop.span.kind", "llm.request.type"}
+
+
 def detect(view: SpanView, keys: frozenset[str]) -> bool:
-    if "traceloop.span.kind" in keys or "llm.request.type" in keys:
+    if not keys.isdisjoint(CLAIM_KEYS):
         return True
-    if not keys.isdisjoint(_TRACELOOP_ONLY_KEYS):
-        return True
-    events = view.events
-    return bool(events) and any(event.name == DB_QUERY_RESULT for event in events)
+    return view.has_event(DB_QUERY_RESULT)
 
 
 def _indexed_messages(attrs: dict[str, Any], prefix: str) -> list[Message]:

@@ -20,8 +20,12 @@ _LLM_SUFFIXES = (".doGenerate", ".doStream")
 _TOP_LEVEL = frozenset(("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject"))
 
 
+# The keys that make `detect` claim a span (beside names starting with `ai.`).
+CLAIM_KEYS = frozenset(("ai.operationId",))
+
+
 def detect(view: SpanView, keys: frozenset[str]) -> bool:
-    if "ai.operationId" in keys:
+    if not keys.isdisjoint(CLAIM_KEYS):
         return True
     name = view.name
     return name.startswith("ai.") and (
