@@ -135,16 +135,32 @@ class EvidenceIndex:
         return self._cache
 
     def add_evidence(self, item: Item, position: int, evidence_id: str) -> EvidenceSource:
-        units = self._cache.units(item.text)
-        source_index = len(self.sources)
-        source = EvidenceSource(
+        return self.add_source(
+            item.text,
+            position,
             evidence_id=evidence_id,
-            position=position,
             step_key=item.key,
             source_type=item.source_type,
             tool=item.tool,
-            source=item.source,
-            units=units,
+            source_name=item.source,
+        )
+
+    def add_source(
+        self,
+        text: str,
+        position: int,
+        *,
+        evidence_id: str,
+        step_key: str,
+        source_type: str,
+        tool: str | None,
+        source_name: str | None,
+    ) -> EvidenceSource:
+        """`add_evidence` for an item given by its fields (the evaluator has no `Item`)."""
+        units = self._cache.units(text)
+        source_index = len(self.sources)
+        source = EvidenceSource(
+            evidence_id, position, step_key, source_type, tool, source_name, units
         )
         self.sources.append(source)
         core = self._core
