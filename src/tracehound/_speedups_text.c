@@ -222,21 +222,94 @@ enum {
 
 #define FLAGS_ON_STACK 256
 
+/* For `tokens` (a list of ASCII str, as ascii_tokens makes): the informative ones, those not in
+ * `stop_words`, as a new tuple in *informative, and " ".join(tokens) as a new str in
+ * *normalized. ST_OK; ST_UNHANDLED, making nothing, if fewer than `at_least` are informative;
+ * ST_ERROR with an exception. */
+static int
+informative_normalized(PyObject *tokens, PyObject *stop_words, Py_ssize_t at_least,
+                       PyObject **informative, PyObject **normalized)
+{
+    unsigned char flags_stack[FLAGS_ON_STACK], *stop = flags_stack;
+    Py_ssize_t n = PyList_GET_SIZE(tokens), i, k, count = 0, size = 0;
+    Py_UCS1 *out;
+    int r, st = ST_ERROR;
+
+    *informative = *normalized = NULL;
+    if (n > FLAGS_ON_STACK && (stop = PyMem_Malloc((size_t)n)) == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        if (!PyUnicode_IS_ASCII(token)) {
+            PyErr_SetString(PyExc_SystemError, "tracehound._speedups: a token is not ASCII");
+            goto done;
+        }
+        if ((r = PySet_Contains(stop_words, token)) < 0) {
+            goto done;
+        }
+        stop[i] = (unsigned char)r;
+        count += !r;
+        size += PyUnicode_GET_LENGTH(token) + (i > 0);
+    }
+    if (count < at_least) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    if ((*informative = PyTuple_New(count)) == NULL) {
+        goto done;
+    }
+    for (i = k = 0; i < n; i++) {
+        if (!stop[i]) {
+            PyObject *token = PyList_GET_ITEM(tokens, i);
+            Py_INCREF(token);
+            PyTuple_SET_ITEM(*informative, k++, token);
+        }
+    }
+    if ((*normalized = PyUnicode_New(size, 127)) == NULL) {
+        Py_CLEAR(*informative);
+        goto done;
+    }
+    out = PyUnicode_1BYTE_DATA(*normalized);
+    for (i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(token);
+        if (i > 0) {
+            *out++ = ' ';
+        }
+        memcpy(out, PyUnicode_1BYTE_DATA(token), (size_t)len);
+        out += len;
+    }
+    st = ST_OK;
+done:
+    if (stop != flags_stack) {
+        PyMem_Free(stop);
+    }
+    return st;
+}
+
+/* ascii_tokens(text), called through its C function: a new list, a new reference to None (the
+ * text is not of the ASCII path), or NULL with an exception. */
+static PyObject *
+call_ascii_tokens(PyObject *self, PyObject *text)
+{
+    PyObject *ascii_tokens = PyTuple_GET_ITEM(self, SELF_ASCII_TOKENS);
+    return PyCFunction_GET_FUNCTION(ascii_tokens)(PyCFunction_GET_SELF(ascii_tokens), text);
+}
+
 /* text._segment_unit(segment) for the segment data[start:end] of the text (`segment` is that
  * str): a new Unit, or None (a new reference), or NULL with an exception set. */
 static PyObject *
 segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject *text,
              int kind, const void *data, PyObject *segment, Py_ssize_t start, Py_ssize_t end)
 {
-    PyObject *ascii_tokens = PyTuple_GET_ITEM(self, SELF_ASCII_TOKENS);
     PyObject *tokens, *informative = NULL, *token_set = NULL, *normalized = NULL;
     PyObject *stripped = NULL, *unit = NULL, *values[4];
-    unsigned char flags_stack[FLAGS_ON_STACK], *stop = flags_stack;
-    Py_ssize_t n, i, k, count = 0, size = 0, start0 = start, end0 = end;
-    Py_UCS1 *out;
-    int r;
+    Py_ssize_t i, start0 = start, end0 = end;
+    int st;
 
-    tokens = PyCFunction_GET_FUNCTION(ascii_tokens)(PyCFunction_GET_SELF(ascii_tokens), segment);
+    tokens = call_ascii_tokens(self, segment);
     if (tokens == NULL) {
         return NULL;
     }
@@ -245,56 +318,17 @@ segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject
         PyErr_SetString(PyExc_SystemError, "text_units: ascii_tokens gave no tokens");
         return NULL;
     }
-    n = PyList_GET_SIZE(tokens);
-    if (n > FLAGS_ON_STACK && (stop = PyMem_Malloc((size_t)n)) == NULL) {
-        PyErr_NoMemory();
+    st = informative_normalized(tokens, stop_words, 2, &informative, &normalized);
+    if (st == ST_ERROR) {
         goto done;
     }
-    /* the informative tokens: those not in stop_words */
-    for (i = 0; i < n; i++) {
-        PyObject *token = PyList_GET_ITEM(tokens, i);
-        if ((r = PySet_Contains(stop_words, token)) < 0) {
-            goto done;
-        }
-        stop[i] = (unsigned char)r;
-        count += !r;
-        size += PyUnicode_GET_LENGTH(token) + (i > 0);
-    }
-    if (count < 2) {
+    if (st == ST_UNHANDLED) { /* fewer than two informative tokens: no unit */
         unit = Py_None;
         Py_INCREF(unit);
         goto done;
     }
-    if ((informative = PyTuple_New(count)) == NULL) {
-        goto done;
-    }
-    for (i = k = 0; i < n; i++) {
-        if (!stop[i]) {
-            PyObject *token = PyList_GET_ITEM(tokens, i);
-            Py_INCREF(token);
-            PyTuple_SET_ITEM(informative, k++, token);
-        }
-    }
     if ((token_set = PyFrozenSet_New(informative)) == NULL) {
         goto done;
-    }
-    /* " ".join(tokens): ascii_tokens makes ASCII strings */
-    if ((normalized = PyUnicode_New(size, 127)) == NULL) {
-        goto done;
-    }
-    out = PyUnicode_1BYTE_DATA(normalized);
-    for (i = 0; i < n; i++) {
-        PyObject *token = PyList_GET_ITEM(tokens, i);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(token);
-        if (!PyUnicode_IS_ASCII(token)) {
-            PyErr_SetString(PyExc_SystemError, "text_units: a token is not ASCII");
-            goto done;
-        }
-        if (i > 0) {
-            *out++ = ' ';
-        }
-        memcpy(out, PyUnicode_1BYTE_DATA(token), (size_t)len);
-        out += len;
     }
     /* segment.strip() */
     while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
@@ -326,9 +360,6 @@ segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject
         }
     }
 done:
-    if (stop != flags_stack) {
-        PyMem_Free(stop);
-    }
     Py_DECREF(tokens);
     Py_XDECREF(informative);
     Py_XDECREF(token_set);
@@ -476,18 +507,76 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return units; /* NULL if an exception is set */
 }
 
+/* --- tokens -------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(text_tokens_doc,
+"text_tokens($module, text, stop_words, /)\n"
+"--\n"
+"\n"
+"(normalized, informative) for a text of the tokenizer's ASCII path (see ascii_tokens), as\n"
+"tracehound.text makes them from its tokens: normalized is \" \".join(tokens) (normalize_text),\n"
+"informative the tuple of the tokens not in stop_words (a set or frozenset), in order, with\n"
+"repeats (informative_tokens). None for any other text. Raises TypeError for arguments of\n"
+"other types (text must be a str, not a subclass).");
+
+static PyObject *
+text_tokens(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *tokens, *informative, *normalized, *result;
+    int st;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "text_tokens() takes exactly 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(args[0])) {
+        PyErr_Format(PyExc_TypeError, "text_tokens() argument 'text' must be str, not %.100s",
+                     Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    if (!PyAnySet_Check(args[1])) {
+        PyErr_Format(PyExc_TypeError,
+                     "text_tokens() argument 'stop_words' must be a set or frozenset, not %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    tokens = call_ascii_tokens(self, args[0]);
+    if (tokens == NULL || tokens == Py_None) {
+        return tokens; /* None: not of the ASCII path */
+    }
+    st = informative_normalized(tokens, args[1], 0, &informative, &normalized);
+    Py_DECREF(tokens);
+    if (st != ST_OK) {
+        return NULL; /* (at_least 0: never ST_UNHANDLED) */
+    }
+    result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(informative);
+        Py_DECREF(normalized);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, normalized);
+    PyTuple_SET_ITEM(result, 1, informative);
+    return result;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef text_units_def = {
     "text_units", (PyCFunction)(void (*)(void))text_units, METH_FASTCALL, text_units_doc,
 };
 
+static PyMethodDef text_tokens_def = {
+    "text_tokens", (PyCFunction)(void (*)(void))text_tokens, METH_FASTCALL, text_tokens_doc,
+};
+
 static PyMethodDef text_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* text_units gets a self of its own (a tuple, see SELF_*): the module's ascii_tokens, whose C
- * function it calls, and the names of Unit's fields. */
+/* text_units and text_tokens get a self of their own (a tuple, see SELF_*): the module's
+ * ascii_tokens, whose C function they call, and the names of Unit's fields. */
 int
 tracehound_add_text(PyObject *module)
 {
@@ -523,15 +612,17 @@ tracehound_add_text(PyObject *module)
         Py_DECREF(self);
         return -1;
     }
-    func = PyCFunction_NewEx(&text_units_def, self, modname);
+    for (i = 0; i < 2; i++) {
+        PyMethodDef *def = i == 0 ? &text_units_def : &text_tokens_def;
+        func = PyCFunction_NewEx(def, self, modname);
+        if (func == NULL || PyModule_AddObject(module, def->ml_name, func) < 0) {
+            Py_XDECREF(func);
+            Py_DECREF(modname);
+            Py_DECREF(self);
+            return -1;
+        }
+    }
     Py_DECREF(modname);
     Py_DECREF(self);
-    if (func == NULL) {
-        return -1;
-    }
-    if (PyModule_AddObject(module, "text_units", func) < 0) {
-        Py_DECREF(func);
-        return -1;
-    }
     return PyModule_AddFunctions(module, text_methods);
 }

@@ -196,11 +196,15 @@ class EvidenceIndex:
 
     def match_output(self, text: str, position: int) -> list[int]:
         """Record which indexed units this output reuses; returns their unit ids (ascending)."""
+        if self._core is not None:
+            # the core takes the informative tokens as they are, repeats and all: no set needed
+            normalized, informative = self._cache.normalized_informative(text)
+            if not normalized:
+                return []
+            return self._core.match(informative, normalized, position, self.sources)
         target = self._cache.tokenized(text)
         if not target.normalized:
             return []
-        if self._core is not None:
-            return self._core.match(target.token_set, target.normalized, position, self.sources)
         target_set = target.token_set
         matched: list[int] = []
         units, class_units, thresholds = self._units, self._class_units, self._thresholds
