@@ -18,6 +18,7 @@
  */
 #include "_speedups.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__GNUC__)
@@ -222,16 +223,92 @@ enum {
 
 #define FLAGS_ON_STACK 256
 
+/* The stop words, for telling whether a token is one without a set lookup: the ASCII ones,
+ * chained by first character. A set holding anything but str (which might equal a token) or
+ * too many words is looked up instead. */
+#define STOP_WORDS_MAX 64
+typedef struct {
+    int use_set;                  /* look tokens up in the set itself */
+    uint8_t head[128];            /* by first character: 1 + the index of a word, 0: none */
+    uint8_t next[STOP_WORDS_MAX]; /* 1 + the index of the next word of that character, 0: none */
+    Py_ssize_t len[STOP_WORDS_MAX];
+    const Py_UCS1 *chars[STOP_WORDS_MAX]; /* the set's strings' (it is held while in use) */
+} stop_words_t;
+
+static void
+stop_words_init(stop_words_t *w, PyObject *stop_words)
+{
+    /* the set's own table, as match_tokens (_speedups_evidence.c) reads a frozenset's */
+    const PySetObject *set = (const PySetObject *)stop_words;
+    Py_ssize_t i;
+    int n = 0;
+
+    memset(w->head, 0, sizeof(w->head));
+    w->use_set = 1;
+    for (i = 0; i <= set->mask; i++) {
+        PyObject *key = set->table[i].key;
+        Py_ssize_t len;
+        Py_UCS1 c;
+        if (key == NULL || set->table[i].hash == -1) { /* empty or deleted */
+            continue;
+        }
+        if (!PyUnicode_CheckExact(key)) {
+            return;
+        }
+        len = PyUnicode_GET_LENGTH(key);
+        if (!PyUnicode_IS_ASCII(key) || len == 0) { /* never equal to a token */
+            continue;
+        }
+        if (n == STOP_WORDS_MAX) {
+            return;
+        }
+        c = PyUnicode_1BYTE_DATA(key)[0];
+        w->len[n] = len;
+        w->chars[n] = PyUnicode_1BYTE_DATA(key);
+        w->next[n] = w->head[c];
+        w->head[c] = (uint8_t)(n + 1);
+        n++;
+    }
+    w->use_set = 0;
+}
+
+/* Whether the (ASCII, non-empty) token is one of the stop words: 1, 0, or -1 with an
+ * exception. */
+static ALWAYS_INLINE int
+is_stop_word(const stop_words_t *w, PyObject *stop_words, PyObject *token)
+{
+    const Py_UCS1 *chars;
+    Py_ssize_t len, j;
+    int k;
+
+    if (w->use_set) {
+        return PySet_Contains(stop_words, token);
+    }
+    chars = PyUnicode_1BYTE_DATA(token);
+    len = PyUnicode_GET_LENGTH(token);
+    for (k = w->head[chars[0]]; k; k = w->next[k - 1]) {
+        if (w->len[k - 1] == len) {
+            const Py_UCS1 *word = w->chars[k - 1];
+            for (j = 1; j < len && word[j] == chars[j]; j++) {
+            }
+            if (j == len) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* For `tokens` (a list of ASCII str, as ascii_tokens makes): the informative ones, those not in
- * `stop_words`, as a new tuple in *informative, and " ".join(tokens) as a new str in
- * *normalized. ST_OK; ST_UNHANDLED, making nothing, if fewer than `at_least` are informative;
- * ST_ERROR with an exception. */
+ * `stop_words` (`words` is made from it), as a new tuple in *informative, and " ".join(tokens)
+ * as a new str in *normalized. ST_OK; ST_UNHANDLED, making nothing, if fewer than `at_least`
+ * are informative; ST_ERROR with an exception. */
 static int
-informative_normalized(PyObject *tokens, PyObject *stop_words, Py_ssize_t at_least,
-                       PyObject **informative, PyObject **normalized)
+informative_normalized(PyObject *tokens, PyObject *stop_words, const stop_words_t *words,
+                       Py_ssize_t at_least, PyObject **informative, PyObject **normalized)
 {
     unsigned char flags_stack[FLAGS_ON_STACK], *stop = flags_stack;
-    Py_ssize_t n = PyList_GET_SIZE(tokens), i, k, count = 0, size = 0;
+    Py_ssize_t n = PyList_GET_SIZE(tokens), i, j, k, count = 0, size = 0;
     Py_UCS1 *out;
     int r, st = ST_ERROR;
 
@@ -242,11 +319,12 @@ informative_normalized(PyObject *tokens, PyObject *stop_words, Py_ssize_t at_lea
     }
     for (i = 0; i < n; i++) {
         PyObject *token = PyList_GET_ITEM(tokens, i);
-        if (!PyUnicode_IS_ASCII(token)) {
-            PyErr_SetString(PyExc_SystemError, "tracehound._speedups: a token is not ASCII");
+        if (!PyUnicode_IS_ASCII(token) || PyUnicode_GET_LENGTH(token) == 0) {
+            PyErr_SetString(PyExc_SystemError,
+                            "tracehound._speedups: a token is empty or not ASCII");
             goto done;
         }
-        if ((r = PySet_Contains(stop_words, token)) < 0) {
+        if ((r = is_stop_word(words, stop_words, token)) < 0) {
             goto done;
         }
         stop[i] = (unsigned char)r;
@@ -274,11 +352,14 @@ informative_normalized(PyObject *tokens, PyObject *stop_words, Py_ssize_t at_lea
     out = PyUnicode_1BYTE_DATA(*normalized);
     for (i = 0; i < n; i++) {
         PyObject *token = PyList_GET_ITEM(tokens, i);
+        const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(token);
         Py_ssize_t len = PyUnicode_GET_LENGTH(token);
         if (i > 0) {
             *out++ = ' ';
         }
-        memcpy(out, PyUnicode_1BYTE_DATA(token), (size_t)len);
+        for (j = 0; j < len; j++) { /* tokens are short: a loop costs less than memcpy */
+            out[j] = chars[j];
+        }
         out += len;
     }
     st = ST_OK;
@@ -301,8 +382,9 @@ call_ascii_tokens(PyObject *self, PyObject *text)
 /* text._segment_unit(segment) for the segment data[start:end] of the text (`segment` is that
  * str): a new Unit, or None (a new reference), or NULL with an exception set. */
 static PyObject *
-segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject *text,
-             int kind, const void *data, PyObject *segment, Py_ssize_t start, Py_ssize_t end)
+segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words,
+             const stop_words_t *words, PyObject *text, int kind, const void *data,
+             PyObject *segment, Py_ssize_t start, Py_ssize_t end)
 {
     PyObject *tokens, *informative = NULL, *token_set = NULL, *normalized = NULL;
     PyObject *stripped = NULL, *unit = NULL, *values[4];
@@ -318,7 +400,7 @@ segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject
         PyErr_SetString(PyExc_SystemError, "text_units: ascii_tokens gave no tokens");
         return NULL;
     }
-    st = informative_normalized(tokens, stop_words, 2, &informative, &normalized);
+    st = informative_normalized(tokens, stop_words, words, 2, &informative, &normalized);
     if (st == ST_ERROR) {
         goto done;
     }
@@ -373,7 +455,7 @@ done:
 static int
 add_segment(PyObject *self, PyObject *text, int kind, const void *data, Py_ssize_t start,
             Py_ssize_t end, PyObject *segments, PyObject *unit_type, PyObject *stop_words,
-            PyObject *units)
+            const stop_words_t *words, PyObject *units)
 {
     PyObject *segment, *unit;
     int st = ST_ERROR;
@@ -391,7 +473,8 @@ add_segment(PyObject *self, PyObject *text, int kind, const void *data, Py_ssize
         goto done;
     }
     else {
-        unit = segment_unit(self, unit_type, stop_words, text, kind, data, segment, start, end);
+        unit = segment_unit(self, unit_type, stop_words, words, text, kind, data, segment, start,
+                            end);
         if (unit == NULL) {
             goto done;
         }
@@ -430,6 +513,7 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyTypeObject *type;
     const void *data;
     bounds_t b;
+    stop_words_t stop;
     Py_ssize_t i;
     int kind, st;
 
@@ -473,6 +557,7 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
 #endif
+    stop_words_init(&stop, stop_words);
     kind = PyUnicode_KIND(text);
     data = PyUnicode_DATA(text);
     b.items = b.stack;
@@ -493,7 +578,7 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         units = PyList_New(0);
         for (i = 0; units != NULL && i < b.n; i += 2) {
             if (add_segment(self, text, kind, data, b.items[i], b.items[i + 1], segments,
-                            unit_type, stop_words, units) != ST_OK) {
+                            unit_type, stop_words, &stop, units) != ST_OK) {
                 Py_CLEAR(units);
             }
         }
@@ -523,6 +608,7 @@ static PyObject *
 text_tokens(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *tokens, *informative, *normalized, *result;
+    stop_words_t stop;
     int st;
 
     if (nargs != 2) {
@@ -545,7 +631,8 @@ text_tokens(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (tokens == NULL || tokens == Py_None) {
         return tokens; /* None: not of the ASCII path */
     }
-    st = informative_normalized(tokens, args[1], 0, &informative, &normalized);
+    stop_words_init(&stop, args[1]);
+    st = informative_normalized(tokens, args[1], &stop, 0, &informative, &normalized);
     Py_DECREF(tokens);
     if (st != ST_OK) {
         return NULL; /* (at_least 0: never ST_UNHANDLED) */

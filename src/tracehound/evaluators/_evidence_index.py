@@ -158,17 +158,28 @@ class EvidenceIndex:
     ) -> EvidenceSource:
         """`add_evidence` for an item given by its fields (the evaluator has no `Item`)."""
         units = self._cache.units(text)
-        source_index = len(self.sources)
-        source = EvidenceSource(
-            evidence_id, position, step_key, source_type, tool, source_name, units
-        )
-        self.sources.append(source)
+        sources = self.sources
+        source_index = len(sources)
         core = self._core
         if core is not None:
             first = core.add_units(source_index, units)
-            source.unit_ids = list(range(first, first + len(units)))
-            source.reuse_positions = [()] * len(units)
+            source = EvidenceSource(
+                evidence_id,
+                position,
+                step_key,
+                source_type,
+                tool,
+                source_name,
+                units,
+                list(range(first, first + len(units))),
+                [()] * len(units),
+            )
+            sources.append(source)
             return source
+        source = EvidenceSource(
+            evidence_id, position, step_key, source_type, tool, source_name, units
+        )
+        sources.append(source)
         self._group.append(source_index)
         self._members[source_index] = [source_index]
         self._group_classes[source_index] = set()

@@ -107,6 +107,9 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
     return len(items)
 
 
+# `json.dumps(value, sort_keys=True)`, without making an encoder per call
+_to_json = json.JSONEncoder(sort_keys=True).encode
+
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
 _TARGET_KINDS = frozenset(("assistant", "reasoning"))
@@ -407,11 +410,9 @@ class EvidenceEvaluator(Evaluator):
                 survival.max_steps_until_last_reuse
             )
         if survival.tools:
-            attributes[names.ATTR_EVIDENCE_PER_TOOL] = json.dumps(survival.tools, sort_keys=True)
+            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _to_json(survival.tools)
         if survival.per_source:
-            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = json.dumps(
-                survival.per_source, sort_keys=True
-            )
+            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _to_json(survival.per_source)
         grounded = final_ratio >= self.config.min_final_survival
         explanation = (
             f"{survival.reused} of {survival.units} evidence units reused "
