@@ -412,6 +412,10 @@ segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words,
     if ((token_set = PyFrozenSet_New(informative)) == NULL) {
         goto done;
     }
+    /* Strings only: neither can be part of a reference cycle, so the garbage collector need
+     * not scan them (it would find out about the tuple itself, not about the frozenset). */
+    PyObject_GC_UnTrack(informative);
+    PyObject_GC_UnTrack(token_set);
     /* segment.strip() */
     while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
         start++;
@@ -637,6 +641,7 @@ text_tokens(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (st != ST_OK) {
         return NULL; /* (at_least 0: never ST_UNHANDLED) */
     }
+    PyObject_GC_UnTrack(informative); /* strings only, as in segment_unit */
     result = PyTuple_New(2);
     if (result == NULL) {
         Py_DECREF(informative);

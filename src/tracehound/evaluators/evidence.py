@@ -182,7 +182,7 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     labels: list[str] = []  # evidence id of each source, in order
     last_target: dict[str, int] = {}  # target text -> position as fed of its last occurrence
     k = position = 0
-    for index, step in enumerate(trajectory.steps):
+    for step_index, step in enumerate(trajectory.steps):
         kind = step.kind
         text = step.text
         if kind == "retrieval":
@@ -195,7 +195,7 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
                     if role != "evidence" or fed_text != content:
                         return None
                     canonical[fed] = position
-                    labels.append(doc.id or f"{step.span_id}#{index}.{number}")
+                    labels.append(doc.id or f"{step.span_id}#{step_index}.{number}")
                     k += 1
                     position += 1
             continue
@@ -207,7 +207,7 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
                 return None
             canonical[fed] = position
             if role == "evidence":
-                labels.append(step.call_id or f"{step.span_id}#{index}")
+                labels.append(step.call_id or f"{step.span_id}#{step_index}")
             else:
                 last_target[text] = fed
             k += 1
@@ -236,26 +236,24 @@ def _summary(
     tools: dict[str, list[int]] = {}
     per_source: dict[str, list[int]] = {}
     for label, src in zip(labels, index.sources, strict=True):
+        positions_of = src.reuse_positions
         unit_count = len(src.units)
-        src_reused = src_final = 0
-        last = -1
-        for positions in src.reuse_positions:
-            if positions:
-                src_reused += 1
-                last = max(last, positions[-1])  # ascending
-                if final is not None and final in positions:
-                    src_final += 1
-        if final is None or final <= src.position:
-            src_final = 0
-        if last >= 0:
+        # most units are reused by nothing: counted at C speed, the others looked at
+        src_reused = sum(map(bool, positions_of))
+        src_final = 0
+        if src_reused:
+            reusing = [positions for positions in positions_of if positions]
+            last = max([positions[-1] for positions in reusing])  # each ascending
             steps = canonical[last] - canonical[src.position]
             if steps and (last_reuse is None or steps > last_reuse):
                 last_reuse = steps
+            if final is not None and final > src.position:
+                src_final = sum([final in positions for positions in reusing])
+        else:
+            unused.append(label)
         units += unit_count
         reused += src_reused
         final_reused += src_final
-        if not src_reused:
-            unused.append(label)
         for name, totals in ((src.tool, tools), (src.source, per_source)):
             if name is not None:
                 entry = totals.get(name)
