@@ -2,11 +2,13 @@
 (`_streamed_survival`) when that index saw the canonical sequence; they must equal those of a
 fresh analysis of the canonical trajectory (`trajectory_items`, `analyze_items`, `summarize`),
 which is also the path taken when spans arrived in another order. Both ways, with the C
-accelerator on and off.
+accelerator on and off. The per-tool and per-source totals are written as `json.dumps` writes
+them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -22,9 +24,11 @@ from tracehound.evaluators import evidence
 from tracehound.evaluators._evidence_index import analyze_items, summarize
 from tracehound.evaluators.evidence import (
     EvidenceEvaluator,
+    _compact_totals,
     _State,
     _streamed_survival,
     _Survival,
+    _totals_json,
     trajectory_items,
 )
 from tracehound.steps import Run, Step, Trajectory
@@ -185,3 +189,31 @@ def test_the_streamed_index_is_used_and_refused() -> None:
     )
     assert survival.unused == ["b#1"]
     assert _streamed_survival(fed([spans[1], spans[0], spans[2]]), trajectory) is None
+
+
+TOTALS = st.dictionaries(
+    st.text(max_size=12),
+    st.builds(
+        _compact_totals,
+        st.integers(0, 10**6),
+        st.integers(0, 10**6),
+        st.integers(0, 10**6),
+        st.integers(0, 10**6),
+    ),
+    max_size=5,
+)
+
+
+@SETTINGS
+@given(TOTALS)
+def test_totals_json_is_json_dumps(totals: dict[str, dict[str, Any]]) -> None:
+    assert _totals_json(totals) == json.dumps(totals, sort_keys=True)
+
+
+def test_totals_json_of_awkward_names() -> None:
+    totals = {
+        name: _compact_totals(3, 7, 2, 1)
+        for name in ["", 'say "hi"', "back\\slash", "\n\t\x00", "caf\u00e9", "\U0001f600", "z", "A"]
+    }
+    assert _totals_json(totals) == json.dumps(totals, sort_keys=True)
+    assert _totals_json({}) == "{}"

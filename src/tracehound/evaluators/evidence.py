@@ -107,8 +107,23 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
     return len(items)
 
 
-# `json.dumps(value, sort_keys=True)`, without making an encoder per call
-_to_json = json.JSONEncoder(sort_keys=True).encode
+_quote = json.encoder.encode_basestring_ascii  # (C) a str as `json.dumps` writes it
+
+
+def _totals_json(totals: dict[str, dict[str, Any]]) -> str:
+    """`json.dumps(totals, sort_keys=True)` for `_compact_totals` entries (ints, and finite
+    floats, which `json` writes as `repr` does), without the encoder's machinery per call."""
+    return (
+        "{"
+        + ", ".join(
+            f'{_quote(name)}: {{"final_reused": {t["final_reused"]!r}, '
+            f'"final_survival": {t["final_survival"]!r}, "reused": {t["reused"]!r}, '
+            f'"sources": {t["sources"]!r}, "survival": {t["survival"]!r}, "units": {t["units"]!r}}}'
+            for name, t in sorted(totals.items())
+        )
+        + "}"
+    )
+
 
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
@@ -408,9 +423,9 @@ class EvidenceEvaluator(Evaluator):
                 survival.max_steps_until_last_reuse
             )
         if survival.tools:
-            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _to_json(survival.tools)
+            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _totals_json(survival.tools)
         if survival.per_source:
-            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _to_json(survival.per_source)
+            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _totals_json(survival.per_source)
         grounded = final_ratio >= self.config.min_final_survival
         explanation = (
             f"{survival.reused} of {survival.units} evidence units reused "
