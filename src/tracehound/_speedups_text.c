@@ -14,6 +14,11 @@
  * The tokens are those of the module's ascii_tokens (_speedups.c), called through its C function
  * pointer: the same strings, from the same table of tokens made before.
  *
+ * text_tokens is tracehound.text.TextCache.normalized_informative for a text of that ASCII path:
+ * " ".join(tokens) and the informative tokens, from one ascii_tokens call. Both functions tell
+ * stop words by a small table of their own made from the stop-word set (see "stop words"),
+ * which gives the set lookup's answer for every token without the lookup.
+ *
  * C99, ordinary CPython API only. The GIL is held throughout.
  */
 #include "_speedups.h"
@@ -211,7 +216,8 @@ find_segments(int kind, const void *data, Py_ssize_t n, bounds_t *b)
 
 /* --- units ----------------------------------------------------------------------------------- */
 
-/* What text_units needs besides its arguments: the self of its function object. */
+/* What text_units and text_tokens need besides their arguments: the self of their function
+ * objects. */
 enum {
     SELF_ASCII_TOKENS, /* the module's ascii_tokens function object */
     SELF_TEXT,         /* the names of Unit's fields, in their order */
@@ -222,6 +228,8 @@ enum {
 };
 
 #define FLAGS_ON_STACK 256
+
+/* --- stop words ---------------------------------------------------------------------------- */
 
 /* The stop words, for telling whether a token is one without a set lookup: the ASCII ones,
  * chained by first character. A set holding anything but str (which might equal a token) or

@@ -15,6 +15,7 @@ words, whose ASCII str ones it keeps in a table of its own.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import inspect
 import pickle
 import random
@@ -623,3 +624,14 @@ def test_tokens_lookup_errors_propagate() -> None:
 )
 def test_tokens_no_leaks(call: Callable[[], object], n: int) -> None:
     assert_leak_free(call, [_TEXT, _LONG, _NONE, STOP_WORDS, *STOP_SETS, _RAISING], n)
+
+
+def test_unit_containers_are_not_scanned_by_the_garbage_collector() -> None:
+    """A Unit's token tuple and set hold strings only: untracked, as CPython untracks such
+    tuples itself (the Unit stays tracked: a dataclass instance could be given anything)."""
+    (unit,) = text_units("Alpha beta gamma.", {}, Unit, STOP_WORDS) or []
+    assert gc.is_tracked(unit)
+    assert not gc.is_tracked(unit.tokens) and not gc.is_tracked(unit.token_set)
+    assert unit == _segment_unit("Alpha beta gamma.")
+    pair = text_tokens("alpha beta", STOP_WORDS)
+    assert pair is not None and not gc.is_tracked(pair[1])
