@@ -1014,7 +1014,7 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
     int st = 0;
 
     if (PyFrozenSet_CheckExact(tokens)) {
-        /* The usual case (Tokenized.token_set): the set's own table, with each key's hash,
+        /* A Tokenized.token_set: the set's own table, with each key's hash,
          * without an iterator or a hash call. A frozenset does not change; its table has no
          * deleted ("dummy", hash -1) entries, skipped all the same. */
         const PySetObject *set = (const PySetObject *)tokens;
@@ -1024,6 +1024,17 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
             if (entry->key != NULL && entry->hash != -1) {
                 st = match_token(self, entry->key, entry->hash, stamp);
             }
+        }
+        return st;
+    }
+    if (PyTuple_CheckExact(tokens)) {
+        /* The evaluator's case (TextCache.normalized_informative): the informative tokens in
+         * order, repeats included; marking a token or a candidate twice changes nothing. */
+        Py_ssize_t i;
+        for (i = 0; st == 0 && i < PyTuple_GET_SIZE(tokens); i++) {
+            PyObject *item = PyTuple_GET_ITEM(tokens, i);
+            Py_hash_t hash = PyObject_Hash(item);
+            st = hash == -1 ? -1 : match_token(self, item, hash, stamp);
         }
         return st;
     }
@@ -1045,7 +1056,8 @@ PyDoc_STRVAR(match_doc,
 "--\n"
 "\n"
 "The units a text reuses, as EvidenceIndex.match_output matches them: the text's informative\n"
-"tokens (an iterable of unique str) and its normalized text (a non-empty str). Returns the\n"
+"tokens (an iterable of str; repeats change nothing) and its normalized text (a non-empty\n"
+"str). Returns the\n"
 "unit ids ascending, and appends `position` to sources[owner].reuse_positions[slot] of each\n"
 "(sources: the index's list of EvidenceSource).");
 

@@ -14,10 +14,16 @@
  * The tokens are those of the module's ascii_tokens (_speedups.c), called through its C function
  * pointer: the same strings, from the same table of tokens made before.
  *
+ * text_tokens is tracehound.text.TextCache.normalized_informative for a text of that ASCII path:
+ * " ".join(tokens) and the informative tokens, from one ascii_tokens call. Both functions tell
+ * stop words by a small table of their own made from the stop-word set (see "stop words"),
+ * which gives the set lookup's answer for every token without the lookup.
+ *
  * C99, ordinary CPython API only. The GIL is held throughout.
  */
 #include "_speedups.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__GNUC__)
@@ -210,7 +216,8 @@ find_segments(int kind, const void *data, Py_ssize_t n, bounds_t *b)
 
 /* --- units ----------------------------------------------------------------------------------- */
 
-/* What text_units needs besides its arguments: the self of its function object. */
+/* What text_units and text_tokens need besides their arguments: the self of their function
+ * objects. */
 enum {
     SELF_ASCII_TOKENS, /* the module's ascii_tokens function object */
     SELF_TEXT,         /* the names of Unit's fields, in their order */
@@ -222,21 +229,177 @@ enum {
 
 #define FLAGS_ON_STACK 256
 
+/* --- stop words ---------------------------------------------------------------------------- */
+
+/* The stop words, for telling whether a token is one without a set lookup: the ASCII ones,
+ * chained by first character. A set holding anything but str (which might equal a token) or
+ * too many words is looked up instead. */
+#define STOP_WORDS_MAX 64
+typedef struct {
+    int use_set;                  /* look tokens up in the set itself */
+    uint8_t head[128];            /* by first character: 1 + the index of a word, 0: none */
+    uint8_t next[STOP_WORDS_MAX]; /* 1 + the index of the next word of that character, 0: none */
+    Py_ssize_t len[STOP_WORDS_MAX];
+    const Py_UCS1 *chars[STOP_WORDS_MAX]; /* the set's strings' (it is held while in use) */
+} stop_words_t;
+
+static void
+stop_words_init(stop_words_t *w, PyObject *stop_words)
+{
+    /* the set's own table, as match_tokens (_speedups_evidence.c) reads a frozenset's */
+    const PySetObject *set = (const PySetObject *)stop_words;
+    Py_ssize_t i;
+    int n = 0;
+
+    memset(w->head, 0, sizeof(w->head));
+    w->use_set = 1;
+    for (i = 0; i <= set->mask; i++) {
+        PyObject *key = set->table[i].key;
+        Py_ssize_t len;
+        Py_UCS1 c;
+        if (key == NULL || set->table[i].hash == -1) { /* empty or deleted */
+            continue;
+        }
+        if (!PyUnicode_CheckExact(key)) {
+            return;
+        }
+        len = PyUnicode_GET_LENGTH(key);
+        if (!PyUnicode_IS_ASCII(key) || len == 0) { /* never equal to a token */
+            continue;
+        }
+        if (n == STOP_WORDS_MAX) {
+            return;
+        }
+        c = PyUnicode_1BYTE_DATA(key)[0];
+        w->len[n] = len;
+        w->chars[n] = PyUnicode_1BYTE_DATA(key);
+        w->next[n] = w->head[c];
+        w->head[c] = (uint8_t)(n + 1);
+        n++;
+    }
+    w->use_set = 0;
+}
+
+/* Whether the (ASCII, non-empty) token is one of the stop words: 1, 0, or -1 with an
+ * exception. */
+static ALWAYS_INLINE int
+is_stop_word(const stop_words_t *w, PyObject *stop_words, PyObject *token)
+{
+    const Py_UCS1 *chars;
+    Py_ssize_t len, j;
+    int k;
+
+    if (w->use_set) {
+        return PySet_Contains(stop_words, token);
+    }
+    chars = PyUnicode_1BYTE_DATA(token);
+    len = PyUnicode_GET_LENGTH(token);
+    for (k = w->head[chars[0]]; k; k = w->next[k - 1]) {
+        if (w->len[k - 1] == len) {
+            const Py_UCS1 *word = w->chars[k - 1];
+            for (j = 1; j < len && word[j] == chars[j]; j++) {
+            }
+            if (j == len) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* For `tokens` (a list of ASCII str, as ascii_tokens makes): the informative ones, those not in
+ * `stop_words` (`words` is made from it), as a new tuple in *informative, and " ".join(tokens)
+ * as a new str in *normalized. ST_OK; ST_UNHANDLED, making nothing, if fewer than `at_least`
+ * are informative; ST_ERROR with an exception. */
+static int
+informative_normalized(PyObject *tokens, PyObject *stop_words, const stop_words_t *words,
+                       Py_ssize_t at_least, PyObject **informative, PyObject **normalized)
+{
+    unsigned char flags_stack[FLAGS_ON_STACK], *stop = flags_stack;
+    Py_ssize_t n = PyList_GET_SIZE(tokens), i, j, k, count = 0, size = 0;
+    Py_UCS1 *out;
+    int r, st = ST_ERROR;
+
+    *informative = *normalized = NULL;
+    if (n > FLAGS_ON_STACK && (stop = PyMem_Malloc((size_t)n)) == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        if (!PyUnicode_IS_ASCII(token) || PyUnicode_GET_LENGTH(token) == 0) {
+            PyErr_SetString(PyExc_SystemError,
+                            "tracehound._speedups: a token is empty or not ASCII");
+            goto done;
+        }
+        if ((r = is_stop_word(words, stop_words, token)) < 0) {
+            goto done;
+        }
+        stop[i] = (unsigned char)r;
+        count += !r;
+        size += PyUnicode_GET_LENGTH(token) + (i > 0);
+    }
+    if (count < at_least) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    if ((*informative = PyTuple_New(count)) == NULL) {
+        goto done;
+    }
+    for (i = k = 0; i < n; i++) {
+        if (!stop[i]) {
+            PyObject *token = PyList_GET_ITEM(tokens, i);
+            Py_INCREF(token);
+            PyTuple_SET_ITEM(*informative, k++, token);
+        }
+    }
+    if ((*normalized = PyUnicode_New(size, 127)) == NULL) {
+        Py_CLEAR(*informative);
+        goto done;
+    }
+    out = PyUnicode_1BYTE_DATA(*normalized);
+    for (i = 0; i < n; i++) {
+        PyObject *token = PyList_GET_ITEM(tokens, i);
+        const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(token);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(token);
+        if (i > 0) {
+            *out++ = ' ';
+        }
+        for (j = 0; j < len; j++) { /* tokens are short: a loop costs less than memcpy */
+            out[j] = chars[j];
+        }
+        out += len;
+    }
+    st = ST_OK;
+done:
+    if (stop != flags_stack) {
+        PyMem_Free(stop);
+    }
+    return st;
+}
+
+/* ascii_tokens(text), called through its C function: a new list, a new reference to None (the
+ * text is not of the ASCII path), or NULL with an exception. */
+static PyObject *
+call_ascii_tokens(PyObject *self, PyObject *text)
+{
+    PyObject *ascii_tokens = PyTuple_GET_ITEM(self, SELF_ASCII_TOKENS);
+    return PyCFunction_GET_FUNCTION(ascii_tokens)(PyCFunction_GET_SELF(ascii_tokens), text);
+}
+
 /* text._segment_unit(segment) for the segment data[start:end] of the text (`segment` is that
  * str): a new Unit, or None (a new reference), or NULL with an exception set. */
 static PyObject *
-segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject *text,
-             int kind, const void *data, PyObject *segment, Py_ssize_t start, Py_ssize_t end)
+segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words,
+             const stop_words_t *words, PyObject *text, int kind, const void *data,
+             PyObject *segment, Py_ssize_t start, Py_ssize_t end)
 {
-    PyObject *ascii_tokens = PyTuple_GET_ITEM(self, SELF_ASCII_TOKENS);
     PyObject *tokens, *informative = NULL, *token_set = NULL, *normalized = NULL;
     PyObject *stripped = NULL, *unit = NULL, *values[4];
-    unsigned char flags_stack[FLAGS_ON_STACK], *stop = flags_stack;
-    Py_ssize_t n, i, k, count = 0, size = 0, start0 = start, end0 = end;
-    Py_UCS1 *out;
-    int r;
+    Py_ssize_t i, start0 = start, end0 = end;
+    int st;
 
-    tokens = PyCFunction_GET_FUNCTION(ascii_tokens)(PyCFunction_GET_SELF(ascii_tokens), segment);
+    tokens = call_ascii_tokens(self, segment);
     if (tokens == NULL) {
         return NULL;
     }
@@ -245,57 +408,22 @@ segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject
         PyErr_SetString(PyExc_SystemError, "text_units: ascii_tokens gave no tokens");
         return NULL;
     }
-    n = PyList_GET_SIZE(tokens);
-    if (n > FLAGS_ON_STACK && (stop = PyMem_Malloc((size_t)n)) == NULL) {
-        PyErr_NoMemory();
+    st = informative_normalized(tokens, stop_words, words, 2, &informative, &normalized);
+    if (st == ST_ERROR) {
         goto done;
     }
-    /* the informative tokens: those not in stop_words */
-    for (i = 0; i < n; i++) {
-        PyObject *token = PyList_GET_ITEM(tokens, i);
-        if ((r = PySet_Contains(stop_words, token)) < 0) {
-            goto done;
-        }
-        stop[i] = (unsigned char)r;
-        count += !r;
-        size += PyUnicode_GET_LENGTH(token) + (i > 0);
-    }
-    if (count < 2) {
+    if (st == ST_UNHANDLED) { /* fewer than two informative tokens: no unit */
         unit = Py_None;
         Py_INCREF(unit);
         goto done;
     }
-    if ((informative = PyTuple_New(count)) == NULL) {
-        goto done;
-    }
-    for (i = k = 0; i < n; i++) {
-        if (!stop[i]) {
-            PyObject *token = PyList_GET_ITEM(tokens, i);
-            Py_INCREF(token);
-            PyTuple_SET_ITEM(informative, k++, token);
-        }
-    }
     if ((token_set = PyFrozenSet_New(informative)) == NULL) {
         goto done;
     }
-    /* " ".join(tokens): ascii_tokens makes ASCII strings */
-    if ((normalized = PyUnicode_New(size, 127)) == NULL) {
-        goto done;
-    }
-    out = PyUnicode_1BYTE_DATA(normalized);
-    for (i = 0; i < n; i++) {
-        PyObject *token = PyList_GET_ITEM(tokens, i);
-        Py_ssize_t len = PyUnicode_GET_LENGTH(token);
-        if (!PyUnicode_IS_ASCII(token)) {
-            PyErr_SetString(PyExc_SystemError, "text_units: a token is not ASCII");
-            goto done;
-        }
-        if (i > 0) {
-            *out++ = ' ';
-        }
-        memcpy(out, PyUnicode_1BYTE_DATA(token), (size_t)len);
-        out += len;
-    }
+    /* Strings only: neither can be part of a reference cycle, so the garbage collector need
+     * not scan them (it would find out about the tuple itself, not about the frozenset). */
+    PyObject_GC_UnTrack(informative);
+    PyObject_GC_UnTrack(token_set);
     /* segment.strip() */
     while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
         start++;
@@ -326,9 +454,6 @@ segment_unit(PyObject *self, PyObject *unit_type, PyObject *stop_words, PyObject
         }
     }
 done:
-    if (stop != flags_stack) {
-        PyMem_Free(stop);
-    }
     Py_DECREF(tokens);
     Py_XDECREF(informative);
     Py_XDECREF(token_set);
@@ -342,7 +467,7 @@ done:
 static int
 add_segment(PyObject *self, PyObject *text, int kind, const void *data, Py_ssize_t start,
             Py_ssize_t end, PyObject *segments, PyObject *unit_type, PyObject *stop_words,
-            PyObject *units)
+            const stop_words_t *words, PyObject *units)
 {
     PyObject *segment, *unit;
     int st = ST_ERROR;
@@ -360,7 +485,8 @@ add_segment(PyObject *self, PyObject *text, int kind, const void *data, Py_ssize
         goto done;
     }
     else {
-        unit = segment_unit(self, unit_type, stop_words, text, kind, data, segment, start, end);
+        unit = segment_unit(self, unit_type, stop_words, words, text, kind, data, segment, start,
+                            end);
         if (unit == NULL) {
             goto done;
         }
@@ -399,6 +525,7 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyTypeObject *type;
     const void *data;
     bounds_t b;
+    stop_words_t stop;
     Py_ssize_t i;
     int kind, st;
 
@@ -442,6 +569,7 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
 #endif
+    stop_words_init(&stop, stop_words);
     kind = PyUnicode_KIND(text);
     data = PyUnicode_DATA(text);
     b.items = b.stack;
@@ -462,7 +590,7 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         units = PyList_New(0);
         for (i = 0; units != NULL && i < b.n; i += 2) {
             if (add_segment(self, text, kind, data, b.items[i], b.items[i + 1], segments,
-                            unit_type, stop_words, units) != ST_OK) {
+                            unit_type, stop_words, &stop, units) != ST_OK) {
                 Py_CLEAR(units);
             }
         }
@@ -476,18 +604,79 @@ text_units(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return units; /* NULL if an exception is set */
 }
 
+/* --- tokens -------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(text_tokens_doc,
+"text_tokens($module, text, stop_words, /)\n"
+"--\n"
+"\n"
+"(normalized, informative) for a text of the tokenizer's ASCII path (see ascii_tokens), as\n"
+"tracehound.text makes them from its tokens: normalized is \" \".join(tokens) (normalize_text),\n"
+"informative the tuple of the tokens not in stop_words (a set or frozenset), in order, with\n"
+"repeats (informative_tokens). None for any other text. Raises TypeError for arguments of\n"
+"other types (text must be a str, not a subclass).");
+
+static PyObject *
+text_tokens(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *tokens, *informative, *normalized, *result;
+    stop_words_t stop;
+    int st;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "text_tokens() takes exactly 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(args[0])) {
+        PyErr_Format(PyExc_TypeError, "text_tokens() argument 'text' must be str, not %.100s",
+                     Py_TYPE(args[0])->tp_name);
+        return NULL;
+    }
+    if (!PyAnySet_Check(args[1])) {
+        PyErr_Format(PyExc_TypeError,
+                     "text_tokens() argument 'stop_words' must be a set or frozenset, not %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    tokens = call_ascii_tokens(self, args[0]);
+    if (tokens == NULL || tokens == Py_None) {
+        return tokens; /* None: not of the ASCII path */
+    }
+    stop_words_init(&stop, args[1]);
+    st = informative_normalized(tokens, args[1], &stop, 0, &informative, &normalized);
+    Py_DECREF(tokens);
+    if (st != ST_OK) {
+        return NULL; /* (at_least 0: never ST_UNHANDLED) */
+    }
+    PyObject_GC_UnTrack(informative); /* strings only, as in segment_unit */
+    result = PyTuple_New(2);
+    if (result == NULL) {
+        Py_DECREF(informative);
+        Py_DECREF(normalized);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, normalized);
+    PyTuple_SET_ITEM(result, 1, informative);
+    return result;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef text_units_def = {
     "text_units", (PyCFunction)(void (*)(void))text_units, METH_FASTCALL, text_units_doc,
 };
 
+static PyMethodDef text_tokens_def = {
+    "text_tokens", (PyCFunction)(void (*)(void))text_tokens, METH_FASTCALL, text_tokens_doc,
+};
+
 static PyMethodDef text_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* text_units gets a self of its own (a tuple, see SELF_*): the module's ascii_tokens, whose C
- * function it calls, and the names of Unit's fields. */
+/* text_units and text_tokens get a self of their own (a tuple, see SELF_*): the module's
+ * ascii_tokens, whose C function they call, and the names of Unit's fields. */
 int
 tracehound_add_text(PyObject *module)
 {
@@ -523,15 +712,17 @@ tracehound_add_text(PyObject *module)
         Py_DECREF(self);
         return -1;
     }
-    func = PyCFunction_NewEx(&text_units_def, self, modname);
+    for (i = 0; i < 2; i++) {
+        PyMethodDef *def = i == 0 ? &text_units_def : &text_tokens_def;
+        func = PyCFunction_NewEx(def, self, modname);
+        if (func == NULL || PyModule_AddObject(module, def->ml_name, func) < 0) {
+            Py_XDECREF(func);
+            Py_DECREF(modname);
+            Py_DECREF(self);
+            return -1;
+        }
+    }
     Py_DECREF(modname);
     Py_DECREF(self);
-    if (func == NULL) {
-        return -1;
-    }
-    if (PyModule_AddObject(module, "text_units", func) < 0) {
-        Py_DECREF(func);
-        return -1;
-    }
     return PyModule_AddFunctions(module, text_methods);
 }

@@ -20,8 +20,10 @@ The module also decodes the JSON of GenAI attributes (`json_loads`, used by
 `tracehound.conventions.base.parse_json_value`), converts decoded GenAI message lists into
 `Message`/`Part` objects (`convert_messages`, used by
 `tracehound.conventions._messages.parse_messages`), tokenizes
-mostly-ASCII text (`ascii_tokens`, used by `tracehound.text`), cuts such text into evidence
-units (`text_units`, used by `tracehound.text.TextCache.units`), encodes the sidecar's result
+mostly-ASCII text (`ascii_tokens`, used by `tracehound.text`), makes such a text's normalized
+form and informative tokens in one call (`text_tokens`, used by
+`tracehound.text.TextCache.normalized_informative`), cuts such text into evidence units
+(`text_units`, used by `tracehound.text.TextCache.units`), encodes the sidecar's result
 attributes (`encode_key_values`, `tracehound.server._otlp.merge_attributes`) and holds the
 evaluators' kernels (`EvidenceCore` for `tracehound.evaluators._evidence_index`, `embed_hashed`
 for `tracehound.drift`'s hashing embedder).

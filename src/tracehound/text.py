@@ -176,11 +176,12 @@ class TextCache:
     is tokenized once too. The engine keeps one per trace (`TraceInfo.texts`), so evaluators
     that read the same outputs — evidence matches them, drift embeds them — share the work."""
 
-    __slots__ = ("_informative", "_segments", "_tokenized", "_tokens", "_units")
+    __slots__ = ("_informative", "_normalized", "_segments", "_tokenized", "_tokens", "_units")
 
     def __init__(self) -> None:
         self._tokens: dict[str, tuple[str, ...]] = {}
         self._informative: dict[str, tuple[str, ...]] = {}
+        self._normalized: dict[str, str] = {}
         self._tokenized: dict[str, Tokenized] = {}
         self._units: dict[str, list[Unit]] = {}
         self._segments: dict[str, Unit | None] = {}
@@ -193,20 +194,40 @@ class TextCache:
         return cached
 
     def informative(self, text: str) -> tuple[str, ...]:
-        """`informative_tokens(text)`, from the cached tokens (and cached: evidence matches an
-        output by its informative tokens, drift embeds them)."""
+        """`informative_tokens(text)`, cached (evidence matches an output by its informative
+        tokens, drift embeds them)."""
         cached = self._informative.get(text)
         if cached is None:
-            tokens = self.tokens(text)
-            cached = self._informative[text] = tuple(filterfalse(_IS_STOP_WORD, tokens))
+            cached = self.normalized_informative(text)[1]
         return cached
+
+    def normalized_informative(self, text: str) -> tuple[str, tuple[str, ...]]:
+        """`(normalize_text(text), informative_tokens(text))`, cached; with the C accelerator,
+        made in one call for the texts of the tokenizer's ASCII path."""
+        normalized = self._normalized.get(text)
+        if normalized is not None:
+            return normalized, self._informative[text]
+        text_tokens = getattr(_wire._native, "text_tokens", None)
+        made = (
+            text_tokens(text, STOP_WORDS) if text_tokens is not None and type(text) is str else None
+        )
+        if made is None:
+            tokens = self.tokens(text)
+            normalized = " ".join(tokens)
+            informative = self._informative.get(text)
+            if informative is None:
+                informative = tuple(filterfalse(_IS_STOP_WORD, tokens))
+        else:
+            normalized, informative = made
+        self._informative[text] = informative
+        self._normalized[text] = normalized
+        return normalized, informative
 
     def tokenized(self, text: str) -> Tokenized:
         cached = self._tokenized.get(text)
         if cached is None:
-            informative = frozenset(self.informative(text))
-            cached = Tokenized(" ".join(self.tokens(text)), informative)
-            self._tokenized[text] = cached
+            normalized, informative = self.normalized_informative(text)
+            cached = self._tokenized[text] = Tokenized(normalized, frozenset(informative))
         return cached
 
     def units(self, text: str) -> list[Unit]:

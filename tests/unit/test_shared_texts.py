@@ -46,6 +46,12 @@ def test_cached_tokens_are_the_module_tokens(text: str) -> None:
     assert " ".join(cache.tokens(text)) == normalize_text(text)
     assert cache.informative(text) == informative_tokens(text)
     assert cache.tokens(text) is cache.tokens(text)  # tokenized once
+    expected = (normalize_text(text), informative_tokens(text))
+    assert cache.normalized_informative(text) == expected  # after tokens and informative
+    fresh = TextCache()
+    assert fresh.normalized_informative(text) == expected  # first
+    assert fresh.informative(text) is fresh.normalized_informative(text)[1]
+    assert fresh.tokenized(text).token_set == frozenset(expected[1])
 
 
 @settings(max_examples=150, deadline=None)

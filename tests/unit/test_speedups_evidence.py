@@ -510,8 +510,39 @@ def _match() -> None:
         source.reuse_positions = [()] * len(source.units)
 
 
+def _match_tuple() -> None:
+    """The evaluator's way: the informative tokens as a tuple, repeats included."""
+    normalized, informative = _CACHE.normalized_informative("so alpha the alpha, beta gamma")
+    _CORE.match(informative, normalized, 5, _SOURCES)
+    for source in _SOURCES:
+        source.reuse_positions = [()] * len(source.units)
+
+
+def test_a_tuple_with_repeats_matches_as_the_set_does() -> None:
+    """`match` takes the informative tokens as a tuple (`TextCache.normalized_informative`):
+    repeated tokens mark what they mark once, so the answer is that of the token set."""
+    matched = 0
+    for target in ("so alpha the alpha, beta gamma", "gamma delta eps w1 w3", "alpha alpha"):
+        normalized, informative = _CACHE.normalized_informative(target)
+        answers = []
+        for tokens in (informative, frozenset(informative), informative * 2, list(informative)):
+            core = EvidenceCore()
+            sources = _sources()
+            for i, units in enumerate(_UNITS):
+                core.add_units(i, units)
+            answers.append((core.match(tokens, normalized, 5, sources), astuple_all(sources)))
+        assert all(answer == answers[0] for answer in answers), target
+        matched += bool(answers[0][0])
+    assert matched >= 2
+
+
+def astuple_all(sources: list[EvidenceSource]) -> list[tuple[Any, ...]]:
+    return [astuple(source) for source in sources]
+
+
 def test_leak_inputs_take_the_intended_paths() -> None:
     _match()
+    _match_tuple()
     assert _CORE.match(_TARGETS[0].token_set, _TARGETS[0].normalized, 5, _SOURCES)
     assert any(len(u.token_set) == 1 for units in _UNITS for u in units)  # containment
     assert _CORE.repeated_groups()
@@ -522,6 +553,7 @@ def test_leak_inputs_take_the_intended_paths() -> None:
     [
         pytest.param(_whole_index, 10_000, id="whole-index"),
         pytest.param(_match, 50_000, id="match"),
+        pytest.param(_match_tuple, 50_000, id="match-tuple"),
         pytest.param(_CORE.repeated_groups, 100_000, id="groups"),
         pytest.param(lambda: _CORE.unit(3), 100_000, id="unit"),
         pytest.param(lambda: _CORE.owner(-1), 100_000, id="owner"),

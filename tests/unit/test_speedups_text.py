@@ -1,4 +1,4 @@
-"""`tracehound._speedups.text_units` (C) against `tracehound.text.TextCache.units` (Python).
+"""`tracehound._speedups.text_units` and `text_tokens` (C) against `tracehound.text` (Python).
 
 `text_units(text, segments, Unit, STOP_WORDS)` answers for the texts of the tokenizer's ASCII
 path (every character ASCII or one of the typographic characters `_TYPOGRAPHIC`) exactly what
@@ -6,17 +6,23 @@ the Python code of `TextCache.units` does for a text not yet in its `_units`: th
 cut into the segments of `_segments` (a hand-written matcher of `_UNIT_BREAK` in C), each looked
 up in the per-trace `segments` dict or else made as `_segment_unit` makes it and entered there,
 and the list of the Units. For any other text it answers None and leaves `segments` alone.
+
+`text_tokens(text, stop_words)` answers `(normalize_text(text), informative tokens)` for the
+same texts (`TextCache.normalized_informative`), None for the others; with any set of stop
+words, whose ASCII str ones it keeps in a table of its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import inspect
 import pickle
 import random
 import re
 import sys
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
@@ -31,8 +37,11 @@ from tracehound.text import (
     STOP_WORDS,
     TextCache,
     Unit,
+    _normalized_tokens,
     _segment_unit,
     _segments,
+    informative_tokens,
+    normalize_text,
     split_units,
 )
 
@@ -426,3 +435,203 @@ def test_leak_inputs_take_the_intended_paths() -> None:
 )
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
     assert_leak_free(call, [_TEXT, _ASCII, _LONG, _NONE, _WIDE, Unit, STOP_WORDS], n)
+
+
+# --- text_tokens -----------------------------------------------------------------------------
+
+text_tokens = _speedups.text_tokens
+
+
+def python_tokens(
+    text: str, stop_words: AbstractSet[str] = STOP_WORDS
+) -> tuple[str, tuple[str, ...]]:
+    """(normalize_text(text), informative tokens) as the Python code makes them."""
+    tokens = _normalized_tokens(text)
+    return " ".join(tokens), tuple(t for t in tokens if t not in stop_words)
+
+
+def check_tokens(text: str, stop_words: AbstractSet[str] = STOP_WORDS) -> None:
+    got = text_tokens(text, stop_words)
+    if not takes_ascii_path(text):
+        assert got is None, f"{text!r}: {got!r}"
+        return
+    saved = _wire._native
+    _wire._native = None
+    try:
+        expected = python_tokens(text, stop_words)
+    finally:
+        _wire._native = saved
+    assert got == expected, repr(text)
+    assert type(got) is tuple and type(got[0]) is str and type(got[1]) is tuple
+    if stop_words is STOP_WORDS:
+        assert got == (normalize_text(text), informative_tokens(text))
+
+
+@SETTINGS
+@given(PROSE_TEXT)
+def test_tokens(text: str) -> None:
+    check_tokens(text)
+
+
+@SETTINGS
+@given(SEGMENT_TEXT)
+def test_tokens_of_any_ascii_path_text(text: str) -> None:
+    check_tokens(text)
+
+
+@SETTINGS
+@given(PROSE_TEXT, st.integers(0, 60), st.sampled_from(OTHER_NON_ASCII))
+def test_tokens_of_other_texts_are_none(text: str, i: int, char: str) -> None:
+    check_tokens(text[:i] + char + text[i:])
+
+
+class _Word(str):
+    """A str subclass: equal to the str of its characters, so the set lookup must decide."""
+
+    __slots__ = ()
+
+
+# Stop-word sets of every shape: the C code keeps its own table of the ASCII str ones, unless
+# the set holds another type (which might equal a token) or more words than that table holds.
+STOP_SETS = [
+    STOP_WORDS,
+    set(STOP_WORDS),
+    frozenset(),
+    frozenset({"model", "gpt-5", "3.14", "x", ""}),
+    frozenset({"caf\u00e9", "the", "stra\u00dfe"}),  # non-ASCII words are never tokens
+    frozenset({*STOP_WORDS, _Word("model"), 7}),
+    frozenset({*STOP_WORDS, 3.14}),
+    frozenset(f"w{i}" for i in range(200)) | {"model", "ok", "e.g"},
+    frozenset({"th", "the", "them", "t", "theta", "then"}),  # one first character, many lengths
+]
+
+
+@pytest.mark.parametrize("stop_words", STOP_SETS, ids=range(len(STOP_SETS)))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(PIECE, st.sampled_from(["w7", "w199", "theta", "them", "Them"])), max_size=40
+    ).map("".join)
+)
+def test_tokens_with_other_stop_words(stop_words: AbstractSet[str], text: str) -> None:
+    check_tokens(text, stop_words)
+
+
+def test_tokens_of_prose_and_large_text() -> None:
+    rng = random.Random(3)
+    words = ["The", "model", "GPT-5", "of", "a", "is", "3.14", "e.g.", "\u2019s", "x"]
+    for _ in range(200):
+        check_tokens(" ".join(rng.choice(words) for _ in range(rng.randrange(400))))
+    check_tokens("The quick brown fox\u2019s GPT-5 jumps. Over e.g. 3.14 dogs!\n\n" * 3000)
+    assert text_tokens("", STOP_WORDS) == ("", ())
+    assert text_tokens("the of a", STOP_WORDS) == ("the of a", ())
+
+
+def test_text_cache_takes_the_c_tokens_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    class Native:
+        def __getattr__(self, name: str) -> object:
+            return getattr(_speedups, name)
+
+        @staticmethod
+        def text_tokens(*args: object) -> tuple[str, tuple[str, ...]] | None:
+            calls.append(args[0])  # type: ignore[arg-type]
+            return _speedups.text_tokens(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_wire, "_native", Native())
+    cache = TextCache()
+    text = "The model answered: GPT-5 is at v1.2."
+    pair = cache.normalized_informative(text)
+    assert calls == [text] and pair == (normalize_text(text), informative_tokens(text))
+    assert cache.normalized_informative(text) == pair and calls == [text]  # cached
+    assert cache.informative(text) is pair[1] and calls == [text]
+    tokenized = cache.tokenized(text)
+    assert (tokenized.normalized, tokenized.token_set) == (pair[0], frozenset(pair[1]))
+    other = "Caf\u00e9 au lait, the model."
+    assert cache.informative(other) == informative_tokens(other)  # None from C: Python path
+    assert calls == [text, other]
+    assert cache.normalized_informative(other) == (normalize_text(other), informative_tokens(other))
+
+
+def test_text_cache_tokens_without_the_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
+    texts = ["The model answered: GPT-5 is at v1.2.", "Caf\u00e9 au lait, the model.", ""]
+    native = [TextCache().normalized_informative(t) for t in texts]
+    monkeypatch.setattr(_wire, "_native", None)
+    for text, pair in zip(texts, native, strict=True):
+        cache = TextCache()
+        assert cache.informative(text) == pair[1]  # informative first, then the pair
+        assert cache.normalized_informative(text) == pair
+        assert pair == (normalize_text(text), informative_tokens(text))
+
+
+def test_tokens_argument_errors() -> None:
+    class Str(str):
+        pass
+
+    for bad in (b"text", None, 1, Str("text")):
+        with pytest.raises(TypeError, match="must be str"):
+            text_tokens(bad, STOP_WORDS)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="frozenset"):
+        text_tokens("a b", list(STOP_WORDS))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        text_tokens("a b")  # type: ignore[call-arg]
+
+
+def test_tokens_documented() -> None:
+    assert str(inspect.signature(text_tokens)) == "(text, stop_words, /)"
+    assert "None" in (text_tokens.__doc__ or "")
+
+
+class _Unequal(str):
+    """Compares by raising: a set lookup of an equal-hash token runs this code."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("no")
+
+    __hash__ = str.__hash__
+
+
+_RAISING = frozenset({_Unequal("model")})
+
+
+def test_tokens_lookup_errors_propagate() -> None:
+    with pytest.raises(ValueError, match="no"):
+        text_tokens("the model", _RAISING)
+
+
+@pytest.mark.parametrize(
+    ("call", "n"),
+    [
+        pytest.param(lambda: text_tokens(_TEXT, STOP_WORDS), 20_000, id="tokens"),
+        pytest.param(lambda: text_tokens(_LONG, STOP_WORDS), 1_000, id="tokens-long"),
+        pytest.param(lambda: text_tokens(_NONE, STOP_WORDS), 20_000, id="tokens-none"),
+        pytest.param(lambda: text_tokens(_TEXT, STOP_SETS[5]), 20_000, id="tokens-set-lookup"),
+        pytest.param(lambda: text_tokens("", STOP_WORDS), 20_000, id="tokens-empty"),
+        pytest.param(
+            expecting(lambda: text_tokens("the model", _RAISING), ValueError),
+            20_000,
+            id="tokens-lookup-error",
+        ),
+        pytest.param(
+            expecting(lambda: text_tokens(b"x", STOP_WORDS), TypeError),  # type: ignore[arg-type]
+            20_000,
+            id="tokens-type-error",
+        ),
+    ],
+)
+def test_tokens_no_leaks(call: Callable[[], object], n: int) -> None:
+    assert_leak_free(call, [_TEXT, _LONG, _NONE, STOP_WORDS, *STOP_SETS, _RAISING], n)
+
+
+def test_unit_containers_are_not_scanned_by_the_garbage_collector() -> None:
+    """A Unit's token tuple and set hold strings only: untracked, as CPython untracks such
+    tuples itself (the Unit stays tracked: a dataclass instance could be given anything)."""
+    (unit,) = text_units("Alpha beta gamma.", {}, Unit, STOP_WORDS) or []
+    assert gc.is_tracked(unit)
+    assert not gc.is_tracked(unit.tokens) and not gc.is_tracked(unit.token_set)
+    assert unit == _segment_unit("Alpha beta gamma.")
+    pair = text_tokens("alpha beta", STOP_WORDS)
+    assert pair is not None and not gc.is_tracked(pair[1])

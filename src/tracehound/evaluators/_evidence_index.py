@@ -135,24 +135,51 @@ class EvidenceIndex:
         return self._cache
 
     def add_evidence(self, item: Item, position: int, evidence_id: str) -> EvidenceSource:
-        units = self._cache.units(item.text)
-        source_index = len(self.sources)
-        source = EvidenceSource(
+        return self.add_source(
+            item.text,
+            position,
             evidence_id=evidence_id,
-            position=position,
             step_key=item.key,
             source_type=item.source_type,
             tool=item.tool,
-            source=item.source,
-            units=units,
+            source_name=item.source,
         )
-        self.sources.append(source)
+
+    def add_source(
+        self,
+        text: str,
+        position: int,
+        *,
+        evidence_id: str,
+        step_key: str,
+        source_type: str,
+        tool: str | None,
+        source_name: str | None,
+    ) -> EvidenceSource:
+        """`add_evidence` for an item given by its fields (the evaluator has no `Item`)."""
+        units = self._cache.units(text)
+        sources = self.sources
+        source_index = len(sources)
         core = self._core
         if core is not None:
             first = core.add_units(source_index, units)
-            source.unit_ids = list(range(first, first + len(units)))
-            source.reuse_positions = [()] * len(units)
+            source = EvidenceSource(
+                evidence_id,
+                position,
+                step_key,
+                source_type,
+                tool,
+                source_name,
+                units,
+                list(range(first, first + len(units))),
+                [()] * len(units),
+            )
+            sources.append(source)
             return source
+        source = EvidenceSource(
+            evidence_id, position, step_key, source_type, tool, source_name, units
+        )
+        sources.append(source)
         self._group.append(source_index)
         self._members[source_index] = [source_index]
         self._group_classes[source_index] = set()
@@ -180,11 +207,15 @@ class EvidenceIndex:
 
     def match_output(self, text: str, position: int) -> list[int]:
         """Record which indexed units this output reuses; returns their unit ids (ascending)."""
+        if self._core is not None:
+            # the core takes the informative tokens as they are, repeats and all: no set needed
+            normalized, informative = self._cache.normalized_informative(text)
+            if not normalized:
+                return []
+            return self._core.match(informative, normalized, position, self.sources)
         target = self._cache.tokenized(text)
         if not target.normalized:
             return []
-        if self._core is not None:
-            return self._core.match(target.token_set, target.normalized, position, self.sources)
         target_set = target.token_set
         matched: list[int] = []
         units, class_units, thresholds = self._units, self._class_units, self._thresholds

@@ -22,7 +22,6 @@ from typing import Any
 from tracehound import names
 from tracehound.conventions import NormalizedSpan
 from tracehound.evaluators._evidence_index import (
-    EvidenceAnalysis,
     EvidenceIndex,
     Item,
     analyze_items,
@@ -108,61 +107,200 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
     return len(items)
 
 
+_quote = json.encoder.encode_basestring_ascii  # (C) a str as `json.dumps` writes it
+
+
+def _totals_json(totals: dict[str, dict[str, Any]]) -> str:
+    """`json.dumps(totals, sort_keys=True)` for `_compact_totals` entries (ints, and finite
+    floats, which `json` writes as `repr` does), without the encoder's machinery per call."""
+    return (
+        "{"
+        + ", ".join(
+            f'{_quote(name)}: {{"final_reused": {t["final_reused"]!r}, '
+            f'"final_survival": {t["final_survival"]!r}, "reused": {t["reused"]!r}, '
+            f'"sources": {t["sources"]!r}, "survival": {t["survival"]!r}, "units": {t["units"]!r}}}'
+            for name, t in sorted(totals.items())
+        )
+        + "}"
+    )
+
+
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
+_TARGET_KINDS = frozenset(("assistant", "reasoning"))
 
 
 class _State:
-    __slots__ = ("cache", "index", "position", "reusing", "seen")
+    __slots__ = ("cache", "index", "position", "seen")
 
     def __init__(self, cache: TextCache | None = None) -> None:
         self.cache = cache if cache is not None else TextCache()
         self.index = EvidenceIndex(self.cache)
         self.position = 0
         # What the index was fed, in order: (position, role, text) of each evidence and target
-        # item, and the units each target reused; lets the trace result reuse the index.
+        # item; lets the trace result reuse the index.
         self.seen: list[tuple[int, str, str]] = []
-        self.reusing: dict[int, list[int]] = {}
 
 
-def _reuse_index(state: _State, items: list[Item], final: int | None) -> EvidenceAnalysis | None:
-    """The analysis of `items` from the index built as spans arrived, if that index was fed the
-    same evidence and targets in the same order (the usual case: spans arrive in the order of
-    the canonical trajectory, up to steps that are neither); None otherwise.
+@dataclass(slots=True)
+class _Survival:
+    """What the trace results say of a trajectory's evidence (a part of `summarize`'s report)."""
+
+    sources: int
+    units: int
+    reused: int
+    final_reused: int
+    unused: list[str]  # evidence ids of the sources with no unit reused, in order
+    repeated_groups: int
+    max_steps_until_last_reuse: int | None  # None: no source reused after its own step
+    tools: dict[str, dict[str, Any]]  # `_compact` totals per tool
+    per_source: dict[str, dict[str, Any]]  # and per retrieval source
+
+    @classmethod
+    def of_report(cls, report: dict[str, Any]) -> _Survival:
+        records = report["evidence"]
+        last_reuse = [r["steps_until_last_reuse"] for r in records if r["steps_until_last_reuse"]]
+        return cls(
+            sources=len(records),
+            units=report["evidence_units"],
+            reused=report["reused_units"],
+            final_reused=report["final_reused_units"],
+            unused=[u["evidence_id"] for u in report["unused_evidence"]],
+            repeated_groups=len(report["repeated_evidence_groups"]),
+            max_steps_until_last_reuse=max(last_reuse) if last_reuse else None,
+            tools=_compact(report["tools"]),
+            per_source=_compact(report["sources"]),
+        )
+
+
+def _survival(state: _State, trajectory: Trajectory) -> _Survival:
+    streamed = _streamed_survival(state, trajectory)
+    if streamed is not None:
+        return streamed
+    items, keys, final = trajectory_items(trajectory)
+    return _Survival.of_report(summarize(analyze_items(items, final, state.cache), keys))
+
+
+def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | None:
+    """`_Survival` of the trajectory from the index built as spans arrived, if that index was fed
+    the same evidence and targets in the same order as `trajectory_items` gives them (the usual
+    case: spans arrive in the order of the canonical trajectory, up to steps that are neither);
+    None otherwise.
 
     Matching depends only on that sequence, so the index's decisions are the ones a fresh
-    analysis would make; only positions and labels are the canonical trajectory's.
+    analysis would make; only positions and labels are the canonical trajectory's (positions are
+    mapped, in the same order, from those the items had as they arrived).
     """
-    relevant = [(p, item) for p, item in enumerate(items) if item.role != "other"]
-    declared = bool(relevant) and relevant[-1][1].key == "final_answer"
-    if declared:  # the declared output, not a step: matched below, after everything else
-        relevant.pop()
     seen = state.seen
-    if len(relevant) != len(seen):
+    count = len(seen)
+    canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
+    labels: list[str] = []  # evidence id of each source, in order
+    last_target: dict[str, int] = {}  # target text -> position as fed of its last occurrence
+    k = position = 0
+    for step_index, step in enumerate(trajectory.steps):
+        kind = step.kind
+        text = step.text
+        if kind == "retrieval":
+            for number, doc in enumerate(step.documents):
+                content = doc.content
+                if content:
+                    if k == count:
+                        return None
+                    fed, role, fed_text = seen[k]
+                    if role != "evidence" or fed_text != content:
+                        return None
+                    canonical[fed] = position
+                    labels.append(doc.id or f"{step.span_id}#{step_index}.{number}")
+                    k += 1
+                    position += 1
+            continue
+        if text and kind in _ITEM_KINDS:
+            if k == count:
+                return None
+            fed, role, fed_text = seen[k]
+            if fed_text != text or role != ("evidence" if kind == "tool_result" else "target"):
+                return None
+            canonical[fed] = position
+            if role == "evidence":
+                labels.append(step.call_id or f"{step.span_id}#{step_index}")
+            else:
+                last_target[text] = fed
+            k += 1
+        position += 1
+    if k != count:
         return None
-    for (_, item), (_, role, text) in zip(relevant, seen, strict=True):
-        if item.role != role or item.text != text:
-            return None
-    position_of = {old: new for (new, _), (old, _, _) in zip(relevant, seen, strict=True)}
     index = state.index
-    evidence = [item for _, item in relevant if item.role == "evidence"]
-    for number, (source, item) in enumerate(zip(index.sources, evidence, strict=True)):
-        source.position = position_of[source.position]
-        source.step_key = item.key
-        source.evidence_id = item.evidence_id or f"evidence-{number}"  # as `analyze_items`
-        source.source_type = item.source_type
-        source.tool = item.tool
-        source.source = item.source
-        source.reuse_positions = [
-            tuple([position_of[p] for p in ps]) for ps in source.reuse_positions
-        ]
-    reusing = {position_of[p]: units for p, units in state.reusing.items()}
-    if declared:
-        position = len(items) - 1
-        matched = index.match_output(items[position].text, position)
-        if matched:
-            reusing[position] = matched
-    return EvidenceAnalysis(items, index, final, reusing)
+    final: int | None = None  # as fed
+    answer = trajectory.final_answer()
+    if answer is not None:
+        final = last_target.get(answer)
+        if final is None:  # the declared output, not a step: matched after everything else
+            final = state.position  # after every position fed
+            canonical[final] = position
+            index.match_output(answer, final)
+    return _summary(index, labels, canonical, final)
+
+
+def _summary(
+    index: EvidenceIndex, labels: list[str], canonical: dict[int, int], final: int | None
+) -> _Survival:
+    """`_Survival.of_report(summarize(...))` of the index's sources, relabeled (see above)."""
+    units = reused = final_reused = 0
+    unused: list[str] = []
+    last_reuse: int | None = None
+    tools: dict[str, list[int]] = {}
+    per_source: dict[str, list[int]] = {}
+    for label, src in zip(labels, index.sources, strict=True):
+        positions_of = src.reuse_positions
+        unit_count = len(src.units)
+        # most units are reused by nothing: counted at C speed, the others looked at
+        src_reused = sum(map(bool, positions_of))
+        src_final = 0
+        if src_reused:
+            reusing = [positions for positions in positions_of if positions]
+            last = max([positions[-1] for positions in reusing])  # each ascending
+            steps = canonical[last] - canonical[src.position]
+            if steps and (last_reuse is None or steps > last_reuse):
+                last_reuse = steps
+            if final is not None and final > src.position:
+                src_final = sum([final in positions for positions in reusing])
+        else:
+            unused.append(label)
+        units += unit_count
+        reused += src_reused
+        final_reused += src_final
+        for name, totals in ((src.tool, tools), (src.source, per_source)):
+            if name is not None:
+                entry = totals.get(name)
+                if entry is None:
+                    entry = totals[name] = [0, 0, 0, 0]
+                entry[0] += 1
+                entry[1] += unit_count
+                entry[2] += src_reused
+                entry[3] += src_final
+    return _Survival(
+        sources=len(labels),
+        units=units,
+        reused=reused,
+        final_reused=final_reused,
+        unused=unused,
+        repeated_groups=len(index.repeated_groups()),
+        max_steps_until_last_reuse=last_reuse,
+        tools={name: _compact_totals(*entry) for name, entry in tools.items()},
+        per_source={name: _compact_totals(*entry) for name, entry in per_source.items()},
+    )
+
+
+def _compact_totals(sources: int, units: int, reused: int, final_reused: int) -> dict[str, Any]:
+    """An entry of `_compact` from the sums `_totals` makes."""
+    return {
+        "sources": sources,
+        "units": units,
+        "reused": reused,
+        "final_reused": final_reused,
+        "survival": round(reused / units if units else 0.0, 4),
+        "final_survival": round(final_reused / units if units else 0.0, 4),
+    }
 
 
 class EvidenceEvaluator(Evaluator):
@@ -180,24 +318,49 @@ class EvidenceEvaluator(Evaluator):
     ) -> Sequence[EvaluationResult]:
         reused: set[int] = set()
         outputs = 0
+        index, seen, position = state.index, state.seen, state.position
+        # the items `_step_items` makes, fed as they come, without making them
         for step in steps:
             kind = step.kind
-            if kind != "retrieval" and not (step.text and kind in _ITEM_KINDS):
-                state.position += 1  # one `other` item (see `_step_items`)
+            text = step.text
+            if kind == "tool_result" and text:
+                key = f"{step.span_id}#{position}"
+                index.add_source(
+                    text,
+                    position,
+                    evidence_id=step.call_id or key,
+                    step_key=key,
+                    source_type="tool_result",
+                    tool=step.tool,
+                    source_name=None,
+                )
+                seen.append((position, "evidence", text))
+            elif kind == "retrieval":
+                step_key = f"{step.span_id}#{position}"
+                for number, doc in enumerate(step.documents):
+                    content = doc.content
+                    if content:
+                        key = f"{step_key}.{number}"
+                        index.add_source(
+                            content,
+                            position,
+                            evidence_id=doc.id or key,
+                            step_key=key,
+                            source_type="retrieval",
+                            tool=None,
+                            source_name=step.source,
+                        )
+                        seen.append((position, "evidence", content))
+                        position += 1
+                        state.position = position
                 continue
-            for item in _step_items(step, state.position):
-                position = state.position
-                if item.role == "evidence":
-                    state.index.add_evidence(item, position, item.evidence_id or item.key)
-                    state.seen.append((position, "evidence", item.text))
-                elif item.role == "target":
-                    outputs += 1
-                    matched = state.index.match_output(item.text, position)
-                    state.seen.append((position, "target", item.text))
-                    if matched:
-                        state.reusing[position] = matched
-                        reused.update(matched)
-                state.position += 1
+            elif text and kind in _TARGET_KINDS:
+                outputs += 1
+                matched = index.match_output(text, position)
+                seen.append((position, "target", text))
+                reused.update(matched)
+            position += 1
+            state.position = position  # (kept in step with `seen` should a step raise)
         if span.operation != "llm" or not outputs:
             return ()
         origins = sorted({_origin(state.index, u) for u in reused})
@@ -224,34 +387,11 @@ class EvidenceEvaluator(Evaluator):
     def finish_trace(
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        items, keys, final = trajectory_items(trajectory)
-        analysis = _reuse_index(state, items, final) or analyze_items(items, final, state.cache)
-        report = summarize(analysis, keys)
-        sources = report["evidence"]
-        attributes: dict[str, Any] = {
-            names.ATTR_EVIDENCE_SOURCES: len(sources),
-            names.ATTR_EVIDENCE_UNITS: report["evidence_units"],
-            names.ATTR_EVIDENCE_REUSED_UNITS: report["reused_units"],
-            names.ATTR_EVIDENCE_SURVIVAL_RATIO: report["overall_survival_ratio"],
-            names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO: report["final_answer_survival_ratio"],
-            names.ATTR_EVIDENCE_UNUSED_SOURCES: report["apparently_unused_sources"],
-            names.ATTR_EVIDENCE_REPEATED_GROUPS: len(report["repeated_evidence_groups"]),
-        }
-        last_reuse = [r["steps_until_last_reuse"] for r in sources if r["steps_until_last_reuse"]]
-        if last_reuse:
-            attributes[names.ATTR_EVIDENCE_MAX_STEPS_UNTIL_LAST_REUSE] = max(last_reuse)
-        if report["tools"]:
-            attributes[names.ATTR_EVIDENCE_PER_TOOL] = json.dumps(
-                _compact(report["tools"]), sort_keys=True
-            )
-        if report["sources"]:
-            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = json.dumps(
-                _compact(report["sources"]), sort_keys=True
-            )
-        if not report["evidence_units"]:
+        survival = _survival(state, trajectory)
+        sources = survival.sources
+        if not survival.units:
             # No evidence: survival is undefined, not zero (a gate on it must not trip). Sources
             # too short to hold a unit (`timeout`, `[]`) give nothing to reuse either.
-            attributes = {names.ATTR_EVIDENCE_SOURCES: len(sources)}
             return [
                 EvaluationResult(
                     name=names.EVAL_EVIDENCE_SURVIVAL,
@@ -259,20 +399,38 @@ class EvidenceEvaluator(Evaluator):
                     evaluator_version=self.version,
                     score_label="no_evidence",
                     explanation=(
-                        f"{len(sources)} evidence source(s), none with a sentence to reuse"
+                        f"{sources} evidence source(s), none with a sentence to reuse"
                         if sources
                         else "no tool result or retrieved document with text in this trace"
                     ),
-                    attributes=attributes,
+                    attributes={names.ATTR_EVIDENCE_SOURCES: sources},
                 )
             ]
-        final_ratio = report["final_answer_survival_ratio"]
+        ratio = survival.reused / survival.units
+        final_ratio = survival.final_reused / survival.units
+        unused = survival.unused
+        attributes: dict[str, Any] = {
+            names.ATTR_EVIDENCE_SOURCES: sources,
+            names.ATTR_EVIDENCE_UNITS: survival.units,
+            names.ATTR_EVIDENCE_REUSED_UNITS: survival.reused,
+            names.ATTR_EVIDENCE_SURVIVAL_RATIO: ratio,
+            names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO: final_ratio,
+            names.ATTR_EVIDENCE_UNUSED_SOURCES: len(unused),
+            names.ATTR_EVIDENCE_REPEATED_GROUPS: survival.repeated_groups,
+        }
+        if survival.max_steps_until_last_reuse is not None:
+            attributes[names.ATTR_EVIDENCE_MAX_STEPS_UNTIL_LAST_REUSE] = (
+                survival.max_steps_until_last_reuse
+            )
+        if survival.tools:
+            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _totals_json(survival.tools)
+        if survival.per_source:
+            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _totals_json(survival.per_source)
         grounded = final_ratio >= self.config.min_final_survival
-        unused = [u["evidence_id"] for u in report["unused_evidence"]]
         explanation = (
-            f"{report['reused_units']} of {report['evidence_units']} evidence units reused "
-            f"({report['overall_survival_ratio']:.0%}); the final answer uses "
-            f"{report['final_reused_units']} ({final_ratio:.0%})"
+            f"{survival.reused} of {survival.units} evidence units reused "
+            f"({ratio:.0%}); the final answer uses "
+            f"{survival.final_reused} ({final_ratio:.0%})"
         )
         if unused:
             explanation += f"; unused sources: {', '.join(unused[:5])}"
@@ -283,8 +441,8 @@ class EvidenceEvaluator(Evaluator):
                 name=names.EVAL_EVIDENCE_SURVIVAL,
                 evaluator=self.name,
                 evaluator_version=self.version,
-                score_value=float(report["overall_survival_ratio"]),
-                score_label="reused" if report["reused_units"] else "unused",
+                score_value=float(ratio),
+                score_label="reused" if survival.reused else "unused",
                 explanation=explanation,
                 attributes=attributes,
             ),
