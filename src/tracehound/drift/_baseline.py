@@ -100,10 +100,23 @@ class RunningStats:
         if self.weight <= 0.0:
             return other.copy()
         total = self.weight + other.weight
-        delta = other.mean - self.mean
-        mean = self.mean + delta * (other.weight / total)
-        m2 = self.m2 + other.m2 + delta * delta * (self.weight * other.weight / total)
-        return RunningStats(total, mean, m2)
+        ratio = other.weight / total
+        spread = self.weight * other.weight / total
+        # numpy's elementwise `mean + delta * ratio`, `m2 + m2' + delta * delta * spread`, on
+        # Python floats (the same operations, so the same bits; fewer calls on short vectors)
+        mean: list[float] = []
+        m2: list[float] = []
+        for a, b, p, q in zip(
+            self.mean.tolist(),
+            other.mean.tolist(),
+            self.m2.tolist(),
+            other.m2.tolist(),
+            strict=True,
+        ):
+            delta = b - a
+            mean.append(a + delta * ratio)
+            m2.append(p + q + delta * delta * spread)
+        return RunningStats(total, np.array(mean, dtype=np.float64), np.array(m2, dtype=np.float64))
 
     def scale(self, factor: float) -> None:
         """Decay: every observation's weight times `factor` (the mean does not move)."""
@@ -146,10 +159,20 @@ class RunSummary:
     embedding: FloatArray | None = None
     """float16-precision copy of the run's unit embedding (None: the run had no text)."""
     sample: str = ""
+    _shares: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    """`tool_shares_of(tools)`, computed once (a summary stays in the ring for several runs)."""
 
     @property
     def order_key(self) -> tuple[int, str, str]:
         return (self.end_ns, self.trace_id, self.run_id)
+
+    def tool_shares(self) -> dict[str, float] | None:
+        """`tool_shares_of(self.tools)` (cached; do not modify it)."""
+        shares = self._shares
+        if shares is None and self.tools:
+            shares = tool_shares_of(self.tools)
+            object.__setattr__(self, "_shares", shares)
+        return shares
 
     @classmethod
     def of(cls, features: RunFeatures) -> RunSummary:
@@ -296,12 +319,59 @@ class Baseline:
             recent_limit=recent_limit,
         )
 
+    @classmethod
+    def _of_valid(  # noqa: PLR0917 - every field, in order
+        cls,
+        embedder: str,
+        dim: int,
+        blocks: Blocks,
+        dimensions: tuple[str, ...],
+        runs: int,
+        complexity: RunningStats,
+        tools: dict[str, float],
+        centroid_sum: FloatArray,
+        text_weight: float,
+        first_ns: int,
+        last_ns: int,
+        pinned: bool,
+        recent: tuple[RunSummary, ...],
+        recent_limit: int,
+    ) -> Baseline:
+        """A baseline of fields already known to be consistent (no `__post_init__` checks):
+        copies and merges of valid baselines, which run once per scored run."""
+        out = object.__new__(cls)
+        out.embedder = embedder
+        out.dim = dim
+        out.blocks = blocks
+        out.dimensions = dimensions
+        out.runs = runs
+        out.complexity = complexity
+        out.tools = tools
+        out.centroid_sum = centroid_sum
+        out.text_weight = text_weight
+        out.first_ns = first_ns
+        out.last_ns = last_ns
+        out.pinned = pinned
+        out.recent = recent
+        out.recent_limit = recent_limit
+        return out
+
     def copy(self) -> Baseline:
-        return replace(
-            self,
-            complexity=self.complexity.copy(),
-            tools=dict(self.tools),
-            centroid_sum=self.centroid_sum.copy(),
+        return Baseline._of_valid(
+            self.embedder,
+            self.dim,
+            self.blocks,
+            self.dimensions,
+            self.runs,
+            self.complexity.copy(),
+            dict(self.tools),
+            self.centroid_sum.copy(),
+            self.text_weight,
+            self.first_ns,
+            self.last_ns,
+            self.pinned,
+            self.recent,
+            self.recent_limit,
         )
 
     # --- combination -------------------------------------------------------------------------
@@ -337,21 +407,22 @@ class Baseline:
         for name, value in other.tools.items():
             tools[name] = tools.get(name, 0.0) + value
         firsts = [t for t in (self.first_ns, other.first_ns) if t]
-        return Baseline(
-            embedder=self.embedder,
-            dim=self.dim,
-            blocks=self.blocks,
-            dimensions=self.dimensions,
-            runs=self.runs + other.runs,
-            complexity=self.complexity.merged(other.complexity),
-            tools=tools,
-            centroid_sum=self.centroid_sum + other.centroid_sum,
-            text_weight=self.text_weight + other.text_weight,
-            first_ns=min(firsts) if firsts else 0,
-            last_ns=max(self.last_ns, other.last_ns),
-            pinned=self.pinned,
-            recent=_merge_recent(self.recent, other.recent, self.recent_limit),
-            recent_limit=self.recent_limit,
+        # both are valid and compatible: so is their merge
+        return Baseline._of_valid(
+            self.embedder,
+            self.dim,
+            self.blocks,
+            self.dimensions,
+            self.runs + other.runs,
+            self.complexity.merged(other.complexity),
+            tools,
+            self.centroid_sum + other.centroid_sum,
+            self.text_weight + other.text_weight,
+            min(firsts) if firsts else 0,
+            max(self.last_ns, other.last_ns),
+            self.pinned,
+            _merge_recent(self.recent, other.recent, self.recent_limit),
+            self.recent_limit,
         )
 
     def decayed(self, half_life_runs: float | None, runs: int = 1) -> Baseline:
@@ -513,6 +584,17 @@ class Baseline:
             )
         except (KeyError, TypeError) as exc:
             raise BaselineFormatError(f"malformed baseline: missing or bad field {exc}") from exc
+
+
+def tool_shares_of(tools: Mapping[str, int | float]) -> dict[str, float] | None:
+    """Each tool's share of the calls, in the mapping's order (None: a total that is not > 0).
+
+    The values `tool_mix_distance` divides by the total, computed once.
+    """
+    total = float(sum(tools.values()))
+    if total <= 0.0:
+        return None
+    return {name: value / total for name, value in tools.items()}
 
 
 def _merge_recent(

@@ -39,11 +39,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from math import isnan
 from typing import Any, Literal
 
 import numpy as np
 
-from tracehound.drift._baseline import Baseline, BaselineMismatchError
+from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
 
@@ -380,13 +381,31 @@ class DriftScore:
 
 
 class DriftScorer:
-    """Scores `RunFeatures` against a `Baseline`. Stateless apart from its configuration."""
+    """Scores `RunFeatures` against a `Baseline`. Stateless apart from its configuration.
 
-    __slots__ = ("_absolute_floors", "_relative_floors", "config")
+    The arithmetic on the complexity dimensions and on the few run-to-run distances is done on
+    Python floats, element by element, as numpy would do it (the same IEEE operations in the same
+    order, so the same bits), and numpy is kept for the reductions (dot products, norms), whose
+    summation order is numpy's own: a numpy call costs more than a handful of float operations.
+    """
+
+    __slots__ = (
+        "_absolute_floors",
+        "_floor_pairs",
+        "_relative_floors",
+        "_weights",
+        "_z_cap",
+        "config",
+    )
 
     def __init__(self, config: DriftConfig | None = None) -> None:
         self.config = config or DriftConfig()
         self._absolute_floors, self._relative_floors = self.config.floors()
+        self._floor_pairs = tuple(
+            zip(self._absolute_floors.tolist(), self._relative_floors.tolist(), strict=True)
+        )
+        self._weights = self.config.normalized_weights
+        self._z_cap = float(self.config.z_cap)
 
     def score(
         self,
@@ -409,36 +428,39 @@ class DriftScorer:
             )
         if embedder is not None:
             baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
-        if features.embedding.size != baseline.dim:
+        embedding = features.embedding
+        if embedding.size != baseline.dim:
             raise BaselineMismatchError(
-                f"run embedding has {features.embedding.size} dimensions, baseline "
+                f"run embedding has {embedding.size} dimensions, baseline "
                 f"({baseline.embedder!r}) has {baseline.dim}"
             )
-        config = self.config
-        has_text = features.has_text
-        sigmas = self.sigmas(baseline)
-        tool = tool_mix_distance(features.tools, baseline.tools)
+        has_text = bool(embedding.size) and bool(embedding.any())
+        sigmas = self._sigma_list(baseline)
+        run_shares = tool_shares_of(features.tools)
+        tool = _tool_mix(run_shares, tool_shares_of(baseline.tools))
         distance = None
         if has_text and baseline.text_weight > 0.0:
-            distance = embedding_distance(
-                features.embedding, baseline.centroid_sum, baseline.blocks
-            )
+            distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
         semantic = 0.0 if distance is None else distance
-        complexity, z = self._complexity(features, baseline, sigmas)
-        w_tool, w_sem, w_cx = config.normalized_weights
+        x = [float(v) for v in features.complexity]
+        mean = baseline.complexity.mean.tolist()
+        complexity, z = self._complexity_of(x, mean, baseline.complexity.m2.tolist(), sigmas)
+        w_tool, w_sem, w_cx = self._weights
         composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
-        values: dict[Component, float] = {
-            "tool_mix": tool,
-            "semantic": semantic,
-            "complexity": complexity,
-        }
-        primary = max(COMPONENTS, key=lambda c: values[c])  # first of equals: the order above
+        # the primary driver: the largest component, the first of equals in `COMPONENTS` order
+        primary: Component = "tool_mix"
+        if semantic > tool:
+            primary = "semantic"
+        if complexity > (semantic if semantic > tool else tool):
+            primary = "complexity"
         severity = severity_of(composite)
-        z_by_dim = dict(zip(baseline.dimensions, z.tolist(), strict=True))
+        z_by_dim = dict(zip(baseline.dimensions, z, strict=True))
         explanation = None
         typical = None
         if explain:
-            divergences, typical = self._recent(features, baseline, sigmas, has_text)
+            divergences, typical = self._recent_runs(
+                features, baseline, x, sigmas, has_text, run_shares
+            )
             explanation = self._explain(
                 features,
                 baseline=baseline,
@@ -448,6 +470,7 @@ class DriftScorer:
                 typical=typical,
                 z=z_by_dim,
                 divergences=divergences,
+                means=mean,
             )
         return DriftScore(
             composite=composite,
@@ -468,63 +491,87 @@ class DriftScorer:
 
     def sigmas(self, baseline: Baseline) -> FloatArray:
         """The standard deviations z-scores use: the baseline's sample ones, floored."""
-        stats = baseline.complexity
-        floors = np.maximum(self._absolute_floors, self._relative_floors * np.abs(stats.mean))
-        return np.maximum(stats.sample_std, floors)
+        return np.array(self._sigma_list(baseline), dtype=np.float64)
 
-    def _complexity(
-        self, features: RunFeatures, baseline: Baseline, sigmas: FloatArray
-    ) -> tuple[float, FloatArray]:
+    def _sigma_list(self, baseline: Baseline) -> list[float]:
+        # np.maximum(sample_std, np.maximum(absolute, relative * np.abs(mean))), elementwise
         stats = baseline.complexity
-        x = np.asarray(features.complexity, dtype=np.float64)
-        z = (x - stats.mean) / sigmas
+        weight = stats.weight
+        m2 = stats.m2.tolist()
+        if weight > 1.0:
+            divisor = weight - 1.0
+            std = [math.sqrt(_max(v / divisor, 0.0)) for v in m2]
+        elif weight > 0.0:
+            std = [math.sqrt(_max(v / weight, 0.0)) for v in m2]
+        else:
+            std = [0.0] * len(m2)
+        return [
+            _max(s, _max(absolute, relative * abs(m)))
+            for s, m, (absolute, relative) in zip(
+                std, stats.mean.tolist(), self._floor_pairs, strict=True
+            )
+        ]
+
+    def _complexity_of(
+        self, x: list[float], mean: list[float], m2: list[float], sigmas: list[float]
+    ) -> tuple[float, list[float]]:
+        """The complexity component and the z-score of each dimension."""
+        z = [(v - m) / s for v, m, s in zip(x, mean, sigmas, strict=True)]
         # Dimensions the agent never uses (zero in every baseline run and in this run: no
         # sub-agents, no errors...) say nothing about it and are left out of the mean.
-        active = (x != 0.0) | (stats.mean != 0.0) | (stats.m2 > 0.0)
-        n_active = int(active.sum())
-        if n_active == 0:
+        cap = self._z_cap
+        capped = [
+            _min(abs(zv), cap) / cap
+            for zv, v, m, q in zip(z, x, mean, m2, strict=True)
+            if v != 0.0 or m != 0.0 or q > 0.0
+        ]
+        if not capped:
             return 0.0, z
-        capped = np.minimum(np.abs(z[active]), self.config.z_cap) / self.config.z_cap
-        return _clip01(math.sqrt(float(capped @ capped) / n_active)), z
+        squares = np.array(capped, dtype=np.float64)
+        return _clip01(math.sqrt(float(squares @ squares) / len(capped))), z
 
-    def _recent(
-        self, features: RunFeatures, baseline: Baseline, sigmas: FloatArray, has_text: bool
+    def _recent_runs(  # noqa: PLR0917 - private, one caller
+        self,
+        features: RunFeatures,
+        baseline: Baseline,
+        x: list[float],
+        sigmas: list[float],
+        has_text: bool,
+        run_shares: dict[str, float] | None,
     ) -> tuple[tuple[Divergence, ...], float | None]:
         """The recent runs by divergence from this run; their mean distance to the centroid."""
         recent = baseline.recent
         if not recent:
             return (), None
-        w_tool, w_sem, w_cx = self.config.normalized_weights
-        cap = self.config.z_cap
-        x = np.asarray(features.complexity, dtype=np.float64)
+        w_tool, w_sem, w_cx = self._weights
+        cap = self._z_cap
         others = np.array([r.complexity for r in recent], dtype=np.float64)
-        diff = np.minimum(np.abs(others - x) / sigmas, cap) / cap
-        complexity = np.sqrt(np.einsum("ij,ij->i", diff, diff) / diff.shape[1])
-        semantic = np.zeros(len(recent))
+        diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
+        n_dims = diff.shape[1]
+        complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
+        semantic = [0.0] * len(recent)
         typical = None
         if any(r.embedding is not None for r in recent):
             zeros = np.zeros(baseline.dim)
             ring = np.array([zeros if r.embedding is None else r.embedding for r in recent])
             targets = np.array([baseline.centroid_sum, features.embedding if has_text else zeros])
-            distances = block_distances(ring, targets, baseline.blocks)
-            own = distances[:, 0][~np.isnan(distances[:, 0])]
-            # `own.mean()` and `np.nan_to_num` give the same values; these skip their Python-level
-            # wrappers (the distances are clipped to [0, 1]: NaN is the only non-finite value)
-            typical = float(np.add.reduce(own) / own.size) if own.size else None
-            to_runs = distances[:, 1]
-            semantic = np.where(np.isnan(to_runs), 0.0, to_runs)
-        partial = (w_sem * semantic + w_cx * complexity).tolist()
-        tools = features.tools
+            to_centroid, to_run = _ring_distances(ring, targets, baseline.blocks)
+            own = [d for d in to_centroid if not isnan(d)]  # NaN: no text on one side
+            if own:
+                # `own.mean()`, without its Python-level wrapper
+                typical = float(np.add.reduce(np.array(own, dtype=np.float64))) / len(own)
+            semantic = [0.0 if isnan(d) else d for d in to_run]
         out = [
             Divergence(
                 run.trace_id,
                 run.run_id,
-                w_tool * tool_mix_distance(tools, run.tools) + partial[i],
+                w_tool * _tool_mix(run_shares, run.tool_shares())
+                + (w_sem * semantic[i] + w_cx * complexity[i]),
                 run.sample,
             )
             for i, run in enumerate(recent)
         ]
-        out.sort(key=lambda d: (-d.divergence, d.trace_id, d.run_id))
+        out.sort(key=_divergence_order)
         return tuple(out), typical
 
     # --- explanation -------------------------------------------------------------------------
@@ -540,6 +587,7 @@ class DriftScorer:
         typical: float | None,
         z: Mapping[str, float],
         divergences: tuple[Divergence, ...],
+        means: list[float],
     ) -> DriftExplanation:
         config = self.config
         base_shares = baseline.tool_shares()
@@ -565,10 +613,12 @@ class DriftScorer:
             )
             if abs(run_shares[t] - base_shares[t]) >= config.shift_threshold
         )
-        means = baseline.complexity_means()
-        values = dict(zip(baseline.dimensions, features.complexity, strict=True))
+        by_dim = {
+            d: (m, float(v))
+            for d, m, v in zip(baseline.dimensions, means, features.complexity, strict=True)
+        }
         moved = tuple(
-            DimensionShift(d, means[d], float(values[d]), z[d])
+            DimensionShift(d, by_dim[d][0], by_dim[d][1], z[d])
             for d in sorted(z, key=lambda d: (-abs(z[d]), d))[: config.explain_top]
             if abs(z[d]) >= 1.0
         )
@@ -610,6 +660,89 @@ def block_distances(matrix: FloatArray, targets: FloatArray, blocks: Blocks) -> 
         out: FloatArray = np.clip(total / weights, 0.0, 1.0)
     out[weights == 0.0] = np.nan
     return out
+
+
+def _ring_distances(
+    matrix: FloatArray, targets: FloatArray, blocks: Blocks
+) -> tuple[list[float], list[float]]:
+    """`block_distances(matrix, targets, blocks)` for two targets, as its two columns.
+
+    The same bits: numpy for the norms and dot products (the same calls on the same arrays),
+    then the elementwise steps on Python floats in numpy's order and with its NaN rules.
+    """
+    n = matrix.shape[0]
+    total = [[0.0, 0.0] for _ in range(n)]
+    weights = [[0.0, 0.0] for _ in range(n)]
+    for start, stop, weight in blocks:
+        if weight <= 0.0:
+            continue
+        x = matrix[:, start:stop]
+        y = targets[:, start:stop]
+        x_norms = [math.sqrt(v) for v in np.einsum("ij,ij->i", x, x).tolist()]
+        y_norms = [math.sqrt(v) for v in np.einsum("ij,ij->i", y, y).tolist()]
+        dots = (x @ y.T).tolist()
+        unused = weight * 0.0  # `weight * both` where a side is zero
+        for i, x_norm in enumerate(x_norms):
+            row_total = total[i]
+            row_weights = weights[i]
+            row_dots = dots[i]
+            for k, y_norm in enumerate(y_norms):
+                denominator = x_norm * y_norm
+                if denominator > 0.0:
+                    row_total[k] += weight * (1.0 - row_dots[k] / denominator)
+                    row_weights[k] += weight
+                else:
+                    row_total[k] += unused * (1.0 - row_dots[k])
+                    row_weights[k] += unused
+    columns: tuple[list[float], list[float]] = ([], [])
+    for row_total, row_weights in zip(total, weights, strict=True):
+        for k in (0, 1):
+            w = row_weights[k]
+            columns[k].append(_NAN if w == 0.0 else _clip_nan(row_total[k] / w))
+    return columns
+
+
+def _tool_mix(run: dict[str, float] | None, baseline: dict[str, float] | None) -> float:
+    """`tool_mix_distance` of two `tool_shares_of` (the same operations in the same order)."""
+    if run is None:
+        return 0.0 if baseline is None else 1.0
+    if baseline is None:
+        return 1.0
+    dot = run_sq = base_sq = 0.0
+    run_get = run.get
+    base_get = baseline.get
+    for name in run.keys() | baseline.keys():
+        r = run_get(name, 0.0)
+        b = base_get(name, 0.0)
+        dot += r * b
+        run_sq += r * r
+        base_sq += b * b
+    return _clip01(1.0 - dot / math.sqrt(run_sq * base_sq))
+
+
+def _divergence_order(d: Divergence) -> tuple[float, str, str]:
+    return (-d.divergence, d.trace_id, d.run_id)
+
+
+def _max(a: float, b: float) -> float:
+    """`np.maximum` of two floats (NaN wins)."""
+    return a if a >= b or isnan(a) else b
+
+
+def _min(a: float, b: float) -> float:
+    """`np.minimum` of two floats (NaN wins)."""
+    return a if a <= b or isnan(a) else b
+
+
+def _clip_nan(value: float) -> float:
+    """`np.clip(value, 0.0, 1.0)` (NaN stays NaN)."""
+    if isnan(value):
+        return value
+    value = value if value > 0.0 else 0.0
+    return value if value < 1.0 else 1.0
+
+
+_NAN = float("nan")
 
 
 def tool_mix_distance(
