@@ -159,12 +159,21 @@ class RunSummary:
     embedding: FloatArray | None = None
     """float16-precision copy of the run's unit embedding (None: the run had no text)."""
     sample: str = ""
+    # Computed once, when first scored against: a summary stays in the ring for several runs.
     _shares: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
-    """`tool_shares_of(tools)`, computed once (a summary stays in the ring for several runs)."""
+    _complexity: FloatArray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def order_key(self) -> tuple[int, str, str]:
         return (self.end_ns, self.trace_id, self.run_id)
+
+    def complexity_array(self) -> FloatArray:
+        """`complexity` as a float64 array (cached; do not modify it)."""
+        array = self._complexity
+        if array is None:
+            array = np.array(self.complexity, dtype=np.float64)
+            object.__setattr__(self, "_complexity", array)
+        return array
 
     def tool_shares(self) -> dict[str, float] | None:
         """`tool_shares_of(self.tools)` (cached; do not modify it)."""

@@ -191,7 +191,21 @@ def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> None:
 def make_sample(texts: Sequence[str]) -> str:
     """A short, one-line sample of the first text."""
     for text in texts:
-        line = " ".join(text.split())
+        line = _one_line_start(text)
         if line:
             return line if len(line) <= SAMPLE_CHARS else line[: SAMPLE_CHARS - 1] + "…"
     return ""
+
+
+def _one_line_start(text: str) -> str:
+    """`" ".join(text.split())`, or a prefix of it longer than `SAMPLE_CHARS` (all a sample
+    needs): the words of ever longer prefixes of the text rather than of a long text."""
+    size = 2 * SAMPLE_CHARS
+    while size < len(text):
+        # the words of text[:size] joined are a prefix of the whole text's (a word cut at the
+        # end of the prefix is a prefix of that word)
+        line = " ".join(text[:size].split())
+        if len(line) > SAMPLE_CHARS:
+            return line
+        size *= 4
+    return " ".join(text.split())

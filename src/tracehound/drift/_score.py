@@ -459,7 +459,7 @@ class DriftScorer:
         typical = None
         if explain:
             divergences, typical = self._recent_runs(
-                features, baseline, x, sigmas, has_text, run_shares
+                features, baseline, x, sigmas, has_text, run_shares, self.config.explain_top
             )
             explanation = self._explain(
                 features,
@@ -538,14 +538,16 @@ class DriftScorer:
         sigmas: list[float],
         has_text: bool,
         run_shares: dict[str, float] | None,
+        top: int,
     ) -> tuple[tuple[Divergence, ...], float | None]:
-        """The recent runs by divergence from this run; their mean distance to the centroid."""
+        """The `top` recent runs by divergence from this run; all recent runs' mean distance to
+        the centroid."""
         recent = baseline.recent
         if not recent:
             return (), None
         w_tool, w_sem, w_cx = self._weights
         cap = self._z_cap
-        others = np.array([r.complexity for r in recent], dtype=np.float64)
+        others = np.array([r.complexity_array() for r in recent])
         diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
         n_dims = diff.shape[1]
         complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
@@ -561,18 +563,23 @@ class DriftScorer:
                 # `own.mean()`, without its Python-level wrapper
                 typical = float(np.add.reduce(np.array(own, dtype=np.float64))) / len(own)
             semantic = [0.0 if isnan(d) else d for d in to_run]
-        out = [
-            Divergence(
+        ranked = sorted(
+            (
+                -(
+                    w_tool * _tool_mix(run_shares, run.tool_shares())
+                    + (w_sem * semantic[i] + w_cx * complexity[i])
+                ),
                 run.trace_id,
                 run.run_id,
-                w_tool * _tool_mix(run_shares, run.tool_shares())
-                + (w_sem * semantic[i] + w_cx * complexity[i]),
-                run.sample,
+                i,
             )
             for i, run in enumerate(recent)
-        ]
-        out.sort(key=_divergence_order)
-        return tuple(out), typical
+        )
+        # explanations name the first few: only those become `Divergence`s
+        return tuple(
+            Divergence(trace_id, run_id, -negated, recent[i].sample)
+            for negated, trace_id, run_id, i in ranked[:top]
+        ), typical
 
     # --- explanation -------------------------------------------------------------------------
 
@@ -631,7 +638,7 @@ class DriftScorer:
             semantic_distance=distance,
             semantic_typical=typical,
             sample=features.sample if distance is not None else "",
-            diverged_from=divergences[: config.explain_top],
+            diverged_from=divergences,
             recommendation=_recommendation(severity, primary, appeared, disappeared, moved),
         )
 
@@ -668,38 +675,55 @@ def _ring_distances(
     """`block_distances(matrix, targets, blocks)` for two targets, as its two columns.
 
     The same bits: numpy for the norms and dot products (the same calls on the same arrays),
-    then the elementwise steps on Python floats in numpy's order and with its NaN rules.
+    then the elementwise steps on Python floats in numpy's order and with its NaN rules (a
+    comparison with NaN is false, as in `np.where` and `np.clip`).
     """
     n = matrix.shape[0]
-    total = [[0.0, 0.0] for _ in range(n)]
-    weights = [[0.0, 0.0] for _ in range(n)]
+    total_0 = [0.0] * n
+    total_1 = [0.0] * n
+    weights_0 = [0.0] * n
+    weights_1 = [0.0] * n
     for start, stop, weight in blocks:
         if weight <= 0.0:
             continue
         x = matrix[:, start:stop]
         y = targets[:, start:stop]
-        x_norms = [math.sqrt(v) for v in np.einsum("ij,ij->i", x, x).tolist()]
-        y_norms = [math.sqrt(v) for v in np.einsum("ij,ij->i", y, y).tolist()]
+        x_norms = np.sqrt(np.einsum("ij,ij->i", x, x)).tolist()
+        y_0, y_1 = np.sqrt(np.einsum("ij,ij->i", y, y)).tolist()
         dots = (x @ y.T).tolist()
         unused = weight * 0.0  # `weight * both` where a side is zero
         for i, x_norm in enumerate(x_norms):
-            row_total = total[i]
-            row_weights = weights[i]
-            row_dots = dots[i]
-            for k, y_norm in enumerate(y_norms):
-                denominator = x_norm * y_norm
-                if denominator > 0.0:
-                    row_total[k] += weight * (1.0 - row_dots[k] / denominator)
-                    row_weights[k] += weight
-                else:
-                    row_total[k] += unused * (1.0 - row_dots[k])
-                    row_weights[k] += unused
-    columns: tuple[list[float], list[float]] = ([], [])
-    for row_total, row_weights in zip(total, weights, strict=True):
-        for k in (0, 1):
-            w = row_weights[k]
-            columns[k].append(_NAN if w == 0.0 else _clip_nan(row_total[k] / w))
-    return columns
+            dot_0, dot_1 = dots[i]
+            denominator = x_norm * y_0
+            if denominator > 0.0:
+                total_0[i] += weight * (1.0 - dot_0 / denominator)
+                weights_0[i] += weight
+            else:
+                total_0[i] += unused * (1.0 - dot_0)
+                weights_0[i] += unused
+            denominator = x_norm * y_1
+            if denominator > 0.0:
+                total_1[i] += weight * (1.0 - dot_1 / denominator)
+                weights_1[i] += weight
+            else:
+                total_1[i] += unused * (1.0 - dot_1)
+                weights_1[i] += unused
+    return (
+        [_clipped_ratio(t, w) for t, w in zip(total_0, weights_0, strict=True)],
+        [_clipped_ratio(t, w) for t, w in zip(total_1, weights_1, strict=True)],
+    )
+
+
+def _clipped_ratio(total: float, weight: float) -> float:
+    """`np.clip(total / weight, 0.0, 1.0)`, NaN when the weight is 0 (NaN stays NaN)."""
+    if weight == 0.0:
+        return _NAN
+    value = total / weight
+    if 0.0 < value < 1.0:
+        return value
+    if value >= 1.0:
+        return 1.0
+    return 0.0 if value <= 0.0 else value  # -0.0 becomes 0.0, as with np.clip; NaN stays
 
 
 def _tool_mix(run: dict[str, float] | None, baseline: dict[str, float] | None) -> float:
@@ -720,10 +744,6 @@ def _tool_mix(run: dict[str, float] | None, baseline: dict[str, float] | None) -
     return _clip01(1.0 - dot / math.sqrt(run_sq * base_sq))
 
 
-def _divergence_order(d: Divergence) -> tuple[float, str, str]:
-    return (-d.divergence, d.trace_id, d.run_id)
-
-
 def _max(a: float, b: float) -> float:
     """`np.maximum` of two floats (NaN wins)."""
     return a if a >= b or isnan(a) else b
@@ -732,14 +752,6 @@ def _max(a: float, b: float) -> float:
 def _min(a: float, b: float) -> float:
     """`np.minimum` of two floats (NaN wins)."""
     return a if a <= b or isnan(a) else b
-
-
-def _clip_nan(value: float) -> float:
-    """`np.clip(value, 0.0, 1.0)` (NaN stays NaN)."""
-    if isnan(value):
-        return value
-    value = value if value > 0.0 else 0.0
-    return value if value < 1.0 else 1.0
 
 
 _NAN = float("nan")
