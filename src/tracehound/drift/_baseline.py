@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from tracehound import _wire
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
 
@@ -187,7 +188,7 @@ class RunSummary:
     def of(cls, features: RunFeatures) -> RunSummary:
         embedding = None
         if features.has_text:
-            embedding = features.embedding.astype(np.float16).astype(np.float64)
+            embedding = _float16_copy(features.embedding)
         return cls(
             trace_id=features.trace_id,
             run_id=features.run_id,
@@ -593,6 +594,17 @@ class Baseline:
             )
         except (KeyError, TypeError) as exc:
             raise BaselineFormatError(f"malformed baseline: missing or bad field {exc}") from exc
+
+
+def _float16_copy(vector: FloatArray) -> FloatArray:
+    """`vector.astype(np.float16).astype(np.float64)` (the C accelerator's `round_float16`, the
+    same bits, when built)."""
+    native = getattr(_wire._native, "round_float16", None)
+    if native is not None and vector.ndim == 1:
+        out = np.empty(vector.shape[0], dtype=np.float64)
+        if native(vector, out):  # None: input it leaves to numpy
+            return out
+    return vector.astype(np.float16).astype(np.float64)
 
 
 def tool_shares_of(tools: Mapping[str, int | float]) -> dict[str, float] | None:
