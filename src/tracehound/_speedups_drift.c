@@ -169,7 +169,6 @@ round_to_float16(double x)
     uint64_t bits;
     int e, s;
     double c, r;
-    volatile double sum;
 
     memcpy(&bits, &x, sizeof bits);
     e = (int)((bits >> 52) & 0x7ff) - 1022; /* |x| < 2^e (subnormal doubles: far below) */
@@ -179,8 +178,8 @@ round_to_float16(double x)
     s = e - 11 < -24 ? -24 : e - 11;
     bits = (uint64_t)(s + 52 + 1023) << 52 | (UINT64_C(1) << 51); /* 1.5 * 2^(s + 52) */
     memcpy(&c, &bits, sizeof c);
-    sum = x + c; /* rounded to double here, whatever the compiler keeps in registers */
-    r = sum - c;
+    r = (x + c) - c; /* not simplified away without -ffast-math; evaluated in double (see
+                      * round_float16's FLT_EVAL_METHOD check) */
     if (fabs(r) > 65504.0) {
         return copysign(HUGE_VAL, x);
     }

@@ -623,14 +623,19 @@ class DriftScorer:
             )
             if abs(run_shares[t] - base_shares[t]) >= config.shift_threshold
         )
-        by_dim = {
-            d: (m, float(v))
-            for d, m, v in zip(baseline.dimensions, means, features.complexity, strict=True)
-        }
+        # by |z| (largest first), then name; the dimensions are distinct, so sorting stops there
+        ranked = sorted(
+            [
+                (-abs(z_value), d, mean, value, z_value)
+                for (d, z_value), mean, value in zip(
+                    z.items(), means, features.complexity, strict=True
+                )
+            ]
+        )
         moved = tuple(
-            DimensionShift(d, by_dim[d][0], by_dim[d][1], z[d])
-            for d in sorted(z, key=lambda d: (-abs(z[d]), d))[: config.explain_top]
-            if abs(z[d]) >= 1.0
+            DimensionShift(d, mean, float(value), z_value)
+            for negated, d, mean, value, z_value in ranked[: config.explain_top]
+            if -negated >= 1.0
         )
         return DriftExplanation(
             primary_driver=primary,
