@@ -48,6 +48,22 @@ def ring_distances(
     blocks: Sequence[tuple[int, int, float]],
     /,
 ) -> tuple[list[float], list[float]] | None: ...
+def complexity_scores(
+    x: Sequence[float],
+    mean: ReadableBuffer,
+    m2: ReadableBuffer,
+    weight: float,
+    absolute: ReadableBuffer,
+    relative: ReadableBuffer,
+    cap: float,
+    /,
+) -> tuple[list[float], list[float], float] | None: ...
+def complexity_distances(
+    rows: Sequence[Sequence[float]], x: Sequence[float], sigmas: Sequence[float], cap: float, /
+) -> list[float] | None: ...
+def tool_mixes(
+    run: dict[str, float] | None, baselines: Sequence[dict[str, float] | None], /
+) -> list[float] | None: ...
 
 class EvidenceCore:
     """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""

@@ -10,14 +10,22 @@
  *   baseline centroid and the run). They compute the same formulas, but their dot products and
  *   norms are four running sums over the indices modulo 4, added pairwise, where numpy's are
  *   BLAS and einsum kernels that sum in their own order (SIMD lanes, blocks): so the results
- *   may differ from numpy's in the last bits. Over unit vectors and centroid sums that is far
- *   below 1e-12 (the test suite checks that bound on random inputs, and that severities,
- *   labels and explanations do not change), but it is not bit for bit.
+ *   may differ from numpy's in the last bits.
+ * - complexity_scores, complexity_distances and tool_mixes are the scorer's complexity
+ *   arithmetic (sigmas, z-scores: the same bits; the component's sum of squares in index
+ *   order), the recent runs' complexity distances (sums in index order) and tool-mix distances
+ *   (over the run's tools, then the others', where Python iterates the union set of both: an
+ *   order that even changes with the process's string hashing).
+ *
+ * Over unit vectors, centroid sums, shares and capped z-scores these differences are far below
+ * 1e-12 (the test suite checks that bound on random inputs, and that severities, labels,
+ * primary drivers and explanations do not change), but they are not bit for bit.
  *
  * Input they do not handle (not a 1-D C-contiguous float64 buffer of the right length, blocks
- * that are not (int, int, float) tuples within the vector, non-finite values to round) gets
- * None (NotImplemented from embedding_distance, whose result may be None): the caller then
- * runs the numpy code. Only a wrong number of arguments raises. The GIL is held throughout.
+ * that are not (int, int, float) tuples within the vector, non-finite values to round, values
+ * that are not exact floats, tool names that are not exact strs) gets None (NotImplemented
+ * from embedding_distance, whose result may be None): the caller then runs the Python code.
+ * Only a wrong number of arguments raises. The GIL is held throughout.
  *
  * C99, ordinary CPython API only (arrays are read through the buffer protocol).
  */
@@ -489,6 +497,360 @@ done:
     return out;
 }
 
+/* --- complexity ------------------------------------------------------------------------- */
+
+/* np.maximum / np.minimum of two doubles (NaN wins). */
+static inline double
+max_nan(double a, double b)
+{
+    return (a >= b || isnan(a)) ? a : b;
+}
+
+static inline double
+min_nan(double a, double b)
+{
+    return (a <= b || isnan(a)) ? a : b;
+}
+
+/* The n exact floats of a list or tuple into out; 0 for anything else. */
+static int
+get_floats(PyObject *seq, Py_ssize_t n, double *out)
+{
+    Py_ssize_t i;
+
+    if ((!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) ||
+        PySequence_Fast_GET_SIZE(seq) != n) {
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+
+        if (!PyFloat_CheckExact(item)) {
+            return 0;
+        }
+        out[i] = PyFloat_AS_DOUBLE(item);
+    }
+    return 1;
+}
+
+/* A new list of the n doubles, or NULL with an exception set. */
+static PyObject *
+float_list(const double *values, Py_ssize_t n)
+{
+    PyObject *out = PyList_New(n);
+    Py_ssize_t i;
+
+    if (out == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *value = PyFloat_FromDouble(values[i]);
+
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, value);
+    }
+    return out;
+}
+
+#define MAX_DIMS 64
+
+PyDoc_STRVAR(complexity_scores_doc,
+"complexity_scores($module, x, mean, m2, weight, absolute, relative, cap, /)\n"
+"--\n"
+"\n"
+"The drift scorer's complexity arithmetic (tracehound.drift._score.DriftScorer._sigma_list\n"
+"and _complexity_of) for a run's values `x` (a list or tuple of floats) against the baseline's\n"
+"weighted `mean` and `m2` (1-D float64 buffers) of total `weight`, with the scorer's\n"
+"`absolute` and `relative` floors (buffers) and z cap: (sigmas, z, component). The elementwise\n"
+"steps are numpy's, the same bits; the component's sum of squares runs in index order.\n"
+"None for anything else (other lengths, more than 64 dimensions, non-float values).");
+
+static PyObject *
+complexity_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer vm, vq, va, vr;
+    double x[MAX_DIMS], sigma[MAX_DIMS], z[MAX_DIMS];
+    const double *mean, *m2, *absolute, *relative;
+    double weight, cap, sum = 0.0, component = 0.0;
+    Py_ssize_t n, i, n_active = 0;
+    int got = 0;
+    PyObject *sigmas = NULL, *zs = NULL, *out = NULL;
+
+    (void)module;
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError,
+                     "complexity_scores() takes exactly 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyFloat_CheckExact(args[3]) || !PyFloat_CheckExact(args[6])) {
+        Py_RETURN_NONE;
+    }
+    weight = PyFloat_AS_DOUBLE(args[3]);
+    cap = PyFloat_AS_DOUBLE(args[6]);
+    if (!get_vector(args[1], &vm, -1)) {
+        Py_RETURN_NONE;
+    }
+    got = 1;
+    n = vm.shape[0];
+    if (n > MAX_DIMS || !get_floats(args[0], n, x)) {
+        goto unhandled;
+    }
+    if (!get_vector(args[2], &vq, n)) {
+        goto unhandled;
+    }
+    got = 2;
+    if (!get_vector(args[4], &va, n)) {
+        goto unhandled;
+    }
+    got = 3;
+    if (!get_vector(args[5], &vr, n)) {
+        goto unhandled;
+    }
+    got = 4;
+    mean = (const double *)vm.buf;
+    m2 = (const double *)vq.buf;
+    absolute = (const double *)va.buf;
+    relative = (const double *)vr.buf;
+    for (i = 0; i < n; i++) {
+        double std = 0.0, capped;
+
+        if (weight > 1.0) {
+            std = sqrt(max_nan(m2[i] / (weight - 1.0), 0.0));
+        }
+        else if (weight > 0.0) {
+            std = sqrt(max_nan(m2[i] / weight, 0.0));
+        }
+        sigma[i] = max_nan(std, max_nan(absolute[i], relative[i] * fabs(mean[i])));
+        z[i] = (x[i] - mean[i]) / sigma[i];
+        /* dimensions the agent never uses are left out */
+        if (x[i] != 0.0 || mean[i] != 0.0 || m2[i] > 0.0) {
+            capped = min_nan(fabs(z[i]), cap) / cap;
+            sum += capped * capped;
+            n_active++;
+        }
+    }
+    if (n_active > 0) {
+        component = sqrt(sum / (double)n_active);
+        if (isnan(component) || component < 0.0) {
+            component = 0.0;
+        }
+        else if (component > 1.0) {
+            component = 1.0;
+        }
+    }
+    sigmas = float_list(sigma, n);
+    zs = sigmas == NULL ? NULL : float_list(z, n);
+    if (zs != NULL) {
+        PyObject *c = PyFloat_FromDouble(component);
+
+        if (c != NULL) {
+            out = PyTuple_Pack(3, sigmas, zs, c);
+            Py_DECREF(c);
+        }
+    }
+    Py_XDECREF(sigmas);
+    Py_XDECREF(zs);
+    PyBuffer_Release(&vr);
+    PyBuffer_Release(&va);
+    PyBuffer_Release(&vq);
+    PyBuffer_Release(&vm);
+    return out;
+unhandled:
+    if (got >= 4) {
+        PyBuffer_Release(&vr);
+    }
+    if (got >= 3) {
+        PyBuffer_Release(&va);
+    }
+    if (got >= 2) {
+        PyBuffer_Release(&vq);
+    }
+    PyBuffer_Release(&vm);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(complexity_distances_doc,
+"complexity_distances($module, rows, x, sigmas, cap, /)\n"
+"--\n"
+"\n"
+"For each row (a list or tuple of floats, as long as `x`), the root mean square of\n"
+"min(|row - x| / sigmas, cap) / cap over the dimensions: the complexity distance the drift\n"
+"scorer gives the recent runs. Elementwise steps as numpy's; sums in index order. None for\n"
+"anything else (other lengths, more than 64 dimensions, non-float values).");
+
+static PyObject *
+complexity_distances(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    double x[MAX_DIMS], sigma[MAX_DIMS], row[MAX_DIMS];
+    PyObject *rows, *out;
+    Py_ssize_t n, n_rows, i, j;
+    double cap;
+
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "complexity_distances() takes exactly 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    rows = args[0];
+    if ((!PyList_CheckExact(rows) && !PyTuple_CheckExact(rows)) ||
+        (!PyList_CheckExact(args[1]) && !PyTuple_CheckExact(args[1])) ||
+        !PyFloat_CheckExact(args[3])) {
+        Py_RETURN_NONE;
+    }
+    n = PySequence_Fast_GET_SIZE(args[1]);
+    if (n > MAX_DIMS || !get_floats(args[1], n, x) || !get_floats(args[2], n, sigma)) {
+        Py_RETURN_NONE;
+    }
+    cap = PyFloat_AS_DOUBLE(args[3]);
+    n_rows = PySequence_Fast_GET_SIZE(rows);
+    out = PyList_New(n_rows);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n_rows; i++) {
+        double sum = 0.0;
+        PyObject *value;
+
+        if (!get_floats(PySequence_Fast_GET_ITEM(rows, i), n, row)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        for (j = 0; j < n; j++) {
+            double d = min_nan(fabs(row[j] - x[j]) / sigma[j], cap) / cap;
+
+            sum += d * d;
+        }
+        value = PyFloat_FromDouble(sqrt(sum / (double)n));
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, value);
+    }
+    return out;
+}
+
+/* --- tool mixes -------------------------------------------------------------------------- */
+
+/* tool_mix_distance of two tool-share dicts (None: no tools), into *out; 0 for anything it
+ * does not handle (keys not exact strs, values not exact floats, a zero norm). */
+static int
+tool_mix(PyObject *run, PyObject *base, double *out)
+{
+    double dot = 0.0, run_sq = 0.0, base_sq = 0.0, value;
+    Py_ssize_t pos = 0;
+    PyObject *key, *item;
+
+    if (run == Py_None || base == Py_None) {
+        *out = run == base ? 0.0 : 1.0;
+        return 1;
+    }
+    if (!PyDict_CheckExact(run) || !PyDict_CheckExact(base)) {
+        return 0;
+    }
+    /* only exact strs as keys: the lookups below run no Python code */
+    while (PyDict_Next(base, &pos, &key, &item)) {
+        if (!PyUnicode_CheckExact(key) || !PyFloat_CheckExact(item)) {
+            return 0;
+        }
+    }
+    /* the run's tools, then the baseline's others */
+    pos = 0;
+    while (PyDict_Next(run, &pos, &key, &item)) {
+        PyObject *other;
+        double r, b = 0.0;
+
+        if (!PyUnicode_CheckExact(key) || !PyFloat_CheckExact(item)) {
+            return 0;
+        }
+        r = PyFloat_AS_DOUBLE(item);
+        other = PyDict_GetItemWithError(base, key);
+        if (other != NULL) {
+            b = PyFloat_AS_DOUBLE(other);
+        }
+        else if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        dot += r * b;
+        run_sq += r * r;
+        base_sq += b * b;
+    }
+    pos = 0;
+    while (PyDict_Next(base, &pos, &key, &item)) {
+        double b;
+        int present;
+
+        present = PyDict_Contains(run, key);
+        if (present < 0) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (present) {
+            continue;
+        }
+        b = PyFloat_AS_DOUBLE(item);
+        base_sq += b * b;
+    }
+    if (!(run_sq * base_sq != 0.0)) {
+        return 0; /* Python divides by zero here: let it raise */
+    }
+    value = 1.0 - dot / sqrt(run_sq * base_sq);
+    *out = isnan(value) || value < 0.0 ? 0.0 : value > 1.0 ? 1.0 : value;
+    return 1;
+}
+
+PyDoc_STRVAR(tool_mixes_doc,
+"tool_mixes($module, run, baselines, /)\n"
+"--\n"
+"\n"
+"[tracehound.drift._score._tool_mix(run, b) for b in baselines]: the cosine distance of tool\n"
+"shares (dicts of str to float, None for no tools), over the run's tools and then the\n"
+"others' (Python iterates their union set: sums in another order). None for anything else.");
+
+static PyObject *
+tool_mixes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *baselines, *out;
+    Py_ssize_t n, i;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "tool_mixes() takes exactly 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    baselines = args[1];
+    if (!PyList_CheckExact(baselines) && !PyTuple_CheckExact(baselines)) {
+        Py_RETURN_NONE;
+    }
+    n = PySequence_Fast_GET_SIZE(baselines);
+    out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        PyObject *value;
+        double distance;
+
+        if (!tool_mix(args[0], PySequence_Fast_GET_ITEM(baselines, i), &distance)) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        value = PyFloat_FromDouble(distance);
+        if (value == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, value);
+    }
+    return out;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef drift_methods[] = {
@@ -498,6 +860,11 @@ static PyMethodDef drift_methods[] = {
      embedding_distance_doc},
     {"ring_distances", (PyCFunction)(void (*)(void))ring_distances, METH_FASTCALL,
      ring_distances_doc},
+    {"complexity_scores", (PyCFunction)(void (*)(void))complexity_scores, METH_FASTCALL,
+     complexity_scores_doc},
+    {"complexity_distances", (PyCFunction)(void (*)(void))complexity_distances, METH_FASTCALL,
+     complexity_distances_doc},
+    {"tool_mixes", (PyCFunction)(void (*)(void))tool_mixes, METH_FASTCALL, tool_mixes_doc},
     {NULL, NULL, 0, NULL},
 };
 

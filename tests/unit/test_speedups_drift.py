@@ -366,6 +366,95 @@ def test_distances_leave_other_input_to_numpy() -> None:
     assert embedding_distance(v.astype(np.float32), v, blocks) == pytest.approx(0.0)
 
 
+@compares_both_paths
+@SETTINGS
+@given(running_stats(), stats_values)
+def test_complexity_scores_in_c(stats: RunningStats, values: list[float]) -> None:
+    """Sigmas and z-scores: the same bits; the component: within 1e-12."""
+    scorer = DriftScorer()
+    baseline = Baseline.empty(EMBEDDER)
+    baseline.complexity = stats
+    x = [float(v) for v in values]
+    sigmas = scorer._sigma_list(baseline)
+    complexity, z = scorer._complexity_of(x, stats.mean.tolist(), stats.m2.tolist(), sigmas)
+    got = native("complexity_scores")(
+        tuple(x),
+        stats.mean,
+        stats.m2,
+        stats.weight,
+        scorer._absolute_floors,
+        scorer._relative_floors,
+        scorer._z_cap,
+    )
+    assert got is not None
+    assert np.array(got[0]).tobytes() == np.array(sigmas).tobytes()
+    assert np.array(got[1]).tobytes() == np.array(z).tobytes()
+    assert close(got[2], complexity)
+
+
+@compares_both_paths
+@SETTINGS
+@given(st.lists(stats_values, max_size=9), stats_values, running_stats())
+def test_complexity_distances_in_c(
+    rows: list[list[float]], values: list[float], stats: RunningStats
+) -> None:
+    scorer = DriftScorer()
+    baseline = Baseline.empty(EMBEDDER)
+    baseline.complexity = stats
+    sigmas = scorer._sigma_list(baseline)
+    cap = scorer._z_cap
+    got = native("complexity_distances")([tuple(r) for r in rows], values, sigmas, cap)
+    assert got is not None and len(got) == len(rows)
+    if rows:
+        diff = np.minimum(np.abs(np.array(rows) - np.array(values)) / np.array(sigmas), cap) / cap
+        expected = np.sqrt(np.einsum("ij,ij->i", diff, diff) / diff.shape[1]).tolist()
+        assert all(close(a, b) for a, b in zip(got, expected, strict=True)), (got, expected)
+
+
+@compares_both_paths
+@SETTINGS
+@given(st.one_of(tool_counts, tool_sums), st.lists(st.one_of(tool_counts, tool_sums), max_size=9))
+def test_tool_mixes_in_c(run: dict[str, float], others: list[dict[str, float]]) -> None:
+    run_shares = tool_shares_of(run)
+    shares = [tool_shares_of(o) for o in others]
+    got = native("tool_mixes")(run_shares, shares)
+    try:
+        expected = [_score._tool_mix(run_shares, o) for o in shares]
+    except ZeroDivisionError:
+        assert got is None  # the Python code then raises, as it always did
+        return
+    assert got is not None
+    assert all(close(a, b) for a, b in zip(got, expected, strict=True)), (got, expected)
+
+
+@compares_both_paths
+def test_complexity_and_tools_leave_other_input_to_python() -> None:
+    scores = native("complexity_scores")
+    distances = native("complexity_distances")
+    mixes = native("tool_mixes")
+    v = np.ones(3)
+    assert scores((1.0, 2.0, 3.0), v, v, 2.0, v, v, 3.0) is not None
+    assert scores((1, 2.0, 3.0), v, v, 2.0, v, v, 3.0) is None  # an int
+    assert scores((1.0, 2.0), v, v, 2.0, v, v, 3.0) is None
+    assert scores((1.0, 2.0, 3.0), v, v[:2], 2.0, v, v, 3.0) is None
+    assert scores((1.0, 2.0, 3.0), v, v, 2, v, v, 3.0) is None
+    assert scores((1.0,) * 65, np.ones(65), np.ones(65), 2.0, np.ones(65), np.ones(65), 3.0) is None
+    assert distances([(1.0, 2.0)], [1.0, 2.0], [1.0, 1.0], 3.0) is not None
+    assert distances([(1.0, 2)], [1.0, 2.0], [1.0, 1.0], 3.0) is None
+    assert distances([(1.0,)], [1.0, 2.0], [1.0, 1.0], 3.0) is None
+    assert distances([(1.0, 2.0)], [1.0, 2.0], [1.0], 3.0) is None
+    assert distances(iter([(1.0, 2.0)]), [1.0, 2.0], [1.0, 1.0], 3.0) is None
+    assert mixes({"a": 1.0}, [{"a": 0.5, "b": 0.5}, None]) is not None
+    assert mixes(None, [None, {"a": 1.0}]) == [0.0, 1.0]
+    assert mixes({"a": 1}, [{"a": 1.0}]) is None  # an int share
+    assert mixes({"a": 1.0}, [{1: 1.0}]) is None  # a name that is not a str
+    assert mixes({"a": 1.0}, [{"a": 0.0}]) is None  # Python divides by zero
+    assert mixes({"a": 1.0}, iter([{"a": 1.0}])) is None
+    for call in (scores, distances, mixes):
+        with pytest.raises(TypeError):
+            call()
+
+
 def features_of(rng: random.Random, index: int) -> RunFeatures:
     tools = {t: rng.randint(1, 4) for t in rng.sample(["a", "b", "c", "d"], rng.randint(0, 3))}
     words = ["search", "maybe", "records", "error", "not", "clearly", "page", "summary", "retry"]
@@ -459,7 +548,14 @@ def test_the_scorer_takes_the_c_paths(monkeypatch: pytest.MonkeyPatch) -> None:
 
         return call
 
-    names = ["ring_distances", "embedding_distance", "round_float16"]
+    names = [
+        "ring_distances",
+        "embedding_distance",
+        "round_float16",
+        "complexity_scores",
+        "complexity_distances",
+        "tool_mixes",
+    ]
     rng = random.Random(7)
     runs = [features_of(rng, i) for i in range(6)]
     monkeypatch.setattr(_wire, "_native", SimpleNamespace(**{n: spy(n) for n in names}))
@@ -478,6 +574,9 @@ _V = np.linspace(-1.0, 1.0, 64)
 _OUT = np.empty(64)
 _ROWS = [_V, None, _V * 0.5]
 _BLOCKS = EMBEDDER.blocks
+_X = (1.0, 2.0, 0.0)
+_S = np.array([0.5, 1.0, 2.0])
+_SHARES = {"a": 0.25, "b": 0.75}
 
 
 @compares_both_paths
@@ -494,7 +593,22 @@ _BLOCKS = EMBEDDER.blocks
             lambda: native("ring_distances")([*_ROWS, np.ones(3)], _V, _V, _BLOCKS),
             id="ring-unhandled",
         ),
+        pytest.param(
+            lambda: native("complexity_scores")(_X, _S, _S, 3.0, _S, _S, 3.0), id="scores"
+        ),
+        pytest.param(
+            lambda: native("complexity_scores")(_X[:2], _S, _S, 3.0, _S, _S, 3.0),
+            id="scores-unhandled",
+        ),
+        pytest.param(lambda: native("complexity_distances")([_X, _X], _X, _X, 3.0), id="distances"),
+        pytest.param(
+            lambda: native("complexity_distances")([_X, (1.0,)], _X, _X, 3.0),
+            id="distances-unhandled",
+        ),
+        pytest.param(lambda: native("tool_mixes")(_SHARES, [_SHARES, None, {}]), id="mixes"),
+        pytest.param(lambda: native("tool_mixes")(_SHARES, [{"a": 1}]), id="mixes-unhandled"),
     ],
 )
 def test_no_leaks(call: Callable[[], object]) -> None:
-    assert_leak_free(call, [_V, _OUT, _ROWS, _BLOCKS, *_BLOCKS], 20_000)
+    watched = [_V, _OUT, _ROWS, _BLOCKS, *_BLOCKS, _X, *_X, _S, _SHARES, *_SHARES.values()]
+    assert_leak_free(call, watched, 20_000)

@@ -34,11 +34,13 @@ distance with a sample of the run's text, the recent baseline runs the run diver
 (the composite's weights applied to run-to-run distances), and a recommendation.
 
 With the C accelerator, the block cosine distances (`embedding_distance`, and the recent runs'
-distances to the centroid and to the run) come from `tracehound._speedups`, whose dot products
-sum in another order than numpy's: every score, component, distance, z-score and divergence is
-then within 1e-12 of the pure-Python path's (about 1e-16 in practice), not the same bits, and
-severities, labels, primary drivers and explanations are the same unless a value lies exactly on
-a threshold or a rounding boundary. Everything else is computed the same way on both paths.
+distances to the centroid and to the run), the complexity component and the recent runs'
+complexity and tool-mix distances come from `tracehound._speedups`, whose sums run in another
+order than numpy's (and than Python's iteration over a set of tool names): every score,
+component, distance, z-score and divergence is then within 1e-12 of the pure-Python path's
+(about 1e-16 in practice), not the same bits, and severities, labels, primary drivers and
+explanations are the same unless a value lies exactly on a threshold or a rounding boundary.
+Everything else is computed the same way on both paths.
 """
 
 from __future__ import annotations
@@ -443,16 +445,34 @@ class DriftScorer:
                 f"({baseline.embedder!r}) has {baseline.dim}"
             )
         has_text = bool(embedding.size) and bool(embedding.any())
-        sigmas = self._sigma_list(baseline)
         run_shares = tool_shares_of(features.tools)
         tool = _tool_mix(run_shares, tool_shares_of(baseline.tools))
         distance = None
         if has_text and baseline.text_weight > 0.0:
             distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
         semantic = 0.0 if distance is None else distance
-        x = [float(v) for v in features.complexity]
-        mean = baseline.complexity.mean.tolist()
-        complexity, z = self._complexity_of(x, mean, baseline.complexity.m2.tolist(), sigmas)
+        stats = baseline.complexity
+        mean = stats.mean.tolist()
+        x: Sequence[float]
+        native = getattr(_wire._native, "complexity_scores", None)
+        scores = None
+        if native is not None:
+            scores = native(
+                features.complexity,
+                stats.mean,
+                stats.m2,
+                stats.weight,
+                self._absolute_floors,
+                self._relative_floors,
+                self._z_cap,
+            )
+        if scores is None:  # None: input the C code leaves to Python
+            x = [float(v) for v in features.complexity]
+            sigmas = self._sigma_list(baseline)
+            complexity, z = self._complexity_of(x, mean, stats.m2.tolist(), sigmas)
+        else:
+            x = features.complexity
+            sigmas, z, complexity = scores
         w_tool, w_sem, w_cx = self._weights
         composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
         # the primary driver: the largest component, the first of equals in `COMPONENTS` order
@@ -542,7 +562,7 @@ class DriftScorer:
         self,
         features: RunFeatures,
         baseline: Baseline,
-        x: list[float],
+        x: Sequence[float],
         sigmas: list[float],
         has_text: bool,
         run_shares: dict[str, float] | None,
@@ -555,10 +575,21 @@ class DriftScorer:
             return (), None
         w_tool, w_sem, w_cx = self._weights
         cap = self._z_cap
-        others = np.array([r.complexity_array() for r in recent])
-        diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
-        n_dims = diff.shape[1]
-        complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
+        native = getattr(_wire._native, "complexity_distances", None)
+        complexity = None
+        if native is not None:
+            complexity = native([r.complexity for r in recent], x, sigmas, cap)
+        if complexity is None:  # None: input the C code leaves to numpy
+            others = np.array([r.complexity_array() for r in recent])
+            diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
+            n_dims = diff.shape[1]
+            complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
+        native = getattr(_wire._native, "tool_mixes", None)
+        tools = None
+        if native is not None:
+            tools = native(run_shares, [r.tool_shares() for r in recent])
+        if tools is None:
+            tools = [_tool_mix(run_shares, r.tool_shares()) for r in recent]
         semantic = [0.0] * len(recent)
         typical = None
         if any(r.embedding is not None for r in recent):
@@ -575,10 +606,7 @@ class DriftScorer:
             semantic = [0.0 if isnan(d) else d for d in to_run]
         ranked = sorted(
             (
-                -(
-                    w_tool * _tool_mix(run_shares, run.tool_shares())
-                    + (w_sem * semantic[i] + w_cx * complexity[i])
-                ),
+                -(w_tool * tools[i] + (w_sem * semantic[i] + w_cx * complexity[i])),
                 run.trace_id,
                 run.run_id,
                 i,
