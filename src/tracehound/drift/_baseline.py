@@ -26,6 +26,7 @@ import binascii
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -312,16 +313,39 @@ class Baseline:
         total = sum(features.tools.values())
         tools = {name: count / total for name, count in features.tools.items()} if total else {}
         has_text = features.has_text
+        centroid_sum = (
+            features.embedding.astype(np.float64, copy=True)
+            if has_text
+            else np.zeros(dim, dtype=np.float64)
+        )
+        blocks = tuple(embedder.blocks)
+        if _known_valid(blocks, dim):
+            # what `__post_init__` checks holds: the blocks tile `dim`, and the shapes were
+            # checked above
+            return cls._of_valid(
+                embedder.name,
+                dim,
+                blocks,
+                COMPLEXITY_DIMENSIONS,
+                1,
+                RunningStats.of(features.complexity),
+                tools,
+                centroid_sum,
+                1.0 if has_text else 0.0,
+                features.start_ns,
+                features.end_ns,
+                False,
+                (RunSummary.of(features),),
+                recent_limit,
+            )
         return cls(
             embedder=embedder.name,
             dim=dim,
-            blocks=tuple(embedder.blocks),
+            blocks=blocks,
             runs=1,
             complexity=RunningStats.of(features.complexity),
             tools=tools,
-            centroid_sum=features.embedding.astype(np.float64, copy=True)
-            if has_text
-            else np.zeros(dim, dtype=np.float64),
+            centroid_sum=centroid_sum,
             text_weight=1.0 if has_text else 0.0,
             first_ns=features.start_ns,
             last_ns=features.end_ns,
@@ -622,14 +646,36 @@ def _merge_recent(
     a: Iterable[RunSummary], b: Iterable[RunSummary], limit: int
 ) -> tuple[RunSummary, ...]:
     """The `limit` latest runs of both rings (by end time, then ids); a run kept once."""
-    by_id: dict[tuple[str, str], RunSummary] = {}
+    by_id: dict[tuple[str, str], tuple[tuple[int, str, str], RunSummary]] = {}
     for run in (*a, *b):
+        order = (run.end_ns, run.trace_id, run.run_id)  # `run.order_key`
         key = (run.trace_id, run.run_id)
         kept = by_id.get(key)
-        if kept is None or run.order_key > kept.order_key:
-            by_id[key] = run
-    ordered = sorted(by_id.values(), key=lambda r: r.order_key)
-    return tuple(ordered[-limit:]) if limit > 0 else ()
+        if kept is None or order > kept[0]:
+            by_id[key] = (order, run)
+    ordered = sorted(by_id.values(), key=itemgetter(0))
+    return tuple(run for _, run in ordered[-limit:]) if limit > 0 else ()
+
+
+_VALID_BLOCKS: set[tuple[Blocks, int]] = set()
+"""(blocks, dim) pairs that passed `_check_blocks` (a handful: one per embedder configuration)."""
+
+
+def _known_valid(blocks: Blocks, dim: int) -> bool:
+    """Whether a baseline of these blocks and dimension is valid, checked once per pair."""
+    try:
+        if (blocks, dim) in _VALID_BLOCKS:
+            return True
+    except TypeError:  # blocks that cannot be hashed: the constructor checks them
+        return False
+    if not blocks or dim < 1:
+        return False  # the constructor's default blocks, or its error
+    try:
+        _check_blocks(blocks, dim)
+    except (BaselineFormatError, TypeError, ValueError):
+        return False  # the constructor raises it
+    _VALID_BLOCKS.add((blocks, dim))
+    return True
 
 
 # --- validation and vector encoding helpers ----------------------------------------------------

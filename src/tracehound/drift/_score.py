@@ -638,25 +638,27 @@ class DriftScorer:
         base_shares = baseline.tool_shares()
         total = sum(features.tools.values())
         run_shares = {k: v / total for k, v in features.tools.items()} if total else {}
+        # sorted by share (largest first), then name; tool names are distinct, so sorting
+        # stops there
         appeared = tuple(
-            sorted(
-                (t for t in run_shares if base_shares.get(t, 0.0) <= 0.0),
-                key=lambda t: (-run_shares[t], t),
+            t
+            for _, t in sorted(
+                [(-s, t) for t, s in run_shares.items() if base_shares.get(t, 0.0) <= 0.0]
             )
         )
         disappeared = tuple(
-            sorted(
-                (t for t, s in base_shares.items() if s >= 0.05 and t not in run_shares),
-                key=lambda t: (-base_shares[t], t),
+            t
+            for _, t in sorted(
+                [(-s, t) for t, s in base_shares.items() if s >= 0.05 and t not in run_shares]
             )[:5]
         )
+        moves = sorted(
+            [(-abs(s - base_shares[t]), t, s) for t, s in run_shares.items() if t in base_shares]
+        )
         shifted = tuple(
-            ToolShift(t, base_shares[t], run_shares[t])
-            for t in sorted(
-                (t for t in run_shares if t in base_shares),
-                key=lambda t: (-abs(run_shares[t] - base_shares[t]), t),
-            )
-            if abs(run_shares[t] - base_shares[t]) >= config.shift_threshold
+            ToolShift(t, base_shares[t], s)
+            for negated, t, s in moves
+            if -negated >= config.shift_threshold
         )
         # by |z| (largest first), then name; the dimensions are distinct, so sorting stops there
         ranked = sorted(
