@@ -446,7 +446,7 @@ class DriftScorer:
             )
         has_text = bool(embedding.size) and bool(embedding.any())
         run_shares = tool_shares_of(features.tools)
-        tool = _tool_mix(run_shares, tool_shares_of(baseline.tools))
+        tool = _tool_mixes(run_shares, [tool_shares_of(baseline.tools)])[0]
         distance = None
         if has_text and baseline.text_weight > 0.0:
             distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
@@ -584,12 +584,7 @@ class DriftScorer:
             diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
             n_dims = diff.shape[1]
             complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
-        native = getattr(_wire._native, "tool_mixes", None)
-        tools = None
-        if native is not None:
-            tools = native(run_shares, [r.tool_shares() for r in recent])
-        if tools is None:
-            tools = [_tool_mix(run_shares, r.tool_shares()) for r in recent]
+        tools = _tool_mixes(run_shares, [r.tool_shares() for r in recent])
         semantic = [0.0] * len(recent)
         typical = None
         if any(r.embedding is not None for r in recent):
@@ -788,6 +783,19 @@ def _clipped_ratio(total: float, weight: float) -> float:
     if value >= 1.0:
         return 1.0
     return 0.0 if value <= 0.0 else value  # -0.0 becomes 0.0, as with np.clip; NaN stays
+
+
+def _tool_mixes(
+    run: dict[str, float] | None, baselines: list[dict[str, float] | None]
+) -> list[float]:
+    """`_tool_mix(run, b)` for each of `baselines` (the C accelerator's `tool_mixes` when
+    built: its sums run in another order, within 1e-12)."""
+    native = getattr(_wire._native, "tool_mixes", None)
+    if native is not None:
+        distances = native(run, baselines)
+        if distances is not None:  # None: input it leaves to Python
+            return cast("list[float]", distances)
+    return [_tool_mix(run, b) for b in baselines]
 
 
 def _tool_mix(run: dict[str, float] | None, baseline: dict[str, float] | None) -> float:
