@@ -3689,7 +3689,7 @@ speedups_exec(PyObject *module)
         }
     }
     if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0 ||
-        tracehound_add_text(module) < 0) {
+        tracehound_add_text(module) < 0 || tracehound_add_drift(module) < 0) {
         return -1;
     }
     return 0;

@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
 int tracehound_add_text(PyObject *module);

@@ -1,9 +1,10 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
 from collections.abc import Iterable, Sequence
+from types import NotImplementedType
 from typing import Any, TypeVar
 
-from _typeshed import WriteableBuffer
+from _typeshed import ReadableBuffer, WriteableBuffer
 
 from tracehound.evaluators._evidence_index import EvidenceSource
 from tracehound.text import Unit
@@ -43,6 +44,33 @@ def embed_hashed(
     /,
 ) -> bool | None: ...
 def crc32_utf8(text: str, /) -> int | None: ...
+def round_float16(vector: ReadableBuffer, out: WriteableBuffer, /) -> bool | None: ...
+def embedding_distance(
+    a: ReadableBuffer, b: ReadableBuffer, blocks: Sequence[tuple[int, int, float]], /
+) -> float | NotImplementedType | None: ...
+def ring_distances(
+    rows: Sequence[ReadableBuffer | None],
+    centroid: ReadableBuffer,
+    run: ReadableBuffer | None,
+    blocks: Sequence[tuple[int, int, float]],
+    /,
+) -> tuple[list[float], list[float]] | None: ...
+def complexity_scores(
+    x: Sequence[float],
+    mean: ReadableBuffer,
+    m2: ReadableBuffer,
+    weight: float,
+    absolute: ReadableBuffer,
+    relative: ReadableBuffer,
+    cap: float,
+    /,
+) -> tuple[list[float], list[float], float] | None: ...
+def complexity_distances(
+    rows: Sequence[Sequence[float]], x: Sequence[float], sigmas: Sequence[float], cap: float, /
+) -> list[float] | None: ...
+def tool_mixes(
+    run: dict[str, float] | None, baselines: Sequence[dict[str, float] | None], /
+) -> list[float] | None: ...
 
 class EvidenceCore:
     """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""

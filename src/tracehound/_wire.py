@@ -26,7 +26,10 @@ form and informative tokens in one call (`text_tokens`, used by
 (`text_units`, used by `tracehound.text.TextCache.units`), encodes the sidecar's result
 attributes (`encode_key_values`, `tracehound.server._otlp.merge_attributes`) and holds the
 evaluators' kernels (`EvidenceCore` for `tracehound.evaluators._evidence_index`, `embed_hashed`
-for `tracehound.drift`'s hashing embedder).
+for `tracehound.drift`'s hashing embedder, and for the drift scorer and its baselines
+`embedding_distance`, `ring_distances`, `complexity_scores`, `complexity_distances`,
+`tool_mixes` — sums in their own order, within 1e-12 of the Python code's, not to the bit —
+and `round_float16`).
 
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set

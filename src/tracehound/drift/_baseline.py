@@ -26,10 +26,12 @@ import binascii
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
+from tracehound import _wire
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
 
@@ -100,10 +102,23 @@ class RunningStats:
         if self.weight <= 0.0:
             return other.copy()
         total = self.weight + other.weight
-        delta = other.mean - self.mean
-        mean = self.mean + delta * (other.weight / total)
-        m2 = self.m2 + other.m2 + delta * delta * (self.weight * other.weight / total)
-        return RunningStats(total, mean, m2)
+        ratio = other.weight / total
+        spread = self.weight * other.weight / total
+        # numpy's elementwise `mean + delta * ratio`, `m2 + m2' + delta * delta * spread`, on
+        # Python floats (the same operations, so the same bits; fewer calls on short vectors)
+        mean: list[float] = []
+        m2: list[float] = []
+        for a, b, p, q in zip(
+            self.mean.tolist(),
+            other.mean.tolist(),
+            self.m2.tolist(),
+            other.m2.tolist(),
+            strict=True,
+        ):
+            delta = b - a
+            mean.append(a + delta * ratio)
+            m2.append(p + q + delta * delta * spread)
+        return RunningStats(total, np.array(mean, dtype=np.float64), np.array(m2, dtype=np.float64))
 
     def scale(self, factor: float) -> None:
         """Decay: every observation's weight times `factor` (the mean does not move)."""
@@ -146,16 +161,35 @@ class RunSummary:
     embedding: FloatArray | None = None
     """float16-precision copy of the run's unit embedding (None: the run had no text)."""
     sample: str = ""
+    # Computed once, when first scored against: a summary stays in the ring for several runs.
+    _shares: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
+    _complexity: FloatArray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def order_key(self) -> tuple[int, str, str]:
         return (self.end_ns, self.trace_id, self.run_id)
 
+    def complexity_array(self) -> FloatArray:
+        """`complexity` as a float64 array (cached; do not modify it)."""
+        array = self._complexity
+        if array is None:
+            array = np.array(self.complexity, dtype=np.float64)
+            object.__setattr__(self, "_complexity", array)
+        return array
+
+    def tool_shares(self) -> dict[str, float] | None:
+        """`tool_shares_of(self.tools)` (cached; do not modify it)."""
+        shares = self._shares
+        if shares is None and self.tools:
+            shares = tool_shares_of(self.tools)
+            object.__setattr__(self, "_shares", shares)
+        return shares
+
     @classmethod
     def of(cls, features: RunFeatures) -> RunSummary:
         embedding = None
         if features.has_text:
-            embedding = features.embedding.astype(np.float16).astype(np.float64)
+            embedding = _float16_copy(features.embedding)
         return cls(
             trace_id=features.trace_id,
             run_id=features.run_id,
@@ -279,16 +313,39 @@ class Baseline:
         total = sum(features.tools.values())
         tools = {name: count / total for name, count in features.tools.items()} if total else {}
         has_text = features.has_text
+        centroid_sum = (
+            features.embedding.astype(np.float64, copy=True)
+            if has_text
+            else np.zeros(dim, dtype=np.float64)
+        )
+        blocks = tuple(embedder.blocks)
+        if _known_valid(blocks, dim):
+            # what `__post_init__` checks holds: the blocks tile `dim`, and the shapes were
+            # checked above
+            return cls._of_valid(
+                embedder.name,
+                dim,
+                blocks,
+                COMPLEXITY_DIMENSIONS,
+                1,
+                RunningStats.of(features.complexity),
+                tools,
+                centroid_sum,
+                1.0 if has_text else 0.0,
+                features.start_ns,
+                features.end_ns,
+                False,
+                (RunSummary.of(features),),
+                recent_limit,
+            )
         return cls(
             embedder=embedder.name,
             dim=dim,
-            blocks=tuple(embedder.blocks),
+            blocks=blocks,
             runs=1,
             complexity=RunningStats.of(features.complexity),
             tools=tools,
-            centroid_sum=features.embedding.astype(np.float64, copy=True)
-            if has_text
-            else np.zeros(dim, dtype=np.float64),
+            centroid_sum=centroid_sum,
             text_weight=1.0 if has_text else 0.0,
             first_ns=features.start_ns,
             last_ns=features.end_ns,
@@ -296,12 +353,59 @@ class Baseline:
             recent_limit=recent_limit,
         )
 
+    @classmethod
+    def _of_valid(  # noqa: PLR0917 - every field, in order
+        cls,
+        embedder: str,
+        dim: int,
+        blocks: Blocks,
+        dimensions: tuple[str, ...],
+        runs: int,
+        complexity: RunningStats,
+        tools: dict[str, float],
+        centroid_sum: FloatArray,
+        text_weight: float,
+        first_ns: int,
+        last_ns: int,
+        pinned: bool,
+        recent: tuple[RunSummary, ...],
+        recent_limit: int,
+    ) -> Baseline:
+        """A baseline of fields already known to be consistent (no `__post_init__` checks):
+        copies and merges of valid baselines, which run once per scored run."""
+        out = object.__new__(cls)
+        out.embedder = embedder
+        out.dim = dim
+        out.blocks = blocks
+        out.dimensions = dimensions
+        out.runs = runs
+        out.complexity = complexity
+        out.tools = tools
+        out.centroid_sum = centroid_sum
+        out.text_weight = text_weight
+        out.first_ns = first_ns
+        out.last_ns = last_ns
+        out.pinned = pinned
+        out.recent = recent
+        out.recent_limit = recent_limit
+        return out
+
     def copy(self) -> Baseline:
-        return replace(
-            self,
-            complexity=self.complexity.copy(),
-            tools=dict(self.tools),
-            centroid_sum=self.centroid_sum.copy(),
+        return Baseline._of_valid(
+            self.embedder,
+            self.dim,
+            self.blocks,
+            self.dimensions,
+            self.runs,
+            self.complexity.copy(),
+            dict(self.tools),
+            self.centroid_sum.copy(),
+            self.text_weight,
+            self.first_ns,
+            self.last_ns,
+            self.pinned,
+            self.recent,
+            self.recent_limit,
         )
 
     # --- combination -------------------------------------------------------------------------
@@ -337,21 +441,22 @@ class Baseline:
         for name, value in other.tools.items():
             tools[name] = tools.get(name, 0.0) + value
         firsts = [t for t in (self.first_ns, other.first_ns) if t]
-        return Baseline(
-            embedder=self.embedder,
-            dim=self.dim,
-            blocks=self.blocks,
-            dimensions=self.dimensions,
-            runs=self.runs + other.runs,
-            complexity=self.complexity.merged(other.complexity),
-            tools=tools,
-            centroid_sum=self.centroid_sum + other.centroid_sum,
-            text_weight=self.text_weight + other.text_weight,
-            first_ns=min(firsts) if firsts else 0,
-            last_ns=max(self.last_ns, other.last_ns),
-            pinned=self.pinned,
-            recent=_merge_recent(self.recent, other.recent, self.recent_limit),
-            recent_limit=self.recent_limit,
+        # both are valid and compatible: so is their merge
+        return Baseline._of_valid(
+            self.embedder,
+            self.dim,
+            self.blocks,
+            self.dimensions,
+            self.runs + other.runs,
+            self.complexity.merged(other.complexity),
+            tools,
+            self.centroid_sum + other.centroid_sum,
+            self.text_weight + other.text_weight,
+            min(firsts) if firsts else 0,
+            max(self.last_ns, other.last_ns),
+            self.pinned,
+            _merge_recent(self.recent, other.recent, self.recent_limit),
+            self.recent_limit,
         )
 
     def decayed(self, half_life_runs: float | None, runs: int = 1) -> Baseline:
@@ -515,18 +620,62 @@ class Baseline:
             raise BaselineFormatError(f"malformed baseline: missing or bad field {exc}") from exc
 
 
+def _float16_copy(vector: FloatArray) -> FloatArray:
+    """`vector.astype(np.float16).astype(np.float64)` (the C accelerator's `round_float16`, the
+    same bits, when built)."""
+    native = getattr(_wire._native, "round_float16", None)
+    if native is not None and vector.ndim == 1:
+        out = np.empty(vector.shape[0], dtype=np.float64)
+        if native(vector, out):  # None: input it leaves to numpy
+            return out
+    return vector.astype(np.float16).astype(np.float64)
+
+
+def tool_shares_of(tools: Mapping[str, int | float]) -> dict[str, float] | None:
+    """Each tool's share of the calls, in the mapping's order (None: a total that is not > 0).
+
+    The values `tool_mix_distance` divides by the total, computed once.
+    """
+    total = float(sum(tools.values()))
+    if total <= 0.0:
+        return None
+    return {name: value / total for name, value in tools.items()}
+
+
 def _merge_recent(
     a: Iterable[RunSummary], b: Iterable[RunSummary], limit: int
 ) -> tuple[RunSummary, ...]:
     """The `limit` latest runs of both rings (by end time, then ids); a run kept once."""
-    by_id: dict[tuple[str, str], RunSummary] = {}
+    by_id: dict[tuple[str, str], tuple[tuple[int, str, str], RunSummary]] = {}
     for run in (*a, *b):
+        order = (run.end_ns, run.trace_id, run.run_id)  # `run.order_key`
         key = (run.trace_id, run.run_id)
         kept = by_id.get(key)
-        if kept is None or run.order_key > kept.order_key:
-            by_id[key] = run
-    ordered = sorted(by_id.values(), key=lambda r: r.order_key)
-    return tuple(ordered[-limit:]) if limit > 0 else ()
+        if kept is None or order > kept[0]:
+            by_id[key] = (order, run)
+    ordered = sorted(by_id.values(), key=itemgetter(0))
+    return tuple(run for _, run in ordered[-limit:]) if limit > 0 else ()
+
+
+_VALID_BLOCKS: set[tuple[Blocks, int]] = set()
+"""(blocks, dim) pairs that passed `_check_blocks` (a handful: one per embedder configuration)."""
+
+
+def _known_valid(blocks: Blocks, dim: int) -> bool:
+    """Whether a baseline of these blocks and dimension is valid, checked once per pair."""
+    try:
+        if (blocks, dim) in _VALID_BLOCKS:
+            return True
+    except TypeError:  # blocks that cannot be hashed: the constructor checks them
+        return False
+    if not blocks or dim < 1:
+        return False  # the constructor's default blocks, or its error
+    try:
+        _check_blocks(blocks, dim)
+    except (BaselineFormatError, TypeError, ValueError):
+        return False  # the constructor raises it
+    _VALID_BLOCKS.add((blocks, dim))
+    return True
 
 
 # --- validation and vector encoding helpers ----------------------------------------------------

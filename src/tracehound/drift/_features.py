@@ -73,7 +73,7 @@ class RunFeatures:
 
     @property
     def has_text(self) -> bool:
-        return bool(self.embedding.size) and bool(np.any(self.embedding))
+        return bool(self.embedding.size) and bool(self.embedding.any())
 
 
 def run_texts(steps: Sequence[Step]) -> list[str]:
@@ -168,25 +168,44 @@ def embed_run(
         rows = embedder.embed_tokens([texts_cache.informative(t) if t else () for t in texts])
     else:
         rows = embedder.embed(texts)
-    total = np.asarray(rows, dtype=np.float64).sum(axis=0)
-    return normalize_blocks(total, embedder.blocks)
+    total: FloatArray = np.add.reduce(np.asarray(rows, dtype=np.float64), axis=0)
+    _normalize_blocks_in_place(total, embedder.blocks)
+    return total
 
 
 def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
     """A copy with each block scaled to unit length (zero blocks stay zero)."""
     out = np.array(vector, dtype=np.float64, copy=True)
+    _normalize_blocks_in_place(out, blocks)
+    return out
+
+
+def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> None:
     for start, stop, _ in blocks:
         part = out[start:stop]
         norm = math.sqrt(float(part @ part))
         if norm > 0.0:
-            out[start:stop] = part / norm
-    return out
+            part /= norm  # `part / norm`, element by element, into `out`
 
 
 def make_sample(texts: Sequence[str]) -> str:
     """A short, one-line sample of the first text."""
     for text in texts:
-        line = " ".join(text.split())
+        line = _one_line_start(text)
         if line:
             return line if len(line) <= SAMPLE_CHARS else line[: SAMPLE_CHARS - 1] + "…"
     return ""
+
+
+def _one_line_start(text: str) -> str:
+    """`" ".join(text.split())`, or a prefix of it longer than `SAMPLE_CHARS` (all a sample
+    needs): the words of ever longer prefixes of the text rather than of a long text."""
+    size = 2 * SAMPLE_CHARS
+    while size < len(text):
+        # the words of text[:size] joined are a prefix of the whole text's (a word cut at the
+        # end of the prefix is a prefix of that word)
+        line = " ".join(text[:size].split())
+        if len(line) > SAMPLE_CHARS:
+            return line
+        size *= 4
+    return " ".join(text.split())

@@ -32,6 +32,15 @@ mix, semantic, complexity). The explanation names the tools that appeared, disap
 share, the complexity dimensions that moved most (baseline mean → this run, in σ), the semantic
 distance with a sample of the run's text, the recent baseline runs the run diverged from most
 (the composite's weights applied to run-to-run distances), and a recommendation.
+
+With the C accelerator, the block cosine distances (`embedding_distance`, and the recent runs'
+distances to the centroid and to the run), the complexity component and the recent runs'
+complexity and tool-mix distances come from `tracehound._speedups`, whose sums run in another
+order than numpy's (and than Python's iteration over a set of tool names): every score,
+component, distance, z-score and divergence is then within 1e-12 of the pure-Python path's
+(about 1e-16 in practice), not the same bits, and severities, labels, primary drivers and
+explanations are the same unless a value lies exactly on a threshold or a rounding boundary.
+Everything else is computed the same way on both paths.
 """
 
 from __future__ import annotations
@@ -39,11 +48,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from math import isnan
+from typing import Any, Literal, cast
 
 import numpy as np
 
-from tracehound.drift._baseline import Baseline, BaselineMismatchError
+from tracehound import _wire
+from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
 
@@ -380,13 +391,31 @@ class DriftScore:
 
 
 class DriftScorer:
-    """Scores `RunFeatures` against a `Baseline`. Stateless apart from its configuration."""
+    """Scores `RunFeatures` against a `Baseline`. Stateless apart from its configuration.
 
-    __slots__ = ("_absolute_floors", "_relative_floors", "config")
+    The arithmetic on the complexity dimensions and on the few run-to-run distances is done on
+    Python floats, element by element, as numpy would do it (the same IEEE operations in the same
+    order, so the same bits), and numpy is kept for the reductions (dot products, norms), whose
+    summation order is numpy's own: a numpy call costs more than a handful of float operations.
+    """
+
+    __slots__ = (
+        "_absolute_floors",
+        "_floor_pairs",
+        "_relative_floors",
+        "_weights",
+        "_z_cap",
+        "config",
+    )
 
     def __init__(self, config: DriftConfig | None = None) -> None:
         self.config = config or DriftConfig()
         self._absolute_floors, self._relative_floors = self.config.floors()
+        self._floor_pairs = tuple(
+            zip(self._absolute_floors.tolist(), self._relative_floors.tolist(), strict=True)
+        )
+        self._weights = self.config.normalized_weights
+        self._z_cap = float(self.config.z_cap)
 
     def score(
         self,
@@ -409,36 +438,57 @@ class DriftScorer:
             )
         if embedder is not None:
             baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
-        if features.embedding.size != baseline.dim:
+        embedding = features.embedding
+        if embedding.size != baseline.dim:
             raise BaselineMismatchError(
-                f"run embedding has {features.embedding.size} dimensions, baseline "
+                f"run embedding has {embedding.size} dimensions, baseline "
                 f"({baseline.embedder!r}) has {baseline.dim}"
             )
-        config = self.config
-        has_text = features.has_text
-        sigmas = self.sigmas(baseline)
-        tool = tool_mix_distance(features.tools, baseline.tools)
+        has_text = bool(embedding.size) and bool(embedding.any())
+        run_shares = tool_shares_of(features.tools)
+        tool = _tool_mixes(run_shares, [tool_shares_of(baseline.tools)])[0]
         distance = None
         if has_text and baseline.text_weight > 0.0:
-            distance = embedding_distance(
-                features.embedding, baseline.centroid_sum, baseline.blocks
-            )
+            distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
         semantic = 0.0 if distance is None else distance
-        complexity, z = self._complexity(features, baseline, sigmas)
-        w_tool, w_sem, w_cx = config.normalized_weights
+        stats = baseline.complexity
+        mean = stats.mean.tolist()
+        x: Sequence[float]
+        native = getattr(_wire._native, "complexity_scores", None)
+        scores = None
+        if native is not None:
+            scores = native(
+                features.complexity,
+                stats.mean,
+                stats.m2,
+                stats.weight,
+                self._absolute_floors,
+                self._relative_floors,
+                self._z_cap,
+            )
+        if scores is None:  # None: input the C code leaves to Python
+            x = [float(v) for v in features.complexity]
+            sigmas = self._sigma_list(baseline)
+            complexity, z = self._complexity_of(x, mean, stats.m2.tolist(), sigmas)
+        else:
+            x = features.complexity
+            sigmas, z, complexity = scores
+        w_tool, w_sem, w_cx = self._weights
         composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
-        values: dict[Component, float] = {
-            "tool_mix": tool,
-            "semantic": semantic,
-            "complexity": complexity,
-        }
-        primary = max(COMPONENTS, key=lambda c: values[c])  # first of equals: the order above
+        # the primary driver: the largest component, the first of equals in `COMPONENTS` order
+        primary: Component = "tool_mix"
+        if semantic > tool:
+            primary = "semantic"
+        if complexity > (semantic if semantic > tool else tool):
+            primary = "complexity"
         severity = severity_of(composite)
-        z_by_dim = dict(zip(baseline.dimensions, z.tolist(), strict=True))
+        z_by_dim = dict(zip(baseline.dimensions, z, strict=True))
         explanation = None
         typical = None
         if explain:
-            divergences, typical = self._recent(features, baseline, sigmas, has_text)
+            divergences, typical = self._recent_runs(
+                features, baseline, x, sigmas, has_text, run_shares, self.config.explain_top
+            )
             explanation = self._explain(
                 features,
                 baseline=baseline,
@@ -448,6 +498,7 @@ class DriftScorer:
                 typical=typical,
                 z=z_by_dim,
                 divergences=divergences,
+                means=mean,
             )
         return DriftScore(
             composite=composite,
@@ -468,64 +519,100 @@ class DriftScorer:
 
     def sigmas(self, baseline: Baseline) -> FloatArray:
         """The standard deviations z-scores use: the baseline's sample ones, floored."""
-        stats = baseline.complexity
-        floors = np.maximum(self._absolute_floors, self._relative_floors * np.abs(stats.mean))
-        return np.maximum(stats.sample_std, floors)
+        return np.array(self._sigma_list(baseline), dtype=np.float64)
 
-    def _complexity(
-        self, features: RunFeatures, baseline: Baseline, sigmas: FloatArray
-    ) -> tuple[float, FloatArray]:
+    def _sigma_list(self, baseline: Baseline) -> list[float]:
+        # np.maximum(sample_std, np.maximum(absolute, relative * np.abs(mean))), elementwise
         stats = baseline.complexity
-        x = np.asarray(features.complexity, dtype=np.float64)
-        z = (x - stats.mean) / sigmas
+        weight = stats.weight
+        m2 = stats.m2.tolist()
+        if weight > 1.0:
+            divisor = weight - 1.0
+            std = [math.sqrt(_max(v / divisor, 0.0)) for v in m2]
+        elif weight > 0.0:
+            std = [math.sqrt(_max(v / weight, 0.0)) for v in m2]
+        else:
+            std = [0.0] * len(m2)
+        return [
+            _max(s, _max(absolute, relative * abs(m)))
+            for s, m, (absolute, relative) in zip(
+                std, stats.mean.tolist(), self._floor_pairs, strict=True
+            )
+        ]
+
+    def _complexity_of(
+        self, x: list[float], mean: list[float], m2: list[float], sigmas: list[float]
+    ) -> tuple[float, list[float]]:
+        """The complexity component and the z-score of each dimension."""
+        z = [(v - m) / s for v, m, s in zip(x, mean, sigmas, strict=True)]
         # Dimensions the agent never uses (zero in every baseline run and in this run: no
         # sub-agents, no errors...) say nothing about it and are left out of the mean.
-        active = (x != 0.0) | (stats.mean != 0.0) | (stats.m2 > 0.0)
-        n_active = int(active.sum())
-        if n_active == 0:
+        cap = self._z_cap
+        capped = [
+            _min(abs(zv), cap) / cap
+            for zv, v, m, q in zip(z, x, mean, m2, strict=True)
+            if v != 0.0 or m != 0.0 or q > 0.0
+        ]
+        if not capped:
             return 0.0, z
-        capped = np.minimum(np.abs(z[active]), self.config.z_cap) / self.config.z_cap
-        return _clip01(math.sqrt(float(capped @ capped) / n_active)), z
+        squares = np.array(capped, dtype=np.float64)
+        return _clip01(math.sqrt(float(squares @ squares) / len(capped))), z
 
-    def _recent(
-        self, features: RunFeatures, baseline: Baseline, sigmas: FloatArray, has_text: bool
+    def _recent_runs(  # noqa: PLR0917 - private, one caller
+        self,
+        features: RunFeatures,
+        baseline: Baseline,
+        x: Sequence[float],
+        sigmas: list[float],
+        has_text: bool,
+        run_shares: dict[str, float] | None,
+        top: int,
     ) -> tuple[tuple[Divergence, ...], float | None]:
-        """The recent runs by divergence from this run; their mean distance to the centroid."""
+        """The `top` recent runs by divergence from this run; all recent runs' mean distance to
+        the centroid."""
         recent = baseline.recent
         if not recent:
             return (), None
-        w_tool, w_sem, w_cx = self.config.normalized_weights
-        cap = self.config.z_cap
-        x = np.asarray(features.complexity, dtype=np.float64)
-        others = np.array([r.complexity for r in recent], dtype=np.float64)
-        diff = np.minimum(np.abs(others - x) / sigmas, cap) / cap
-        complexity = np.sqrt(np.einsum("ij,ij->i", diff, diff) / diff.shape[1])
-        semantic = np.zeros(len(recent))
+        w_tool, w_sem, w_cx = self._weights
+        cap = self._z_cap
+        native = getattr(_wire._native, "complexity_distances", None)
+        complexity = None
+        if native is not None:
+            complexity = native([r.complexity for r in recent], x, sigmas, cap)
+        if complexity is None:  # None: input the C code leaves to numpy
+            others = np.array([r.complexity_array() for r in recent])
+            diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
+            n_dims = diff.shape[1]
+            complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
+        tools = _tool_mixes(run_shares, [r.tool_shares() for r in recent])
+        semantic = [0.0] * len(recent)
         typical = None
         if any(r.embedding is not None for r in recent):
-            zeros = np.zeros(baseline.dim)
-            ring = np.array([zeros if r.embedding is None else r.embedding for r in recent])
-            targets = np.array([baseline.centroid_sum, features.embedding if has_text else zeros])
-            distances = block_distances(ring, targets, baseline.blocks)
-            own = distances[:, 0][~np.isnan(distances[:, 0])]
-            # `own.mean()` and `np.nan_to_num` give the same values; these skip their Python-level
-            # wrappers (the distances are clipped to [0, 1]: NaN is the only non-finite value)
-            typical = float(np.add.reduce(own) / own.size) if own.size else None
-            to_runs = distances[:, 1]
-            semantic = np.where(np.isnan(to_runs), 0.0, to_runs)
-        partial = (w_sem * semantic + w_cx * complexity).tolist()
-        tools = features.tools
-        out = [
-            Divergence(
+            to_centroid, to_run = _recent_distances(
+                [r.embedding for r in recent],
+                baseline.centroid_sum,
+                features.embedding if has_text else None,
+                baseline.blocks,
+            )
+            own = [d for d in to_centroid if not isnan(d)]  # NaN: no text on one side
+            if own:
+                # `own.mean()`, without its Python-level wrapper
+                typical = float(np.add.reduce(np.array(own, dtype=np.float64))) / len(own)
+            semantic = [0.0 if isnan(d) else d for d in to_run]
+        ranked = sorted(
+            (
+                -(w_tool * tools[i] + (w_sem * semantic[i] + w_cx * complexity[i])),
                 run.trace_id,
                 run.run_id,
-                w_tool * tool_mix_distance(tools, run.tools) + partial[i],
-                run.sample,
+                i,
             )
             for i, run in enumerate(recent)
-        ]
-        out.sort(key=lambda d: (-d.divergence, d.trace_id, d.run_id))
-        return tuple(out), typical
+        )
+        # explanations name the first few: only those become `Divergence`s
+        return tuple(
+            Divergence(trace_id, run_id, -negated, recent[i].sample)
+            for negated, trace_id, run_id, i in ranked[:top]
+        ), typical
 
     # --- explanation -------------------------------------------------------------------------
 
@@ -540,37 +627,47 @@ class DriftScorer:
         typical: float | None,
         z: Mapping[str, float],
         divergences: tuple[Divergence, ...],
+        means: list[float],
     ) -> DriftExplanation:
         config = self.config
         base_shares = baseline.tool_shares()
         total = sum(features.tools.values())
         run_shares = {k: v / total for k, v in features.tools.items()} if total else {}
+        # sorted by share (largest first), then name; tool names are distinct, so sorting
+        # stops there
         appeared = tuple(
-            sorted(
-                (t for t in run_shares if base_shares.get(t, 0.0) <= 0.0),
-                key=lambda t: (-run_shares[t], t),
+            t
+            for _, t in sorted(
+                [(-s, t) for t, s in run_shares.items() if base_shares.get(t, 0.0) <= 0.0]
             )
         )
         disappeared = tuple(
-            sorted(
-                (t for t, s in base_shares.items() if s >= 0.05 and t not in run_shares),
-                key=lambda t: (-base_shares[t], t),
+            t
+            for _, t in sorted(
+                [(-s, t) for t, s in base_shares.items() if s >= 0.05 and t not in run_shares]
             )[:5]
         )
-        shifted = tuple(
-            ToolShift(t, base_shares[t], run_shares[t])
-            for t in sorted(
-                (t for t in run_shares if t in base_shares),
-                key=lambda t: (-abs(run_shares[t] - base_shares[t]), t),
-            )
-            if abs(run_shares[t] - base_shares[t]) >= config.shift_threshold
+        moves = sorted(
+            [(-abs(s - base_shares[t]), t, s) for t, s in run_shares.items() if t in base_shares]
         )
-        means = baseline.complexity_means()
-        values = dict(zip(baseline.dimensions, features.complexity, strict=True))
+        shifted = tuple(
+            ToolShift(t, base_shares[t], s)
+            for negated, t, s in moves
+            if -negated >= config.shift_threshold
+        )
+        # by |z| (largest first), then name; the dimensions are distinct, so sorting stops there
+        ranked = sorted(
+            [
+                (-abs(z_value), d, mean, value, z_value)
+                for (d, z_value), mean, value in zip(
+                    z.items(), means, features.complexity, strict=True
+                )
+            ]
+        )
         moved = tuple(
-            DimensionShift(d, means[d], float(values[d]), z[d])
-            for d in sorted(z, key=lambda d: (-abs(z[d]), d))[: config.explain_top]
-            if abs(z[d]) >= 1.0
+            DimensionShift(d, mean, float(value), z_value)
+            for negated, d, mean, value, z_value in ranked[: config.explain_top]
+            if -negated >= 1.0
         )
         return DriftExplanation(
             primary_driver=primary,
@@ -581,7 +678,7 @@ class DriftScorer:
             semantic_distance=distance,
             semantic_typical=typical,
             sample=features.sample if distance is not None else "",
-            diverged_from=divergences[: config.explain_top],
+            diverged_from=divergences,
             recommendation=_recommendation(severity, primary, appeared, disappeared, moved),
         )
 
@@ -612,6 +709,126 @@ def block_distances(matrix: FloatArray, targets: FloatArray, blocks: Blocks) -> 
     return out
 
 
+def _recent_distances(
+    rows: list[FloatArray | None], centroid: FloatArray, run: FloatArray | None, blocks: Blocks
+) -> tuple[list[float], list[float]]:
+    """Each recent run's `block_distances` to the centroid and to the run (None: no text).
+
+    The C accelerator's `ring_distances` when built (sums in index order: within 1e-12 of
+    numpy's, not to the bit), else numpy.
+    """
+    native = getattr(_wire._native, "ring_distances", None)
+    if native is not None:
+        columns = native(rows, centroid, run, blocks)
+        if columns is not None:  # None: input it leaves to numpy
+            return cast("tuple[list[float], list[float]]", columns)
+    zeros = np.zeros(centroid.shape[0])
+    matrix = np.array([zeros if row is None else row for row in rows])
+    targets = np.array([centroid, zeros if run is None else run])
+    return _ring_distances(matrix, targets, blocks)
+
+
+def _ring_distances(
+    matrix: FloatArray, targets: FloatArray, blocks: Blocks
+) -> tuple[list[float], list[float]]:
+    """`block_distances(matrix, targets, blocks)` for two targets, as its two columns.
+
+    The same bits: numpy for the norms and dot products (the same calls on the same arrays),
+    then the elementwise steps on Python floats in numpy's order and with its NaN rules (a
+    comparison with NaN is false, as in `np.where` and `np.clip`).
+    """
+    n = matrix.shape[0]
+    total_0 = [0.0] * n
+    total_1 = [0.0] * n
+    weights_0 = [0.0] * n
+    weights_1 = [0.0] * n
+    for start, stop, weight in blocks:
+        if weight <= 0.0:
+            continue
+        x = matrix[:, start:stop]
+        y = targets[:, start:stop]
+        x_norms = np.sqrt(np.einsum("ij,ij->i", x, x)).tolist()
+        y_0, y_1 = np.sqrt(np.einsum("ij,ij->i", y, y)).tolist()
+        dots = (x @ y.T).tolist()
+        unused = weight * 0.0  # `weight * both` where a side is zero
+        for i, x_norm in enumerate(x_norms):
+            dot_0, dot_1 = dots[i]
+            denominator = x_norm * y_0
+            if denominator > 0.0:
+                total_0[i] += weight * (1.0 - dot_0 / denominator)
+                weights_0[i] += weight
+            else:
+                total_0[i] += unused * (1.0 - dot_0)
+                weights_0[i] += unused
+            denominator = x_norm * y_1
+            if denominator > 0.0:
+                total_1[i] += weight * (1.0 - dot_1 / denominator)
+                weights_1[i] += weight
+            else:
+                total_1[i] += unused * (1.0 - dot_1)
+                weights_1[i] += unused
+    return (
+        [_clipped_ratio(t, w) for t, w in zip(total_0, weights_0, strict=True)],
+        [_clipped_ratio(t, w) for t, w in zip(total_1, weights_1, strict=True)],
+    )
+
+
+def _clipped_ratio(total: float, weight: float) -> float:
+    """`np.clip(total / weight, 0.0, 1.0)`, NaN when the weight is 0 (NaN stays NaN)."""
+    if weight == 0.0:
+        return _NAN
+    value = total / weight
+    if 0.0 < value < 1.0:
+        return value
+    if value >= 1.0:
+        return 1.0
+    return 0.0 if value <= 0.0 else value  # -0.0 becomes 0.0, as with np.clip; NaN stays
+
+
+def _tool_mixes(
+    run: dict[str, float] | None, baselines: list[dict[str, float] | None]
+) -> list[float]:
+    """`_tool_mix(run, b)` for each of `baselines` (the C accelerator's `tool_mixes` when
+    built: its sums run in another order, within 1e-12)."""
+    native = getattr(_wire._native, "tool_mixes", None)
+    if native is not None:
+        distances = native(run, baselines)
+        if distances is not None:  # None: input it leaves to Python
+            return cast("list[float]", distances)
+    return [_tool_mix(run, b) for b in baselines]
+
+
+def _tool_mix(run: dict[str, float] | None, baseline: dict[str, float] | None) -> float:
+    """`tool_mix_distance` of two `tool_shares_of` (the same operations in the same order)."""
+    if run is None:
+        return 0.0 if baseline is None else 1.0
+    if baseline is None:
+        return 1.0
+    dot = run_sq = base_sq = 0.0
+    run_get = run.get
+    base_get = baseline.get
+    for name in run.keys() | baseline.keys():
+        r = run_get(name, 0.0)
+        b = base_get(name, 0.0)
+        dot += r * b
+        run_sq += r * r
+        base_sq += b * b
+    return _clip01(1.0 - dot / math.sqrt(run_sq * base_sq))
+
+
+def _max(a: float, b: float) -> float:
+    """`np.maximum` of two floats (NaN wins)."""
+    return a if a >= b or isnan(a) else b
+
+
+def _min(a: float, b: float) -> float:
+    """`np.minimum` of two floats (NaN wins)."""
+    return a if a <= b or isnan(a) else b
+
+
+_NAN = float("nan")
+
+
 def tool_mix_distance(
     run_tools: Mapping[str, int | float], baseline_tools: Mapping[str, float]
 ) -> float:
@@ -638,8 +855,14 @@ def tool_mix_distance(
 def embedding_distance(a: FloatArray, b: FloatArray, blocks: Blocks) -> float | None:
     """Weighted mean of the blocks' cosine distances, over blocks non-zero on both sides.
 
-    None when no block can be compared (no text on one side).
+    None when no block can be compared (no text on one side). With the C accelerator, its sums
+    run in index order rather than numpy's: the same value within 1e-12, not to the bit.
     """
+    native = getattr(_wire._native, "embedding_distance", None)
+    if native is not None:
+        distance = native(a, b, blocks)
+        if distance is not NotImplemented:  # NotImplemented: input it leaves to numpy
+            return cast("float | None", distance)
     total = weight_sum = 0.0
     for start, stop, weight in blocks:
         x = a[start:stop]
