@@ -1129,6 +1129,10 @@ _FOLD_ALPHABET = st.sampled_from(
         "\u2026",
         "\u201c",
         "İ",
+        *loops._SEPARATORS,  # typographic punctuation, folded on the ASCII path
+        "\u00b2",  # superscript two: a digit, "2" once folded
+        "\u0663",  # Arabic-Indic three: a digit NFKC keeps
+        "_",
     ]
 )
 
@@ -1140,9 +1144,36 @@ _FOLD_ALPHABET = st.sampled_from(
 )
 def test_an_outputs_head_is_the_first_words_of_its_folded_text(parts: list[str], pad: int) -> None:
     text = "w " * pad + "".join(parts)
-    head = loops._Cache().head(text)
-    assert head == " ".join(loops._fold(text).split(" ")[: loops._HEAD_WORDS])
-    assert bool(head) == bool(loops._fold(text))
+    head = loops._head(text)
+    assert head == " ".join(loops._spaced(loops._fold(text)).split()[: loops._HEAD_WORDS])
+    if not any(c in text for c in loops._SEPARATORS):
+        assert bool(head) == bool(loops._fold(text))
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(_FOLD_ALPHABET, min_size=0, max_size=40))
+def test_words_and_digits_of_folded_text_follow_their_definitions(parts: list[str]) -> None:
+    """The bytes paths of `_words` and `_digits` give what the regex and `str.isdigit` do."""
+    folded = loops._fold("".join(parts))
+    assert loops._words(folded) == loops._WORD_RE.findall(folded)
+    assert loops._digits(folded) == "".join(c for c in folded if c.isdigit())
+    plain = loops._plain("".join(parts))
+    if plain is not None:
+        assert plain == loops._spaced(loops._casefolded("".join(parts)))
+
+
+def test_typographic_separators_fold_to_themselves_and_compose_with_nothing() -> None:
+    """What the ASCII paths of `_head`, `_words` and `_digits` rely on."""
+    import unicodedata
+
+    for char in loops._SEPARATORS:
+        assert unicodedata.normalize("NFKC", char) == char == char.casefold() == char.lower()
+        assert unicodedata.combining(char) == 0 and not char.isalnum() and not char.isspace()
+        assert unicodedata.decomposition(char) == ""
+    for code in range(0x110000):  # no canonical composition has one of them as a part
+        parts = unicodedata.decomposition(chr(code)).split()
+        if parts and not parts[0].startswith("<"):
+            assert not any(chr(int(p, 16)) in loops._SEPARATORS for p in parts), hex(code)
 
 
 def test_ascii_characters_compose_with_nothing_before_them() -> None:

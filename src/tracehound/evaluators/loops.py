@@ -225,6 +225,55 @@ def _casefolded(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+# Typographic punctuation, frequent in LLM text: NFKC and case folding leave these characters
+# alone, and they compose with nothing, so in a text of ASCII and them folding changes the ASCII
+# only. Where only words count (heads of outputs, words, digits), each is a separator like a space.
+_SEPARATORS = ("\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014")
+# What NFKC makes of two more of them (an ellipsis, a no-break space): ASCII.
+_PLAIN = (*((c, " ") for c in _SEPARATORS), ("\u2026", "..."), ("\u00a0", " "))
+
+
+def _spaced(text: str) -> str:
+    """The text with each `_SEPARATORS` character replaced by a space."""
+    for char in _SEPARATORS:
+        if char in text:
+            text = text.replace(char, " ")
+    return text
+
+
+def _plain(text: str) -> str | None:
+    """`_spaced(_casefolded(text))` when it is the lowered ASCII text that `_PLAIN` leaves, else
+    None (other non-ASCII characters: those need NFKC and case folding)."""
+    for char, replacement in _PLAIN:
+        if char in text:
+            text = text.replace(char, replacement)
+    return text.lower() if text.isascii() else None
+
+
+_ASCII_NON_DIGITS = bytes(c for c in range(128) if not 48 <= c <= 57)
+
+
+def _digits(folded: str) -> str:
+    """The digits of a text, in order (`str.isdigit`: not only ASCII ones)."""
+    plain = folded if folded.isascii() else _spaced(folded)
+    if plain.isascii():  # no digit but ASCII ones: the separators are none
+        return plain.encode("ascii").translate(None, _ASCII_NON_DIGITS).decode("ascii")
+    return "".join(filter(str.isdigit, folded))
+
+
+# ASCII bytes: letters and digits kept, any other byte a space (ASCII words, see `_words`).
+_ASCII_WORD_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 0x20 for c in range(256))
+
+
+def _words(folded: str) -> list[str]:
+    """`_WORD_RE.findall(folded)`: the runs of letters and digits. The separators are no letter
+    or digit, so a text of ASCII and them takes the bytes path (the regex costs 10x more)."""
+    plain = folded if folded.isascii() else _spaced(folded)
+    if plain.isascii():
+        return plain.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+    return _WORD_RE.findall(folded)
+
+
 def _within_edits(a: str, b: str, limit: int) -> bool:
     """Levenshtein distance ≤ limit, computed in a band of width 2·limit+1."""
     la, lb = len(a), len(b)
@@ -278,7 +327,7 @@ class _Flat:
                     times.append(moment)
                 else:
                     folded = _fold(value)
-                    digits = "".join(filter(str.isdigit, folded))
+                    digits = _digits(folded)
                     shape.append((path, "s"))
                     leaves.append(("s", value, folded, digits))
                     rigid.append(digits)
@@ -318,10 +367,12 @@ def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bo
         return True
     if da != db:  # strings that differ in their numbers name different things (ids, pages, years)
         return False
-    wa, wb = _WORD_RE.findall(fa), _WORD_RE.findall(fb)
+    wa, wb = _words(fa), _words(fb)
+    if len(wa) != len(wb):  # neither the same words nor typos
+        return False
     if sorted(wa) == sorted(wb):
         return True  # the same words (punctuation, order)
-    if len(wa) != len(wb) or len(fa) > 256 or len(fb) > 256:
+    if len(fa) > 256 or len(fb) > 256:
         return False
     pairs = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
     if len(pairs) > max(1, len(wa) // 2):
@@ -334,6 +385,16 @@ def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bo
 
 
 _WORD_RE = re.compile(r"[^\W_]+")
+_DECODER = json.JSONDecoder()
+
+
+def _loads(text: str) -> Any:
+    """`json.loads(text)` for a text that starts with its value (canonical arguments do), without
+    its per-call checks unless something follows the value."""
+    value, end = _DECODER.raw_decode(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 def _near_flat(a: _Flat, b: _Flat, config: LoopConfig) -> bool:
@@ -475,15 +536,13 @@ class _NearEntry:
 
 class _Cache:
     """Per-trace memo shared by the streaming pass and the final analysis, which meet the same
-    arguments and outputs again: arguments flattened (by their canonical text), outputs folded
-    (and their heads, see `head`)."""
+    arguments and outputs again: arguments flattened (by their canonical text), outputs folded."""
 
-    __slots__ = ("flat", "folded", "heads")
+    __slots__ = ("flat", "folded")
 
     def __init__(self) -> None:
         self.flat: dict[str, _Flat | None] = {}
         self.folded: dict[str, str] = {}
-        self.heads: dict[str, str] = {}
 
     def fold(self, text: str) -> str:
         folded = self.folded.get(text)
@@ -491,32 +550,34 @@ class _Cache:
             folded = self.folded[text] = _fold(text)
         return folded
 
-    def head(self, text: str) -> str:
-        """The first `_HEAD_WORDS` words of `_fold(text)` (all of them when fewer), joined by
-        spaces: a function of the folded text, so outputs whose heads differ differ folded.
 
-        A long text is not folded whole for it. Before an ASCII character, NFKC normalizes the
-        text before and the text after apart (ASCII characters are starters that compose with
-        nothing before them), and case folding maps character by character: so when
-        `text[cut]` is ASCII, `_fold(text)` starts with the words of `_fold(text[:cut])` but
-        its last one, which may go on past the cut. Those words are taken when there are
-        enough of them.
-        """
-        head = self.heads.get(text)
-        if head is not None:
-            return head
-        count = _HEAD_WORDS
-        cut, stop = _HEAD_CHARS, min(len(text), 2 * _HEAD_CHARS)
-        while cut < stop and not text[cut].isascii():
-            cut += 1
-        if cut < stop:
-            words = _casefolded(text[:cut]).split(None, count)
-            if len(words) > count:  # the first `count` words are followed by a space
-                head = self.heads[text] = " ".join(words[:count])
-                return head
-        head = self.heads[text] = " ".join(_casefolded(text).split(None, count)[:count])
-        return head
+def _head(text: str) -> str:
+    """The first `_HEAD_WORDS` words of `_spaced(_fold(text))` (all of them when fewer), joined
+    by spaces: a function of the folded text, so outputs whose heads differ differ folded.
 
+    A long text is not folded whole for it. Before an ASCII character, NFKC normalizes the
+    text before and the text after apart (ASCII characters are starters that compose with
+    nothing before them), and case folding maps character by character: so when `text[cut]` is
+    ASCII, `_fold(text)` starts with the words of `_fold(text[:cut])` but its last one, which
+    may go on past the cut. Those words are taken when there are enough of them. A part of
+    ASCII and typographic punctuation is folded as ASCII (see `_plain`).
+    """
+    count = _HEAD_WORDS
+    cut, stop = _HEAD_CHARS, min(len(text), 2 * _HEAD_CHARS)
+    while cut < stop and not text[cut].isascii():
+        cut += 1
+    if cut < stop:
+        part = text[:cut]
+        plain = part.lower() if part.isascii() else _plain(part)
+        if plain is None:
+            plain = _spaced(_casefolded(part))
+        words = plain.split(None, count)
+        if len(words) > count:  # the first `count` words are followed by a space
+            return " ".join(words[:count])
+    return " ".join(_spaced(_casefolded(text)).split(None, count)[:count])
+
+
+_RESULT_KEY_CHARS = 32
 
 # Outputs are told apart by the first words of their folded text; whole texts are folded only
 # when an earlier output of the run begins with the same words.
@@ -581,7 +642,8 @@ class _RunDetector:
         # tool → its first call with arguments while it is the only one, then None (see _near)
         self.first_calls: dict[str, _Call | None] = {}
         self.results: list[_Result] = []
-        self.result_groups: dict[tuple[str, str], list[int]] = {}
+        # (tool, length, first characters) → (text, its members) of results of that tool
+        self.result_groups: dict[tuple[str, int, str], list[tuple[str, list[int]]]] = {}
         self.outputs: dict[str, list[tuple[int, str]]] = {}
         # head → the first output with it while it is the only one (not folded yet), else None
         self.heads: dict[str, tuple[str, int, str] | None] = {}
@@ -622,22 +684,45 @@ class _RunDetector:
         calls = self.calls
         i = call.index = len(calls)
         calls.append(call)
-        if call.producer is not None:
-            self.llm_products.setdefault(call.producer, []).append(("c", i))
+        producer = call.producer
+        if producer is not None:
+            products = self.llm_products.get(producer)
+            if products is None:
+                self.llm_products[producer] = [("c", i)]
+            else:
+                products.append(("c", i))
         out: list[LoopSignal] = []
-        if call.key is not None:
-            self._repeat_and_retry(call, out)
-        self._consecutive(call, out)
-        self._cycle(call, out)
-        if call.key is not None:
-            self._near(call, out)
+        if call.key is None:
+            self.consec_start = i
+            self._no_cycle()
+            return out
+        if self._repeat_and_retry(call, out) == 1:
+            # The first call with its key: no earlier call to repeat, neither in a row nor in a
+            # cycle (`_consecutive`, `_cycle` for a call without an equal one before it).
+            self.consec_start = i
+            self._no_cycle()
+        else:
+            self._consecutive(call, out)
+            self._cycle(call, out)
+        self._near(call, out)
         return out
 
-    def _repeat_and_retry(self, call: _Call, out: list[LoopSignal]) -> None:
-        """`repeat` (anywhere in the run) and `retry_storm` share the per-call index lists."""
+    def _no_cycle(self) -> None:
+        lengths = self.cycle_len
+        if any(lengths):
+            self.cycle_len = [0] * len(lengths)
+
+    def _repeat_and_retry(self, call: _Call, out: list[LoopSignal]) -> int:
+        """`repeat` (anywhere in the run) and `retry_storm` share the per-call index lists.
+        Returns how many calls of the run have the call's key, this one included."""
         config, calls, i = self.config, self.calls, call.index
         assert call.key is not None
-        seen = self.by_key.setdefault(call.key, [])
+        seen = self.by_key.get(call.key)
+        if seen is None:
+            self.by_key[call.key] = [i]
+            if self.retry_chains:
+                self.retry_chains.pop(call.key, None)
+            return 1
         seen.append(i)
         n = len(seen)
         if n >= config.repeat_threshold:
@@ -645,9 +730,10 @@ class _RunDetector:
             first = calls[seen[0]].span_id
             signal = LoopSignal("repeat", n, first, call.span_id, call.tool)
             self._emit(out, signal, call.key, self._calls(wasted))
-        if n < 2 or calls[seen[-2]].error is None:
-            self.retry_chains.pop(call.key, None)
-            return
+        if calls[seen[-2]].error is None:
+            if self.retry_chains:
+                self.retry_chains.pop(call.key, None)
+            return n
         chain = self.retry_chains.get(call.key)
         if chain is None or chain[-1] != seen[-2]:
             chain = self.retry_chains[call.key] = [seen[-2]]
@@ -658,6 +744,7 @@ class _RunDetector:
             first = calls[chain[0]].span_id
             signal = LoopSignal("retry_storm", len(chain), first, call.span_id, call.tool)
             self._emit(out, signal, (call.key, chain[0]), self._calls(wasted))
+        return n
 
     def _consecutive(self, call: _Call, out: list[LoopSignal]) -> None:
         """Identical calls in a row; a retry right after a failure starts a new row."""
@@ -774,7 +861,7 @@ class _RunDetector:
             value: Any = text
             if text[:1] in ("{", "["):
                 try:
-                    value = json.loads(text)
+                    value = _loads(text)
                 except (ValueError, RecursionError):
                     value = text
             try:
@@ -800,8 +887,23 @@ class _RunDetector:
         r = len(self.results)
         self.results.append(result)
         tool = step.tool or (call.tool if call is not None else "")
-        ident = (tool, step.text.strip())
-        members = self.result_groups.setdefault(ident, [])
+        text = step.text.strip()
+        # Results are grouped by (tool, text); a long text is hashed by its length and first
+        # characters only, texts that share those are told apart by comparing them.
+        bucket_key = (tool, len(text), text[:_RESULT_KEY_CHARS])
+        bucket = self.result_groups.get(bucket_key)
+        members: list[int] | None = None
+        if bucket is None:
+            members = []
+            self.result_groups[bucket_key] = [(text, members)]
+        else:
+            for seen, seen_members in bucket:
+                if seen == text:
+                    members = seen_members
+                    break
+            if members is None:
+                members = []
+                bucket.append((text, members))
         if members:
             last = self.results[members[-1]]
             if last.turn == result.turn or result.start_ns < last.end_ns:
@@ -814,7 +916,7 @@ class _RunDetector:
             head = self.results[members[0]]
             first = head.call.span_id if head.call is not None else head.turn
             signal = LoopSignal("no_progress", n, first, step.span_id, tool)
-            self._emit(out, signal, ident, [self._result_ref(w) for w in wasted])
+            self._emit(out, signal, (tool, text), [self._result_ref(w) for w in wasted])
         return out
 
     def _result_ref(self, r: int) -> _Ref:
@@ -828,8 +930,8 @@ class _RunDetector:
         out: list[LoopSignal] = []
         raw = step.text or ""
         cache = self.cache
-        head = cache.head(raw)
-        if not head:  # nothing but spaces: the folded text is empty
+        head = _head(raw)
+        if not head and not cache.fold(raw):  # nothing but spaces: no text
             return out
         heads = self.heads
         if head not in heads:  # no output of the run folds to this one's text: no fold yet
@@ -1084,13 +1186,14 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
 
 
 class _State:
-    __slots__ = ("agents", "fed", "overflow", "parents", "tracker")
+    __slots__ = ("agents", "fed", "modes", "overflow", "parents", "tracker")
 
     def __init__(self, config: LoopConfig) -> None:
         self.tracker = _Tracker(config)
         self.parents: dict[str, str] = {}
         self.agents: set[str] = set()
         self.overflow: set[str] = set()
+        self.modes: set[FailureMode] = set()  # those of the span being fed (then cleared)
         # The fields of the steps fed to `tracker` while streaming, `run_id` set to the run they
         # were fed in (None once a feed failed half way: the tracker then stands for nothing).
         self.fed: list[dict[str, Any]] | None = []
@@ -1125,33 +1228,45 @@ class LoopEvaluator(Evaluator):
     ) -> Sequence[EvaluationResult]:
         view = span.view
         span_id = view.span_id
-        state.parents[span_id] = view.parent_span_id
-        tracker, overflow = state.tracker, state.overflow
+        parent = view.parent_span_id
+        parents = state.parents
+        parents[span_id] = parent
+        tracker = state.tracker
+        agents = state.agents
         operation = span.operation
         if operation == "agent":
-            state.agents.add(span_id)
+            agents.add(span_id)
         elif operation == "tool":
             tracker.exec_end[span_id] = view.end_ns
-        modes: set[FailureMode] = set()
+        modes = state.modes  # empty between spans
         if _span_overflows(span):
-            overflow.add(span_id)
+            state.overflow.add(span_id)
             modes.add("context_window_overflow")
-        run = state.run_of(span_id)
-        signals: list[LoopSignal] = []
+        # The run (`_State.run_of`), its usual cases first: the agent span, its direct child.
+        if span_id in agents:
+            run = span_id
+        elif not parent or parent in agents or parent not in parents:
+            run = parent
+        else:
+            run = state.run_of(span_id)
+        signals: list[LoopSignal] | None = None
         fed, state.fed = state.fed, None
+        overflow = state.overflow
         for step in steps:
             if step.kind in _FED:
                 found = tracker.feed(step, run, overflow, modes)
                 if found:
-                    signals.extend(found)
+                    signals = found if signals is None else signals + found
                 if fed is not None:
                     fields = step.__dict__.copy()  # a Step keeps its fields in its __dict__
                     fields["run_id"] = run
                     fed.append(fields)
         state.fed = fed
-        if not signals and not modes:
+        if signals is None and not modes:
             return ()
-        return self._span_results(span_id, signals, modes)
+        results = self._span_results(span_id, signals or [], modes)
+        modes.clear()
+        return results
 
     # Tests set this to always compute the trace result again from the trajectory.
     _refeed = False
@@ -1329,9 +1444,12 @@ def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None
 def _span_overflows(span: NormalizedSpan) -> bool:
     """Context overflow stated by the span beyond its steps: `error.type`, any finish reason."""
     error_type = span.view.attributes.get("error.type")
-    if isinstance(error_type, str) and _overflow_text(error_type):
+    if error_type is not None and isinstance(error_type, str) and _overflow_text(error_type):
         return True
-    return any(reason in _OVERFLOW_FINISH for reason in span.finish_reasons)
+    for reason in span.finish_reasons:  # noqa: SIM110 - no generator per span
+        if reason in _OVERFLOW_FINISH:
+            return True
+    return False
 
 
 _MODE_TEXT: dict[FailureMode, str] = {
