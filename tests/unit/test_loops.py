@@ -903,6 +903,53 @@ def test_an_in_order_trace_is_not_fed_again(refeeds: list[str]) -> None:
     assert kinds(result[1]) == kinds(MIXED_BASELINE)
 
 
+def test_a_trace_without_loops_takes_its_results_from_the_counts(
+    monkeypatch: pytest.MonkeyPatch, refeeds: list[str]
+) -> None:
+    """No loop, streamed in order: neither a re-feed nor a report; the same results."""
+    a = Agent()
+    a.turn(filler(1), text="Reading the first file.")
+    a.turn(Call("search", {"q": "refund"}, "ok", error="maximum context length exceeded"))
+    a.turn(text="Done.", finish="length")
+    spans = by_end(a.done())
+    expected = outcome(run_refeed(spans))
+    refeeds.clear()
+
+    def no_report(*args: Any) -> None:
+        raise AssertionError("the report of a trace without loops is not built")
+
+    monkeypatch.setattr(loops, "_report", no_report)
+    result = run(spans)
+    assert refeeds == []
+    assert outcome(result) == expected
+    assert kinds(result[1]) == set()
+    assert modes(result[1]) == {"context_window_overflow"}
+
+
+@given(
+    steps=st.integers(0, 10**6),
+    failure_modes=st.sets(st.sampled_from(["context_window_overflow", "tool_call_error"])),
+)
+def test_the_results_without_loops_are_those_of_their_report(
+    steps: int, failure_modes: set[str]
+) -> None:
+    evaluator = LoopEvaluator()
+    ordered: Any = sorted(failure_modes)
+    report = loops.LoopReport(
+        loops=(),
+        failure_modes=tuple(ordered),
+        steps=steps,
+        wasted_steps=0,
+        wasted_tokens=0,
+        wasted_seconds=0.0,
+        score=1.0,
+    )
+    fast = evaluator._clean_results(steps, ordered)
+    slow = evaluator.trace_results(report)
+    assert fast == slow
+    assert [list(r.attributes.items()) for r in fast] == [list(r.attributes.items()) for r in slow]
+
+
 def test_a_trace_fed_out_of_order_is_fed_again(refeeds: list[str]) -> None:
     """Reversed arrival: steps reach the tracker in another order than the trajectory's."""
     _, finalized = run(MIXED[::-1])

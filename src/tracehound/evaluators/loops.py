@@ -42,7 +42,7 @@ which usually ends — and arrives — last); tool results follow their call's r
 is that of the canonical trajectory with the real runs, so it does not depend on arrival order:
 loops per kind, wasted steps, tokens and seconds, failure modes. It is taken from the streaming
 state when streaming fed the trajectory's steps, in its order and runs (the usual case: spans
-arrive as they end; see `_streamed_report`), else the trajectory is fed again at finalization.
+arrive as they end; see `_streamed_modes`), else the trajectory is fed again at finalization.
 """
 
 from __future__ import annotations
@@ -650,7 +650,7 @@ class _RunDetector:
         self.instances: dict[tuple[Any, ...], _Instance] = {}
         self.llm_products: dict[int, list[_Ref]] = {}
         # A call of another turn was compared before its result was fed, so its end as known
-        # then decided whether the two were parallel (see `_streamed_report`).
+        # then decided whether the two were parallel (see `_streamed_modes`).
         self.unsettled = False
 
     def _emit(
@@ -975,6 +975,7 @@ class _Tracker:
         "last_llm",
         "llm_by_span",
         "llms",
+        "mode_steps",
         "outputs",
         "unresolved",
     )
@@ -991,8 +992,10 @@ class _Tracker:
         self.last_llm: dict[str, int] = {}
         self.llms: list[_Llm] = []
         self.outputs = 0
-        # A tool result was not matched to its call by call id (see `_streamed_report`).
+        # A tool result was not matched to its call by call id (see `_streamed_modes`).
         self.unresolved = False
+        # The steps that added a failure mode (their mode may change as overflows become known)
+        self.mode_steps: list[Step] = []
 
     def _detector(self, run: str) -> _RunDetector:
         detector = self.detectors.get(run)
@@ -1028,6 +1031,7 @@ class _Tracker:
                 found = self.calls_by_span.get(step.span_id)
             if step.error is not None:
                 modes.add(_mode(step, overflow))
+                self.mode_steps.append(step)
             if found is None:
                 return self._detector(run).add_result(None, step)
             return found[0].add_result(found[1], step)
@@ -1037,6 +1041,7 @@ class _Tracker:
             self.outputs += 1
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
+                self.mode_steps.append(step)
             return self._detector(run).add_output(step, index, producer)
         if kind == "llm":
             index = len(self.llms)
@@ -1045,8 +1050,10 @@ class _Tracker:
             self.llms.append(_Llm(tokens, max(0, step.end_ns - step.start_ns)))
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
+                self.mode_steps.append(step)
         elif kind == "error":
             modes.add(_mode(step, overflow))
+            self.mode_steps.append(step)
         return []
 
 
@@ -1186,7 +1193,7 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
 
 
 class _State:
-    __slots__ = ("agents", "fed", "modes", "overflow", "parents", "tracker")
+    __slots__ = ("agents", "fed", "fed_calls", "modes", "overflow", "parents", "tracker")
 
     def __init__(self, config: LoopConfig) -> None:
         self.tracker = _Tracker(config)
@@ -1197,6 +1204,7 @@ class _State:
         # The fields of the steps fed to `tracker` while streaming, `run_id` set to the run they
         # were fed in (None once a feed failed half way: the tracker then stands for nothing).
         self.fed: list[dict[str, Any]] | None = []
+        self.fed_calls: list[int] = []  # where the tool calls are in `fed`
 
     def run_of(self, span_id: str) -> str:
         """Streaming stand-in for the run: the nearest agent span above, else the first span
@@ -1253,13 +1261,16 @@ class LoopEvaluator(Evaluator):
         fed, state.fed = state.fed, None
         overflow = state.overflow
         for step in steps:
-            if step.kind in _FED:
+            kind = step.kind
+            if kind in _FED:
                 found = tracker.feed(step, run, overflow, modes)
                 if found:
                     signals = found if signals is None else signals + found
                 if fed is not None:
                     fields = step.__dict__.copy()  # a Step keeps its fields in its __dict__
                     fields["run_id"] = run
+                    if kind == "tool_call":
+                        state.fed_calls.append(len(fed))
                     fed.append(fields)
         state.fed = fed
         if signals is None and not modes:
@@ -1275,10 +1286,21 @@ class LoopEvaluator(Evaluator):
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
         if isinstance(state, _State):
-            report = None if self._refeed else _streamed_report(state, trajectory)
-            if report is None:
+            modes = None if self._refeed else _streamed_modes(state, trajectory)
+            if modes is None:
                 cache = state.tracker.cache
                 report = analyze(trajectory, self.config, state.overflow, _cache=cache)
+            else:
+                tracker = state.tracker
+                if not any(detector.instances for detector in tracker.detectors.values()):
+                    # No loop (the usual case): the results of `_report`'s report, directly.
+                    if state.overflow:
+                        modes.add("context_window_overflow")
+                    steps = tracker.outputs
+                    for detector in tracker.detectors.values():
+                        steps += len(detector.calls)
+                    return self._clean_results(steps, sorted(modes))
+                report = _report(tracker, modes, state.overflow)
         else:
             report = analyze(trajectory, self.config)
         return self.trace_results(report)
@@ -1335,6 +1357,38 @@ class LoopEvaluator(Evaluator):
             )
         return results
 
+    def _clean_results(self, steps: int, modes: list[FailureMode]) -> list[EvaluationResult]:
+        """`trace_results` of a report without loops: `steps` steps, failure modes `modes`."""
+        attributes: dict[str, AttributeValue] = {
+            names.ATTR_LOOPS_DETECTED: False,
+            names.ATTR_LOOPS_COUNT: 0,
+            names.ATTR_LOOPS_KINDS: [],
+            names.ATTR_LOOPS_WASTED_STEPS: 0,
+            names.ATTR_LOOPS_WASTED_TOKENS: 0,
+            names.ATTR_LOOPS_WASTED_SECONDS: 0.0,
+            names.ATTR_LOOPS_SCORE: 1.0,
+        }
+        return [
+            EvaluationResult(
+                name=names.EVAL_LOOPS,
+                evaluator=self.name,
+                evaluator_version=self.version,
+                score_value=1.0,
+                score_label="pass",
+                explanation=f"no loop in {steps} tool call(s) and output(s)",
+                attributes=attributes,
+            ),
+            EvaluationResult(
+                name=names.EVAL_FAILURE_MODES,
+                evaluator=self.name,
+                evaluator_version=self.version,
+                score_value=0.0 if modes else 1.0,
+                score_label="fail" if modes else "pass",
+                explanation=("failure modes: " + ", ".join(modes) if modes else "no failure mode"),
+                attributes={names.ATTR_FAILURE_MODES: modes},
+            ),
+        ]
+
     def trace_results(self, report: LoopReport) -> list[EvaluationResult]:
         """The two trace-level results (`tracehound.loops`, `tracehound.failure_modes`)."""
         by_kind = report.by_kind()
@@ -1380,9 +1434,9 @@ class LoopEvaluator(Evaluator):
         ]
 
 
-def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None:
-    """The trace's report from the streaming tracker, when `analyze` would build the same
-    tracker; else None (then `analyze` feeds the trajectory again).
+def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
+    """The trace's failure modes when the streaming tracker is the one `analyze` would build
+    (its report is then the trace's); else None (then `analyze` feeds the trajectory again).
 
     `analyze` feeds the trajectory's steps of the `_FED` kinds in order, each in its run. The
     streaming tracker was fed steps too: those are the same feeds when the two sequences agree
@@ -1398,7 +1452,8 @@ def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None
 
     Nothing else `feed` does depends on when a span arrived: the runs are compared, and the
     failure modes, which depend on the overflow spans known at the time, are taken again from
-    the trajectory's steps with all of them known.
+    the steps that show them (`_Tracker.mode_steps`: equal fields, so those of the trajectory)
+    with all of them known.
     """
     tracker, fed = state.tracker, state.fed
     if fed is None:
@@ -1407,38 +1462,29 @@ def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None
     for detector in tracker.detectors.values():
         if detector.unsettled:
             return None
+    finals = [step.__dict__ for step in trajectory.steps if step.kind in _FED]
+    if len(finals) != len(fed):
+        return None
+    moved = False  # a call's exec_span_id is not the one it was fed with
+    for i in state.fed_calls:  # whatever their exec_span_id: see above
+        fields, final = fed[i], finals[i]
+        if fields.pop("exec_span_id", None) != final.get("exec_span_id"):
+            moved = True
+        if "exec_span_id" in final:
+            fields["exec_span_id"] = final["exec_span_id"]
+    # Equal dicts: equal fields, run included (a field missing from one dict only, even if set
+    # to its default in the other, is a difference: the re-feed decides then).
+    if fed != finals or (moved and tracker.unresolved):
+        return None
     overflow = state.overflow
     modes: set[FailureMode] = set()
-    n = len(fed)
-    i = 0
-    moved = False  # a call's exec_span_id is not the one it was fed with
-    for step in trajectory.steps:
+    for step in tracker.mode_steps:  # as `_Tracker.feed` adds them
         kind = step.kind
-        if kind not in _FED:
-            continue
-        if i == n:
-            return None
-        fields, final = fed[i], step.__dict__
-        i += 1
-        if kind == "tool_call":  # whatever its exec_span_id: see above
-            if fields.pop("exec_span_id", None) != final.get("exec_span_id"):
-                moved = True
-            if "exec_span_id" in final:
-                fields["exec_span_id"] = final["exec_span_id"]
-        # Equal dicts: equal fields, run included (a field missing from one dict only, even
-        # if set to its default in the other, is a difference: the re-feed decides then).
-        if fields != final:
-            return None
-        # The failure modes, as `_Tracker.feed` adds them.
-        if kind == "tool_call":
-            continue
         if kind == "error" or (kind == "tool_result" and step.error is not None):
             modes.add(_mode(step, overflow))
         elif kind in {"assistant", "llm"} and step.finish_reason in _OVERFLOW_FINISH:
             modes.add("context_window_overflow")
-    if i != n or (moved and tracker.unresolved):
-        return None
-    return _report(tracker, modes, overflow)
+    return modes
 
 
 def _span_overflows(span: NormalizedSpan) -> bool:
