@@ -496,6 +496,7 @@ class LoopSignal:
 
 class _Call:
     __slots__ = (
+        "detector",
         "end_ns",
         "error",
         "exec_ns",
@@ -510,6 +511,7 @@ class _Call:
     )
 
     def __init__(self, step: Step, producer: int | None) -> None:
+        self.detector: _RunDetector | None = None  # the detector of its run, once added
         self.index = -1
         self.tool = step.tool or ""
         self.key: _CallKey | None = None if step.arguments is None else (self.tool, step.arguments)
@@ -681,6 +683,7 @@ class _RunDetector:
     # -- calls ---------------------------------------------------------------------------------
 
     def add_call(self, call: _Call) -> list[LoopSignal]:
+        call.detector = self
         calls = self.calls
         i = call.index = len(calls)
         calls.append(call)
@@ -956,12 +959,6 @@ class _RunDetector:
 # --- feeding steps: shared by streaming (`on_span`) and the trace analysis -----------------------
 
 
-@dataclass(slots=True)
-class _Llm:
-    tokens: int
-    duration_ns: int
-
-
 class _Tracker:
     """Routes steps to their run's detector; remembers calls (for results) and LLM calls."""
 
@@ -984,13 +981,13 @@ class _Tracker:
         self.config = config
         self.cache = _Cache() if cache is None else cache
         self.detectors: dict[str, _RunDetector] = {}
-        self.calls_by_id: dict[str, tuple[_RunDetector, _Call]] = {}
-        self.calls_by_span: dict[str, tuple[_RunDetector, _Call]] = {}
+        self.calls_by_id: dict[str, _Call] = {}
+        self.calls_by_span: dict[str, _Call] = {}
         # tool span → its end: a call's execution interval is known before its result is fed
         self.exec_end: dict[str, int] = {}
         self.llm_by_span: dict[str, int] = {}
         self.last_llm: dict[str, int] = {}
-        self.llms: list[_Llm] = []
+        self.llms: list[tuple[int, int]] = []  # (tokens, duration in ns) of each LLM call
         self.outputs = 0
         # A tool result was not matched to its call by call id (see `_streamed_modes`).
         self.unresolved = False
@@ -998,9 +995,7 @@ class _Tracker:
         self.mode_steps: list[Step] = []
 
     def _detector(self, run: str) -> _RunDetector:
-        detector = self.detectors.get(run)
-        if detector is None:
-            detector = self.detectors[run] = _RunDetector(self.config, self.cache)
+        detector = self.detectors[run] = _RunDetector(self.config, self.cache)
         return detector
 
     def feed(
@@ -1012,29 +1007,15 @@ class _Tracker:
         step that needs one (a run without calls, results or outputs adds nothing to a report).
         """
         kind = step.kind
-        if kind == "tool_call":
-            detector = self._detector(run)
-            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
-            call = _Call(step, producer)
-            if step.exec_span_id:
-                call.end_ns = self.exec_end.get(step.exec_span_id)
-            signals = detector.add_call(call)
-            if step.call_id:
-                self.calls_by_id[step.call_id] = (detector, call)
-            if step.exec_span_id:  # an id-less result on that tool span is this call's
-                self.calls_by_span[step.exec_span_id] = (detector, call)
-            return signals
-        if kind == "tool_result":
-            found = self.calls_by_id.get(step.call_id) if step.call_id else None
-            if found is None:
-                self.unresolved = True
-                found = self.calls_by_span.get(step.span_id)
-            if step.error is not None:
-                modes.add(_mode(step, overflow))
+        if kind == "llm":
+            index = len(self.llms)
+            self.llm_by_span[step.span_id] = self.last_llm[run] = index
+            tokens = (step.input_tokens or 0) + (step.output_tokens or 0)
+            self.llms.append((tokens, max(0, step.end_ns - step.start_ns)))
+            if step.finish_reason in _OVERFLOW_FINISH:
+                modes.add("context_window_overflow")
                 self.mode_steps.append(step)
-            if found is None:
-                return self._detector(run).add_result(None, step)
-            return found[0].add_result(found[1], step)
+            return _NO_SIGNALS
         if kind == "assistant":
             producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
             index = self.outputs
@@ -1042,20 +1023,43 @@ class _Tracker:
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
                 self.mode_steps.append(step)
-            return self._detector(run).add_output(step, index, producer)
-        if kind == "llm":
-            index = len(self.llms)
-            self.llm_by_span[step.span_id] = self.last_llm[run] = index
-            tokens = (step.input_tokens or 0) + (step.output_tokens or 0)
-            self.llms.append(_Llm(tokens, max(0, step.end_ns - step.start_ns)))
-            if step.finish_reason in _OVERFLOW_FINISH:
-                modes.add("context_window_overflow")
+            detector = self.detectors.get(run) or self._detector(run)
+            return detector.add_output(step, index, producer)
+        if kind == "tool_call":
+            detector = self.detectors.get(run) or self._detector(run)
+            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
+            call = _Call(step, producer)
+            exec_span_id = step.exec_span_id
+            if exec_span_id:
+                call.end_ns = self.exec_end.get(exec_span_id)
+            signals = detector.add_call(call)
+            if step.call_id:
+                self.calls_by_id[step.call_id] = call
+            if exec_span_id:  # an id-less result on that tool span is this call's
+                self.calls_by_span[exec_span_id] = call
+            return signals
+        if kind == "tool_result":
+            call_id = step.call_id
+            found = self.calls_by_id.get(call_id) if call_id else None
+            if found is None:
+                self.unresolved = True
+                found = self.calls_by_span.get(step.span_id)
+            if step.error is not None:
+                modes.add(_mode(step, overflow))
                 self.mode_steps.append(step)
-        elif kind == "error":
+            if found is None:
+                detector = self.detectors.get(run) or self._detector(run)
+                return detector.add_result(None, step)
+            assert found.detector is not None
+            return found.detector.add_result(found, step)
+        if kind == "error":
             modes.add(_mode(step, overflow))
             self.mode_steps.append(step)
-        return []
+        return _NO_SIGNALS
 
+
+# Returned when a step completes no loop (never appended to).
+_NO_SIGNALS: list[LoopSignal] = []
 
 # The step kinds `_Tracker.feed` reads (it does nothing with the others).
 _FED = frozenset(("tool_call", "tool_result", "assistant", "llm", "error"))
@@ -1173,8 +1177,9 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
                 wasted_steps += 1
         for producer, products in detector.llm_products.items():
             if all(ref in run_wasted for ref in products):
-                wasted_tokens += tracker.llms[producer].tokens
-                wasted_ns += tracker.llms[producer].duration_ns
+                tokens, duration_ns = tracker.llms[producer]
+                wasted_tokens += tokens
+                wasted_ns += duration_ns
     steps = calls + tracker.outputs
     score = 1.0 if not loops else max(0.0, 1.0 - wasted_steps / max(1, steps))
     loops.sort(key=lambda x: (x.run_id, _PRIORITY.index(x.kind), x.first_span_id, x.count))
