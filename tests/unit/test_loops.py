@@ -1204,6 +1204,7 @@ def test_words_and_digits_of_folded_text_follow_their_definitions(parts: list[st
     folded = loops._fold("".join(parts))
     assert loops._words(folded) == loops._WORD_RE.findall(folded)
     assert loops._digits(folded) == "".join(c for c in folded if c.isdigit())
+    assert loops._folded_digits("".join(parts)) == (folded, loops._digits(folded))
     plain = loops._plain("".join(parts))
     if plain is not None:
         assert plain == loops._spaced(loops._casefolded("".join(parts)))
@@ -1286,6 +1287,37 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner),
     max_leaves=8,
 )
+
+
+_STRINGS = st.sampled_from(
+    ["a1", "B 22", "", "2025-01-01", "2025-01-01T10:00:00Z", "It’s “fine” – 3", "ﬁ3", "x" * 40]
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["q", "path", "b"]), _STRINGS | _JSON, min_size=1),
+    st.booleans(),
+)
+def test_arguments_of_strings_flatten_as_any_others(value: dict[str, Any], strings: bool) -> None:
+    """The path for an object of strings (`_Flat._strings`) makes the same flat as the general
+    one, which it leaves to anything else (dates, other types)."""
+    if strings:
+        value = {k: v if isinstance(v, str) else "s" for k, v in value.items()}
+    fast = loops._Flat(value)
+    probe = loops._Flat.__new__(loops._Flat)
+    dates = {"2025-01-01", "2025-01-01T10:00:00Z"}
+    assert probe._strings(value) == all(
+        isinstance(v, str) and v not in dates for v in value.values()
+    )
+    general = loops._Flat.__new__(loops._Flat)
+    with mock.patch.object(loops._Flat, "_strings", lambda self, value: False):
+        general.__init__(value)  # type: ignore[misc]
+    assert (fast.shape, fast.leaves, fast.rigid, fast.interval) == (
+        general.shape,
+        general.leaves,
+        general.rigid,
+        general.interval,
+    )
 
 
 @given(_JSON)

@@ -261,6 +261,16 @@ def _digits(folded: str) -> str:
     return "".join(filter(str.isdigit, folded))
 
 
+def _folded_digits(text: str) -> tuple[str, str]:
+    """`_fold(text)` and its `_digits`, for a text of ASCII and separators without NFKC."""
+    plain = text if text.isascii() else _spaced(text)
+    if plain.isascii():  # folding lowers the ASCII and keeps the separators, none a digit
+        digits = plain.encode("ascii").translate(None, _ASCII_NON_DIGITS).decode("ascii")
+        return " ".join(text.lower().split()), digits
+    folded = _fold(text)
+    return folded, _digits(folded)
+
+
 # ASCII bytes: letters and digits kept, any other byte a space (ASCII words, see `_words`).
 _ASCII_WORD_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 0x20 for c in range(256))
 
@@ -312,6 +322,8 @@ class _Flat:
     __slots__ = ("interval", "leaves", "rigid", "shape")
 
     def __init__(self, value: Any) -> None:
+        if type(value) is dict and self._strings(value):
+            return
         shape: list[Any] = []
         leaves: list[tuple[Any, ...]] = []
         times: list[tuple[float, bool]] = []
@@ -326,8 +338,7 @@ class _Flat:
                     leaves.append(("t", moment))
                     times.append(moment)
                 else:
-                    folded = _fold(value)
-                    digits = _digits(folded)
+                    folded, digits = _folded_digits(value)
                     shape.append((path, "s"))
                     leaves.append(("s", value, folded, digits))
                     rigid.append(digits)
@@ -358,6 +369,26 @@ class _Flat:
         self.leaves = leaves
         self.interval = _interval(times) if times else None
         self.rigid = tuple(rigid)
+
+    def _strings(self, value: dict[Any, Any]) -> bool:
+        """Flattens an object of strings that are no dates (the usual arguments), as `add`
+        does; False for any other (then nothing is set)."""
+        shape: list[Any] = [((), "{", len(value))]
+        leaves: list[tuple[Any, ...]] = []
+        rigid: list[Any] = []
+        for key in sorted(value):
+            item = value[key]
+            if type(item) is not str or (10 <= len(item) <= 35 and _as_time(item) is not None):
+                return False
+            folded, digits = _folded_digits(item)
+            shape.append(((key,), "s"))
+            leaves.append(("s", item, folded, digits))
+            rigid.append(digits)
+        self.shape = tuple(shape)
+        self.leaves = leaves
+        self.interval = None
+        self.rigid = tuple(rigid)
+        return True
 
 
 def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bool:
