@@ -228,7 +228,7 @@ def _casefolded(text: str) -> str:
 # Typographic punctuation, frequent in LLM text: NFKC and case folding leave these characters
 # alone, and they compose with nothing, so in a text of ASCII and them folding changes the ASCII
 # only. Where only words count (heads of outputs, words, digits), each is a separator like a space.
-_SEPARATORS = ("\u2018", "\u2019", "\u201c", "\u201d", "\u2013", "\u2014")
+_SEPARATORS = ("\u201c", "\u201d", "\u2019", "\u2018", "\u2013", "\u2014")
 # What NFKC makes of two more of them (an ellipsis, a no-break space): ASCII.
 _PLAIN = (*((c, " ") for c in _SEPARATORS), ("\u2026", "..."), ("\u00a0", " "))
 
@@ -242,12 +242,14 @@ def _spaced(text: str) -> str:
 
 
 def _plain(text: str) -> str | None:
-    """`_spaced(_casefolded(text))` when it is the lowered ASCII text that `_PLAIN` leaves, else
-    None (other non-ASCII characters: those need NFKC and case folding)."""
-    for char, replacement in _PLAIN:
+    """For a text that is not ASCII: `_spaced(_casefolded(text))` when it is the lowered ASCII
+    text that `_PLAIN` leaves, else None (other non-ASCII characters need NFKC and folding)."""
+    for char, replacement in _PLAIN:  # the most frequent first: done once the text is ASCII
         if char in text:
             text = text.replace(char, replacement)
-    return text.lower() if text.isascii() else None
+            if text.isascii():
+                return text.lower()
+    return None
 
 
 _ASCII_NON_DIGITS = bytes(c for c in range(128) if not 48 <= c <= 57)
@@ -1283,7 +1285,15 @@ class LoopEvaluator(Evaluator):
         elif operation == "tool":
             tracker.exec_end[span_id] = view.end_ns
         modes = state.modes  # empty between spans
-        if _span_overflows(span):
+        # Context overflow stated by the span beyond its steps: `error.type`, any finish reason.
+        error_type = view.attributes.get("error.type")
+        overflows = isinstance(error_type, str) and _overflow_text(error_type)
+        if not overflows:
+            for reason in span.finish_reasons:
+                if reason in _OVERFLOW_FINISH:
+                    overflows = True
+                    break
+        if overflows:
             state.overflow.add(span_id)
             modes.add("context_window_overflow")
         # The run (`_State.run_of`), its usual cases first: the agent span, its direct child.
@@ -1521,17 +1531,6 @@ def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] |
         elif kind in {"assistant", "llm"} and step.finish_reason in _OVERFLOW_FINISH:
             modes.add("context_window_overflow")
     return modes
-
-
-def _span_overflows(span: NormalizedSpan) -> bool:
-    """Context overflow stated by the span beyond its steps: `error.type`, any finish reason."""
-    error_type = span.view.attributes.get("error.type")
-    if error_type is not None and isinstance(error_type, str) and _overflow_text(error_type):
-        return True
-    for reason in span.finish_reasons:  # noqa: SIM110 - no generator per span
-        if reason in _OVERFLOW_FINISH:
-            return True
-    return False
 
 
 _MODE_TEXT: dict[FailureMode, str] = {
