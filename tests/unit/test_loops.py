@@ -903,6 +903,53 @@ def test_an_in_order_trace_is_not_fed_again(refeeds: list[str]) -> None:
     assert kinds(result[1]) == kinds(MIXED_BASELINE)
 
 
+def test_a_trace_without_loops_takes_its_results_from_the_counts(
+    monkeypatch: pytest.MonkeyPatch, refeeds: list[str]
+) -> None:
+    """No loop, streamed in order: neither a re-feed nor a report; the same results."""
+    a = Agent()
+    a.turn(filler(1), text="Reading the first file.")
+    a.turn(Call("search", {"q": "refund"}, "ok", error="maximum context length exceeded"))
+    a.turn(text="Done.", finish="length")
+    spans = by_end(a.done())
+    expected = outcome(run_refeed(spans))
+    refeeds.clear()
+
+    def no_report(*args: Any) -> None:
+        raise AssertionError("the report of a trace without loops is not built")
+
+    monkeypatch.setattr(loops, "_report", no_report)
+    result = run(spans)
+    assert refeeds == []
+    assert outcome(result) == expected
+    assert kinds(result[1]) == set()
+    assert modes(result[1]) == {"context_window_overflow"}
+
+
+@given(
+    steps=st.integers(0, 10**6),
+    failure_modes=st.sets(st.sampled_from(["context_window_overflow", "tool_call_error"])),
+)
+def test_the_results_without_loops_are_those_of_their_report(
+    steps: int, failure_modes: set[str]
+) -> None:
+    evaluator = LoopEvaluator()
+    ordered: Any = sorted(failure_modes)
+    report = loops.LoopReport(
+        loops=(),
+        failure_modes=tuple(ordered),
+        steps=steps,
+        wasted_steps=0,
+        wasted_tokens=0,
+        wasted_seconds=0.0,
+        score=1.0,
+    )
+    fast = evaluator._clean_results(steps, ordered)
+    slow = evaluator.trace_results(report)
+    assert fast == slow
+    assert [list(r.attributes.items()) for r in fast] == [list(r.attributes.items()) for r in slow]
+
+
 def test_a_trace_fed_out_of_order_is_fed_again(refeeds: list[str]) -> None:
     """Reversed arrival: steps reach the tracker in another order than the trajectory's."""
     _, finalized = run(MIXED[::-1])
@@ -1129,6 +1176,10 @@ _FOLD_ALPHABET = st.sampled_from(
         "\u2026",
         "\u201c",
         "İ",
+        *loops._SEPARATORS,  # typographic punctuation, folded on the ASCII path
+        "\u00b2",  # superscript two: a digit, "2" once folded
+        "\u0663",  # Arabic-Indic three: a digit NFKC keeps
+        "_",
     ]
 )
 
@@ -1140,9 +1191,37 @@ _FOLD_ALPHABET = st.sampled_from(
 )
 def test_an_outputs_head_is_the_first_words_of_its_folded_text(parts: list[str], pad: int) -> None:
     text = "w " * pad + "".join(parts)
-    head = loops._Cache().head(text)
-    assert head == " ".join(loops._fold(text).split(" ")[: loops._HEAD_WORDS])
-    assert bool(head) == bool(loops._fold(text))
+    head = loops._head(text)
+    assert head == " ".join(loops._spaced(loops._fold(text)).split()[: loops._HEAD_WORDS])
+    if not any(c in text for c in loops._SEPARATORS):
+        assert bool(head) == bool(loops._fold(text))
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(_FOLD_ALPHABET, min_size=0, max_size=40))
+def test_words_and_digits_of_folded_text_follow_their_definitions(parts: list[str]) -> None:
+    """The bytes paths of `_words` and `_digits` give what the regex and `str.isdigit` do."""
+    folded = loops._fold("".join(parts))
+    assert loops._words(folded) == loops._WORD_RE.findall(folded)
+    assert loops._digits(folded) == "".join(c for c in folded if c.isdigit())
+    assert loops._folded_digits("".join(parts)) == (folded, loops._digits(folded))
+    plain = loops._plain("".join(parts))
+    if plain is not None:
+        assert plain == loops._spaced(loops._casefolded("".join(parts)))
+
+
+def test_typographic_separators_fold_to_themselves_and_compose_with_nothing() -> None:
+    """What the ASCII paths of `_head`, `_words` and `_digits` rely on."""
+    import unicodedata
+
+    for char in loops._SEPARATORS:
+        assert unicodedata.normalize("NFKC", char) == char == char.casefold() == char.lower()
+        assert unicodedata.combining(char) == 0 and not char.isalnum() and not char.isspace()
+        assert unicodedata.decomposition(char) == ""
+    for code in range(0x110000):  # no canonical composition has one of them as a part
+        parts = unicodedata.decomposition(chr(code)).split()
+        if parts and not parts[0].startswith("<"):
+            assert not any(chr(int(p, 16)) in loops._SEPARATORS for p in parts), hex(code)
 
 
 def test_ascii_characters_compose_with_nothing_before_them() -> None:
@@ -1208,6 +1287,37 @@ _JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("abc"), inner),
     max_leaves=8,
 )
+
+
+_STRINGS = st.sampled_from(
+    ["a1", "B 22", "", "2025-01-01", "2025-01-01T10:00:00Z", "It’s “fine” – 3", "ﬁ3", "x" * 40]
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["q", "path", "b"]), _STRINGS | _JSON, min_size=1),
+    st.booleans(),
+)
+def test_arguments_of_strings_flatten_as_any_others(value: dict[str, Any], strings: bool) -> None:
+    """The path for an object of strings (`_Flat._strings`) makes the same flat as the general
+    one, which it leaves to anything else (dates, other types)."""
+    if strings:
+        value = {k: v if isinstance(v, str) else "s" for k, v in value.items()}
+    fast = loops._Flat(value)
+    probe = loops._Flat.__new__(loops._Flat)
+    dates = {"2025-01-01", "2025-01-01T10:00:00Z"}
+    assert probe._strings(value) == all(
+        isinstance(v, str) and v not in dates for v in value.values()
+    )
+    general = loops._Flat.__new__(loops._Flat)
+    with mock.patch.object(loops._Flat, "_strings", lambda self, value: False):
+        general.__init__(value)  # type: ignore[misc]
+    assert (fast.shape, fast.leaves, fast.rigid, fast.interval) == (
+        general.shape,
+        general.leaves,
+        general.rigid,
+        general.interval,
+    )
 
 
 @given(_JSON)

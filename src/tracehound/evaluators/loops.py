@@ -42,7 +42,7 @@ which usually ends — and arrives — last); tool results follow their call's r
 is that of the canonical trajectory with the real runs, so it does not depend on arrival order:
 loops per kind, wasted steps, tokens and seconds, failure modes. It is taken from the streaming
 state when streaming fed the trajectory's steps, in its order and runs (the usual case: spans
-arrive as they end; see `_streamed_report`), else the trajectory is fed again at finalization.
+arrive as they end; see `_streamed_modes`), else the trajectory is fed again at finalization.
 """
 
 from __future__ import annotations
@@ -225,6 +225,67 @@ def _casefolded(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+# Typographic punctuation, frequent in LLM text: NFKC and case folding leave these characters
+# alone, and they compose with nothing, so in a text of ASCII and them folding changes the ASCII
+# only. Where only words count (heads of outputs, words, digits), each is a separator like a space.
+_SEPARATORS = ("\u201c", "\u201d", "\u2019", "\u2018", "\u2013", "\u2014")
+# What NFKC makes of two more of them (an ellipsis, a no-break space): ASCII.
+_PLAIN = (*((c, " ") for c in _SEPARATORS), ("\u2026", "..."), ("\u00a0", " "))
+
+
+def _spaced(text: str) -> str:
+    """The text with each `_SEPARATORS` character replaced by a space."""
+    for char in _SEPARATORS:
+        if char in text:
+            text = text.replace(char, " ")
+    return text
+
+
+def _plain(text: str) -> str | None:
+    """For a text that is not ASCII: `_spaced(_casefolded(text))` when it is the lowered ASCII
+    text that `_PLAIN` leaves, else None (other non-ASCII characters need NFKC and folding)."""
+    for char, replacement in _PLAIN:  # the most frequent first: done once the text is ASCII
+        if char in text:
+            text = text.replace(char, replacement)
+            if text.isascii():
+                return text.lower()
+    return None
+
+
+_ASCII_NON_DIGITS = bytes(c for c in range(128) if not 48 <= c <= 57)
+
+
+def _digits(folded: str) -> str:
+    """The digits of a text, in order (`str.isdigit`: not only ASCII ones)."""
+    plain = folded if folded.isascii() else _spaced(folded)
+    if plain.isascii():  # no digit but ASCII ones: the separators are none
+        return plain.encode("ascii").translate(None, _ASCII_NON_DIGITS).decode("ascii")
+    return "".join(filter(str.isdigit, folded))
+
+
+def _folded_digits(text: str) -> tuple[str, str]:
+    """`_fold(text)` and its `_digits`, for a text of ASCII and separators without NFKC."""
+    plain = text if text.isascii() else _spaced(text)
+    if plain.isascii():  # folding lowers the ASCII and keeps the separators, none a digit
+        digits = plain.encode("ascii").translate(None, _ASCII_NON_DIGITS).decode("ascii")
+        return " ".join(text.lower().split()), digits
+    folded = _fold(text)
+    return folded, _digits(folded)
+
+
+# ASCII bytes: letters and digits kept, any other byte a space (ASCII words, see `_words`).
+_ASCII_WORD_BYTES = bytes(c if c < 128 and chr(c).isalnum() else 0x20 for c in range(256))
+
+
+def _words(folded: str) -> list[str]:
+    """`_WORD_RE.findall(folded)`: the runs of letters and digits. The separators are no letter
+    or digit, so a text of ASCII and them takes the bytes path (the regex costs 10x more)."""
+    plain = folded if folded.isascii() else _spaced(folded)
+    if plain.isascii():
+        return plain.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+    return _WORD_RE.findall(folded)
+
+
 def _within_edits(a: str, b: str, limit: int) -> bool:
     """Levenshtein distance ≤ limit, computed in a band of width 2·limit+1."""
     la, lb = len(a), len(b)
@@ -263,6 +324,8 @@ class _Flat:
     __slots__ = ("interval", "leaves", "rigid", "shape")
 
     def __init__(self, value: Any) -> None:
+        if type(value) is dict and self._strings(value):
+            return
         shape: list[Any] = []
         leaves: list[tuple[Any, ...]] = []
         times: list[tuple[float, bool]] = []
@@ -277,8 +340,7 @@ class _Flat:
                     leaves.append(("t", moment))
                     times.append(moment)
                 else:
-                    folded = _fold(value)
-                    digits = "".join(filter(str.isdigit, folded))
+                    folded, digits = _folded_digits(value)
                     shape.append((path, "s"))
                     leaves.append(("s", value, folded, digits))
                     rigid.append(digits)
@@ -310,6 +372,26 @@ class _Flat:
         self.interval = _interval(times) if times else None
         self.rigid = tuple(rigid)
 
+    def _strings(self, value: dict[Any, Any]) -> bool:
+        """Flattens an object of strings that are no dates (the usual arguments), as `add`
+        does; False for any other (then nothing is set)."""
+        shape: list[Any] = [((), "{", len(value))]
+        leaves: list[tuple[Any, ...]] = []
+        rigid: list[Any] = []
+        for key in sorted(value):
+            item = value[key]
+            if type(item) is not str or (10 <= len(item) <= 35 and _as_time(item) is not None):
+                return False
+            folded, digits = _folded_digits(item)
+            shape.append(((key,), "s"))
+            leaves.append(("s", item, folded, digits))
+            rigid.append(digits)
+        self.shape = tuple(shape)
+        self.leaves = leaves
+        self.interval = None
+        self.rigid = tuple(rigid)
+        return True
+
 
 def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bool:
     _, _, fa, da = a
@@ -318,10 +400,12 @@ def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bo
         return True
     if da != db:  # strings that differ in their numbers name different things (ids, pages, years)
         return False
-    wa, wb = _WORD_RE.findall(fa), _WORD_RE.findall(fb)
+    wa, wb = _words(fa), _words(fb)
+    if len(wa) != len(wb):  # neither the same words nor typos
+        return False
     if sorted(wa) == sorted(wb):
         return True  # the same words (punctuation, order)
-    if len(wa) != len(wb) or len(fa) > 256 or len(fb) > 256:
+    if len(fa) > 256 or len(fb) > 256:
         return False
     pairs = [(x, y) for x, y in zip(wa, wb, strict=True) if x != y]
     if len(pairs) > max(1, len(wa) // 2):
@@ -334,6 +418,16 @@ def _near_text(a: tuple[Any, ...], b: tuple[Any, ...], config: LoopConfig) -> bo
 
 
 _WORD_RE = re.compile(r"[^\W_]+")
+_DECODER = json.JSONDecoder()
+
+
+def _loads(text: str) -> Any:
+    """`json.loads(text)` for a text that starts with its value (canonical arguments do), without
+    its per-call checks unless something follows the value."""
+    value, end = _DECODER.raw_decode(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
 
 
 def _near_flat(a: _Flat, b: _Flat, config: LoopConfig) -> bool:
@@ -435,6 +529,7 @@ class LoopSignal:
 
 class _Call:
     __slots__ = (
+        "detector",
         "end_ns",
         "error",
         "exec_ns",
@@ -449,6 +544,7 @@ class _Call:
     )
 
     def __init__(self, step: Step, producer: int | None) -> None:
+        self.detector: _RunDetector | None = None  # the detector of its run, once added
         self.index = -1
         self.tool = step.tool or ""
         self.key: _CallKey | None = None if step.arguments is None else (self.tool, step.arguments)
@@ -475,15 +571,13 @@ class _NearEntry:
 
 class _Cache:
     """Per-trace memo shared by the streaming pass and the final analysis, which meet the same
-    arguments and outputs again: arguments flattened (by their canonical text), outputs folded
-    (and their heads, see `head`)."""
+    arguments and outputs again: arguments flattened (by their canonical text), outputs folded."""
 
-    __slots__ = ("flat", "folded", "heads")
+    __slots__ = ("flat", "folded")
 
     def __init__(self) -> None:
         self.flat: dict[str, _Flat | None] = {}
         self.folded: dict[str, str] = {}
-        self.heads: dict[str, str] = {}
 
     def fold(self, text: str) -> str:
         folded = self.folded.get(text)
@@ -491,32 +585,34 @@ class _Cache:
             folded = self.folded[text] = _fold(text)
         return folded
 
-    def head(self, text: str) -> str:
-        """The first `_HEAD_WORDS` words of `_fold(text)` (all of them when fewer), joined by
-        spaces: a function of the folded text, so outputs whose heads differ differ folded.
 
-        A long text is not folded whole for it. Before an ASCII character, NFKC normalizes the
-        text before and the text after apart (ASCII characters are starters that compose with
-        nothing before them), and case folding maps character by character: so when
-        `text[cut]` is ASCII, `_fold(text)` starts with the words of `_fold(text[:cut])` but
-        its last one, which may go on past the cut. Those words are taken when there are
-        enough of them.
-        """
-        head = self.heads.get(text)
-        if head is not None:
-            return head
-        count = _HEAD_WORDS
-        cut, stop = _HEAD_CHARS, min(len(text), 2 * _HEAD_CHARS)
-        while cut < stop and not text[cut].isascii():
-            cut += 1
-        if cut < stop:
-            words = _casefolded(text[:cut]).split(None, count)
-            if len(words) > count:  # the first `count` words are followed by a space
-                head = self.heads[text] = " ".join(words[:count])
-                return head
-        head = self.heads[text] = " ".join(_casefolded(text).split(None, count)[:count])
-        return head
+def _head(text: str) -> str:
+    """The first `_HEAD_WORDS` words of `_spaced(_fold(text))` (all of them when fewer), joined
+    by spaces: a function of the folded text, so outputs whose heads differ differ folded.
 
+    A long text is not folded whole for it. Before an ASCII character, NFKC normalizes the
+    text before and the text after apart (ASCII characters are starters that compose with
+    nothing before them), and case folding maps character by character: so when `text[cut]` is
+    ASCII, `_fold(text)` starts with the words of `_fold(text[:cut])` but its last one, which
+    may go on past the cut. Those words are taken when there are enough of them. A part of
+    ASCII and typographic punctuation is folded as ASCII (see `_plain`).
+    """
+    count = _HEAD_WORDS
+    cut, stop = _HEAD_CHARS, min(len(text), 2 * _HEAD_CHARS)
+    while cut < stop and not text[cut].isascii():
+        cut += 1
+    if cut < stop:
+        part = text[:cut]
+        plain = part.lower() if part.isascii() else _plain(part)
+        if plain is None:
+            plain = _spaced(_casefolded(part))
+        words = plain.split(None, count)
+        if len(words) > count:  # the first `count` words are followed by a space
+            return " ".join(words[:count])
+    return " ".join(_spaced(_casefolded(text)).split(None, count)[:count])
+
+
+_RESULT_KEY_CHARS = 32
 
 # Outputs are told apart by the first words of their folded text; whole texts are folded only
 # when an earlier output of the run begins with the same words.
@@ -581,14 +677,15 @@ class _RunDetector:
         # tool → its first call with arguments while it is the only one, then None (see _near)
         self.first_calls: dict[str, _Call | None] = {}
         self.results: list[_Result] = []
-        self.result_groups: dict[tuple[str, str], list[int]] = {}
+        # (tool, length, first characters) → (text, its members) of results of that tool
+        self.result_groups: dict[tuple[str, int, str], list[tuple[str, list[int]]]] = {}
         self.outputs: dict[str, list[tuple[int, str]]] = {}
         # head → the first output with it while it is the only one (not folded yet), else None
         self.heads: dict[str, tuple[str, int, str] | None] = {}
         self.instances: dict[tuple[Any, ...], _Instance] = {}
         self.llm_products: dict[int, list[_Ref]] = {}
         # A call of another turn was compared before its result was fed, so its end as known
-        # then decided whether the two were parallel (see `_streamed_report`).
+        # then decided whether the two were parallel (see `_streamed_modes`).
         self.unsettled = False
 
     def _emit(
@@ -619,25 +716,49 @@ class _RunDetector:
     # -- calls ---------------------------------------------------------------------------------
 
     def add_call(self, call: _Call) -> list[LoopSignal]:
+        call.detector = self
         calls = self.calls
         i = call.index = len(calls)
         calls.append(call)
-        if call.producer is not None:
-            self.llm_products.setdefault(call.producer, []).append(("c", i))
+        producer = call.producer
+        if producer is not None:
+            products = self.llm_products.get(producer)
+            if products is None:
+                self.llm_products[producer] = [("c", i)]
+            else:
+                products.append(("c", i))
         out: list[LoopSignal] = []
-        if call.key is not None:
-            self._repeat_and_retry(call, out)
-        self._consecutive(call, out)
-        self._cycle(call, out)
-        if call.key is not None:
-            self._near(call, out)
+        if call.key is None:
+            self.consec_start = i
+            self._no_cycle()
+            return out
+        if self._repeat_and_retry(call, out) == 1:
+            # The first call with its key: no earlier call to repeat, neither in a row nor in a
+            # cycle (`_consecutive`, `_cycle` for a call without an equal one before it).
+            self.consec_start = i
+            self._no_cycle()
+        else:
+            self._consecutive(call, out)
+            self._cycle(call, out)
+        self._near(call, out)
         return out
 
-    def _repeat_and_retry(self, call: _Call, out: list[LoopSignal]) -> None:
-        """`repeat` (anywhere in the run) and `retry_storm` share the per-call index lists."""
+    def _no_cycle(self) -> None:
+        lengths = self.cycle_len
+        if any(lengths):
+            self.cycle_len = [0] * len(lengths)
+
+    def _repeat_and_retry(self, call: _Call, out: list[LoopSignal]) -> int:
+        """`repeat` (anywhere in the run) and `retry_storm` share the per-call index lists.
+        Returns how many calls of the run have the call's key, this one included."""
         config, calls, i = self.config, self.calls, call.index
         assert call.key is not None
-        seen = self.by_key.setdefault(call.key, [])
+        seen = self.by_key.get(call.key)
+        if seen is None:
+            self.by_key[call.key] = [i]
+            if self.retry_chains:
+                self.retry_chains.pop(call.key, None)
+            return 1
         seen.append(i)
         n = len(seen)
         if n >= config.repeat_threshold:
@@ -645,9 +766,10 @@ class _RunDetector:
             first = calls[seen[0]].span_id
             signal = LoopSignal("repeat", n, first, call.span_id, call.tool)
             self._emit(out, signal, call.key, self._calls(wasted))
-        if n < 2 or calls[seen[-2]].error is None:
-            self.retry_chains.pop(call.key, None)
-            return
+        if calls[seen[-2]].error is None:
+            if self.retry_chains:
+                self.retry_chains.pop(call.key, None)
+            return n
         chain = self.retry_chains.get(call.key)
         if chain is None or chain[-1] != seen[-2]:
             chain = self.retry_chains[call.key] = [seen[-2]]
@@ -658,6 +780,7 @@ class _RunDetector:
             first = calls[chain[0]].span_id
             signal = LoopSignal("retry_storm", len(chain), first, call.span_id, call.tool)
             self._emit(out, signal, (call.key, chain[0]), self._calls(wasted))
+        return n
 
     def _consecutive(self, call: _Call, out: list[LoopSignal]) -> None:
         """Identical calls in a row; a retry right after a failure starts a new row."""
@@ -774,7 +897,7 @@ class _RunDetector:
             value: Any = text
             if text[:1] in ("{", "["):
                 try:
-                    value = json.loads(text)
+                    value = _loads(text)
                 except (ValueError, RecursionError):
                     value = text
             try:
@@ -800,8 +923,23 @@ class _RunDetector:
         r = len(self.results)
         self.results.append(result)
         tool = step.tool or (call.tool if call is not None else "")
-        ident = (tool, step.text.strip())
-        members = self.result_groups.setdefault(ident, [])
+        text = step.text.strip()
+        # Results are grouped by (tool, text); a long text is hashed by its length and first
+        # characters only, texts that share those are told apart by comparing them.
+        bucket_key = (tool, len(text), text[:_RESULT_KEY_CHARS])
+        bucket = self.result_groups.get(bucket_key)
+        members: list[int] | None = None
+        if bucket is None:
+            members = []
+            self.result_groups[bucket_key] = [(text, members)]
+        else:
+            for seen, seen_members in bucket:
+                if seen == text:
+                    members = seen_members
+                    break
+            if members is None:
+                members = []
+                bucket.append((text, members))
         if members:
             last = self.results[members[-1]]
             if last.turn == result.turn or result.start_ns < last.end_ns:
@@ -814,7 +952,7 @@ class _RunDetector:
             head = self.results[members[0]]
             first = head.call.span_id if head.call is not None else head.turn
             signal = LoopSignal("no_progress", n, first, step.span_id, tool)
-            self._emit(out, signal, ident, [self._result_ref(w) for w in wasted])
+            self._emit(out, signal, (tool, text), [self._result_ref(w) for w in wasted])
         return out
 
     def _result_ref(self, r: int) -> _Ref:
@@ -828,8 +966,8 @@ class _RunDetector:
         out: list[LoopSignal] = []
         raw = step.text or ""
         cache = self.cache
-        head = cache.head(raw)
-        if not head:  # nothing but spaces: the folded text is empty
+        head = _head(raw)
+        if not head and not cache.fold(raw):  # nothing but spaces: no text
             return out
         heads = self.heads
         if head not in heads:  # no output of the run folds to this one's text: no fold yet
@@ -854,12 +992,6 @@ class _RunDetector:
 # --- feeding steps: shared by streaming (`on_span`) and the trace analysis -----------------------
 
 
-@dataclass(slots=True)
-class _Llm:
-    tokens: int
-    duration_ns: int
-
-
 class _Tracker:
     """Routes steps to their run's detector; remembers calls (for results) and LLM calls."""
 
@@ -873,6 +1005,7 @@ class _Tracker:
         "last_llm",
         "llm_by_span",
         "llms",
+        "mode_steps",
         "outputs",
         "unresolved",
     )
@@ -881,21 +1014,21 @@ class _Tracker:
         self.config = config
         self.cache = _Cache() if cache is None else cache
         self.detectors: dict[str, _RunDetector] = {}
-        self.calls_by_id: dict[str, tuple[_RunDetector, _Call]] = {}
-        self.calls_by_span: dict[str, tuple[_RunDetector, _Call]] = {}
+        self.calls_by_id: dict[str, _Call] = {}
+        self.calls_by_span: dict[str, _Call] = {}
         # tool span → its end: a call's execution interval is known before its result is fed
         self.exec_end: dict[str, int] = {}
         self.llm_by_span: dict[str, int] = {}
         self.last_llm: dict[str, int] = {}
-        self.llms: list[_Llm] = []
+        self.llms: list[tuple[int, int]] = []  # (tokens, duration in ns) of each LLM call
         self.outputs = 0
-        # A tool result was not matched to its call by call id (see `_streamed_report`).
+        # A tool result was not matched to its call by call id (see `_streamed_modes`).
         self.unresolved = False
+        # The steps that added a failure mode (their mode may change as overflows become known)
+        self.mode_steps: list[Step] = []
 
     def _detector(self, run: str) -> _RunDetector:
-        detector = self.detectors.get(run)
-        if detector is None:
-            detector = self.detectors[run] = _RunDetector(self.config, self.cache)
+        detector = self.detectors[run] = _RunDetector(self.config, self.cache)
         return detector
 
     def feed(
@@ -907,46 +1040,59 @@ class _Tracker:
         step that needs one (a run without calls, results or outputs adds nothing to a report).
         """
         kind = step.kind
-        if kind == "tool_call":
-            detector = self._detector(run)
-            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
-            call = _Call(step, producer)
-            if step.exec_span_id:
-                call.end_ns = self.exec_end.get(step.exec_span_id)
-            signals = detector.add_call(call)
-            if step.call_id:
-                self.calls_by_id[step.call_id] = (detector, call)
-            if step.exec_span_id:  # an id-less result on that tool span is this call's
-                self.calls_by_span[step.exec_span_id] = (detector, call)
-            return signals
-        if kind == "tool_result":
-            found = self.calls_by_id.get(step.call_id) if step.call_id else None
-            if found is None:
-                self.unresolved = True
-                found = self.calls_by_span.get(step.span_id)
-            if step.error is not None:
-                modes.add(_mode(step, overflow))
-            if found is None:
-                return self._detector(run).add_result(None, step)
-            return found[0].add_result(found[1], step)
+        if kind == "llm":
+            index = len(self.llms)
+            self.llm_by_span[step.span_id] = self.last_llm[run] = index
+            tokens = (step.input_tokens or 0) + (step.output_tokens or 0)
+            self.llms.append((tokens, max(0, step.end_ns - step.start_ns)))
+            if step.finish_reason in _OVERFLOW_FINISH:
+                modes.add("context_window_overflow")
+                self.mode_steps.append(step)
+            return _NO_SIGNALS
         if kind == "assistant":
             producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
             index = self.outputs
             self.outputs += 1
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
-            return self._detector(run).add_output(step, index, producer)
-        if kind == "llm":
-            index = len(self.llms)
-            self.llm_by_span[step.span_id] = self.last_llm[run] = index
-            tokens = (step.input_tokens or 0) + (step.output_tokens or 0)
-            self.llms.append(_Llm(tokens, max(0, step.end_ns - step.start_ns)))
-            if step.finish_reason in _OVERFLOW_FINISH:
-                modes.add("context_window_overflow")
-        elif kind == "error":
+                self.mode_steps.append(step)
+            detector = self.detectors.get(run) or self._detector(run)
+            return detector.add_output(step, index, producer)
+        if kind == "tool_call":
+            detector = self.detectors.get(run) or self._detector(run)
+            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
+            call = _Call(step, producer)
+            exec_span_id = step.exec_span_id
+            if exec_span_id:
+                call.end_ns = self.exec_end.get(exec_span_id)
+            signals = detector.add_call(call)
+            if step.call_id:
+                self.calls_by_id[step.call_id] = call
+            if exec_span_id:  # an id-less result on that tool span is this call's
+                self.calls_by_span[exec_span_id] = call
+            return signals
+        if kind == "tool_result":
+            call_id = step.call_id
+            found = self.calls_by_id.get(call_id) if call_id else None
+            if found is None:
+                self.unresolved = True
+                found = self.calls_by_span.get(step.span_id)
+            if step.error is not None:
+                modes.add(_mode(step, overflow))
+                self.mode_steps.append(step)
+            if found is None:
+                detector = self.detectors.get(run) or self._detector(run)
+                return detector.add_result(None, step)
+            assert found.detector is not None
+            return found.detector.add_result(found, step)
+        if kind == "error":
             modes.add(_mode(step, overflow))
-        return []
+            self.mode_steps.append(step)
+        return _NO_SIGNALS
 
+
+# Returned when a step completes no loop (never appended to).
+_NO_SIGNALS: list[LoopSignal] = []
 
 # The step kinds `_Tracker.feed` reads (it does nothing with the others).
 _FED = frozenset(("tool_call", "tool_result", "assistant", "llm", "error"))
@@ -1064,8 +1210,9 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
                 wasted_steps += 1
         for producer, products in detector.llm_products.items():
             if all(ref in run_wasted for ref in products):
-                wasted_tokens += tracker.llms[producer].tokens
-                wasted_ns += tracker.llms[producer].duration_ns
+                tokens, duration_ns = tracker.llms[producer]
+                wasted_tokens += tokens
+                wasted_ns += duration_ns
     steps = calls + tracker.outputs
     score = 1.0 if not loops else max(0.0, 1.0 - wasted_steps / max(1, steps))
     loops.sort(key=lambda x: (x.run_id, _PRIORITY.index(x.kind), x.first_span_id, x.count))
@@ -1084,16 +1231,18 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
 
 
 class _State:
-    __slots__ = ("agents", "fed", "overflow", "parents", "tracker")
+    __slots__ = ("agents", "fed", "fed_calls", "modes", "overflow", "parents", "tracker")
 
     def __init__(self, config: LoopConfig) -> None:
         self.tracker = _Tracker(config)
         self.parents: dict[str, str] = {}
         self.agents: set[str] = set()
         self.overflow: set[str] = set()
+        self.modes: set[FailureMode] = set()  # those of the span being fed (then cleared)
         # The fields of the steps fed to `tracker` while streaming, `run_id` set to the run they
         # were fed in (None once a feed failed half way: the tracker then stands for nothing).
         self.fed: list[dict[str, Any]] | None = []
+        self.fed_calls: list[int] = []  # where the tool calls are in `fed`
 
     def run_of(self, span_id: str) -> str:
         """Streaming stand-in for the run: the nearest agent span above, else the first span
@@ -1125,33 +1274,56 @@ class LoopEvaluator(Evaluator):
     ) -> Sequence[EvaluationResult]:
         view = span.view
         span_id = view.span_id
-        state.parents[span_id] = view.parent_span_id
-        tracker, overflow = state.tracker, state.overflow
+        parent = view.parent_span_id
+        parents = state.parents
+        parents[span_id] = parent
+        tracker = state.tracker
+        agents = state.agents
         operation = span.operation
         if operation == "agent":
-            state.agents.add(span_id)
+            agents.add(span_id)
         elif operation == "tool":
             tracker.exec_end[span_id] = view.end_ns
-        modes: set[FailureMode] = set()
-        if _span_overflows(span):
-            overflow.add(span_id)
+        modes = state.modes  # empty between spans
+        # Context overflow stated by the span beyond its steps: `error.type`, any finish reason.
+        error_type = view.attributes.get("error.type")
+        overflows = isinstance(error_type, str) and _overflow_text(error_type)
+        if not overflows:
+            for reason in span.finish_reasons:
+                if reason in _OVERFLOW_FINISH:
+                    overflows = True
+                    break
+        if overflows:
+            state.overflow.add(span_id)
             modes.add("context_window_overflow")
-        run = state.run_of(span_id)
-        signals: list[LoopSignal] = []
+        # The run (`_State.run_of`), its usual cases first: the agent span, its direct child.
+        if span_id in agents:
+            run = span_id
+        elif not parent or parent in agents or parent not in parents:
+            run = parent
+        else:
+            run = state.run_of(span_id)
+        signals: list[LoopSignal] | None = None
         fed, state.fed = state.fed, None
+        overflow = state.overflow
         for step in steps:
-            if step.kind in _FED:
+            kind = step.kind
+            if kind in _FED:
                 found = tracker.feed(step, run, overflow, modes)
                 if found:
-                    signals.extend(found)
+                    signals = found if signals is None else signals + found
                 if fed is not None:
                     fields = step.__dict__.copy()  # a Step keeps its fields in its __dict__
                     fields["run_id"] = run
+                    if kind == "tool_call":
+                        state.fed_calls.append(len(fed))
                     fed.append(fields)
         state.fed = fed
-        if not signals and not modes:
+        if signals is None and not modes:
             return ()
-        return self._span_results(span_id, signals, modes)
+        results = self._span_results(span_id, signals or [], modes)
+        modes.clear()
+        return results
 
     # Tests set this to always compute the trace result again from the trajectory.
     _refeed = False
@@ -1160,10 +1332,21 @@ class LoopEvaluator(Evaluator):
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
         if isinstance(state, _State):
-            report = None if self._refeed else _streamed_report(state, trajectory)
-            if report is None:
+            modes = None if self._refeed else _streamed_modes(state, trajectory)
+            if modes is None:
                 cache = state.tracker.cache
                 report = analyze(trajectory, self.config, state.overflow, _cache=cache)
+            else:
+                tracker = state.tracker
+                if not any(detector.instances for detector in tracker.detectors.values()):
+                    # No loop (the usual case): the results of `_report`'s report, directly.
+                    if state.overflow:
+                        modes.add("context_window_overflow")
+                    steps = tracker.outputs
+                    for detector in tracker.detectors.values():
+                        steps += len(detector.calls)
+                    return self._clean_results(steps, sorted(modes))
+                report = _report(tracker, modes, state.overflow)
         else:
             report = analyze(trajectory, self.config)
         return self.trace_results(report)
@@ -1220,6 +1403,38 @@ class LoopEvaluator(Evaluator):
             )
         return results
 
+    def _clean_results(self, steps: int, modes: list[FailureMode]) -> list[EvaluationResult]:
+        """`trace_results` of a report without loops: `steps` steps, failure modes `modes`."""
+        attributes: dict[str, AttributeValue] = {
+            names.ATTR_LOOPS_DETECTED: False,
+            names.ATTR_LOOPS_COUNT: 0,
+            names.ATTR_LOOPS_KINDS: [],
+            names.ATTR_LOOPS_WASTED_STEPS: 0,
+            names.ATTR_LOOPS_WASTED_TOKENS: 0,
+            names.ATTR_LOOPS_WASTED_SECONDS: 0.0,
+            names.ATTR_LOOPS_SCORE: 1.0,
+        }
+        return [
+            EvaluationResult(
+                name=names.EVAL_LOOPS,
+                evaluator=self.name,
+                evaluator_version=self.version,
+                score_value=1.0,
+                score_label="pass",
+                explanation=f"no loop in {steps} tool call(s) and output(s)",
+                attributes=attributes,
+            ),
+            EvaluationResult(
+                name=names.EVAL_FAILURE_MODES,
+                evaluator=self.name,
+                evaluator_version=self.version,
+                score_value=0.0 if modes else 1.0,
+                score_label="fail" if modes else "pass",
+                explanation=("failure modes: " + ", ".join(modes) if modes else "no failure mode"),
+                attributes={names.ATTR_FAILURE_MODES: modes},
+            ),
+        ]
+
     def trace_results(self, report: LoopReport) -> list[EvaluationResult]:
         """The two trace-level results (`tracehound.loops`, `tracehound.failure_modes`)."""
         by_kind = report.by_kind()
@@ -1265,9 +1480,9 @@ class LoopEvaluator(Evaluator):
         ]
 
 
-def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None:
-    """The trace's report from the streaming tracker, when `analyze` would build the same
-    tracker; else None (then `analyze` feeds the trajectory again).
+def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
+    """The trace's failure modes when the streaming tracker is the one `analyze` would build
+    (its report is then the trace's); else None (then `analyze` feeds the trajectory again).
 
     `analyze` feeds the trajectory's steps of the `_FED` kinds in order, each in its run. The
     streaming tracker was fed steps too: those are the same feeds when the two sequences agree
@@ -1283,7 +1498,8 @@ def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None
 
     Nothing else `feed` does depends on when a span arrived: the runs are compared, and the
     failure modes, which depend on the overflow spans known at the time, are taken again from
-    the trajectory's steps with all of them known.
+    the steps that show them (`_Tracker.mode_steps`: equal fields, so those of the trajectory)
+    with all of them known.
     """
     tracker, fed = state.tracker, state.fed
     if fed is None:
@@ -1292,46 +1508,29 @@ def _streamed_report(state: _State, trajectory: Trajectory) -> LoopReport | None
     for detector in tracker.detectors.values():
         if detector.unsettled:
             return None
+    finals = [step.__dict__ for step in trajectory.steps if step.kind in _FED]
+    if len(finals) != len(fed):
+        return None
+    moved = False  # a call's exec_span_id is not the one it was fed with
+    for i in state.fed_calls:  # whatever their exec_span_id: see above
+        fields, final = fed[i], finals[i]
+        if fields.pop("exec_span_id", None) != final.get("exec_span_id"):
+            moved = True
+        if "exec_span_id" in final:
+            fields["exec_span_id"] = final["exec_span_id"]
+    # Equal dicts: equal fields, run included (a field missing from one dict only, even if set
+    # to its default in the other, is a difference: the re-feed decides then).
+    if fed != finals or (moved and tracker.unresolved):
+        return None
     overflow = state.overflow
     modes: set[FailureMode] = set()
-    n = len(fed)
-    i = 0
-    moved = False  # a call's exec_span_id is not the one it was fed with
-    for step in trajectory.steps:
+    for step in tracker.mode_steps:  # as `_Tracker.feed` adds them
         kind = step.kind
-        if kind not in _FED:
-            continue
-        if i == n:
-            return None
-        fields, final = fed[i], step.__dict__
-        i += 1
-        if kind == "tool_call":  # whatever its exec_span_id: see above
-            if fields.pop("exec_span_id", None) != final.get("exec_span_id"):
-                moved = True
-            if "exec_span_id" in final:
-                fields["exec_span_id"] = final["exec_span_id"]
-        # Equal dicts: equal fields, run included (a field missing from one dict only, even
-        # if set to its default in the other, is a difference: the re-feed decides then).
-        if fields != final:
-            return None
-        # The failure modes, as `_Tracker.feed` adds them.
-        if kind == "tool_call":
-            continue
         if kind == "error" or (kind == "tool_result" and step.error is not None):
             modes.add(_mode(step, overflow))
         elif kind in {"assistant", "llm"} and step.finish_reason in _OVERFLOW_FINISH:
             modes.add("context_window_overflow")
-    if i != n or (moved and tracker.unresolved):
-        return None
-    return _report(tracker, modes, overflow)
-
-
-def _span_overflows(span: NormalizedSpan) -> bool:
-    """Context overflow stated by the span beyond its steps: `error.type`, any finish reason."""
-    error_type = span.view.attributes.get("error.type")
-    if isinstance(error_type, str) and _overflow_text(error_type):
-        return True
-    return any(reason in _OVERFLOW_FINISH for reason in span.finish_reasons)
+    return modes
 
 
 _MODE_TEXT: dict[FailureMode, str] = {
