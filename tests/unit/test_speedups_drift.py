@@ -15,14 +15,14 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 from _leaks import assert_leak_free
+from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,16 +50,6 @@ compares_both_paths = pytest.mark.skipif(
     bool(os.environ.get("TRACEHOUND_PURE_PYTHON")),
     reason="TRACEHOUND_PURE_PYTHON=1: the C path is off, so there is nothing to compare",
 )
-
-
-@contextmanager
-def pure_python() -> Iterator[None]:
-    saved = _wire._native
-    _wire._native = None
-    try:
-        yield
-    finally:
-        _wire._native = saved
 
 
 def native(name: str) -> Callable[..., Any]:

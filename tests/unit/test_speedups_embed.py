@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _leaks import assert_leak_free, expecting
+from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,16 +42,6 @@ SETTINGS = settings(
 )
 STANCE_WORDS = sorted(_STANCE_INDEX)
 assert len(STANCE_WORDS) > 50 and _N_STANCE == 5
-
-
-@contextmanager
-def pure_python() -> Iterator[None]:
-    saved = _wire._native
-    _wire._native = None
-    try:
-        yield
-    finally:
-        _wire._native = saved
 
 
 @contextmanager

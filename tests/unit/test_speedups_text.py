@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from _leaks import assert_leak_free, expecting
+from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -64,12 +65,8 @@ def python_units(text: str, segments: dict[str, Unit | None]) -> list[Unit]:
     """`TextCache.units` on the Python path, for a text not in `_units`, with `segments`."""
     cache = TextCache()
     cache._segments = segments
-    saved = _wire._native
-    _wire._native = None
-    try:
+    with pure_python():
         return cache.units(text)
-    finally:
-        _wire._native = saved
 
 
 def c_segments(text: str) -> list[str]:
@@ -455,12 +452,8 @@ def check_tokens(text: str, stop_words: AbstractSet[str] = STOP_WORDS) -> None:
     if not takes_ascii_path(text):
         assert got is None, f"{text!r}: {got!r}"
         return
-    saved = _wire._native
-    _wire._native = None
-    try:
+    with pure_python():
         expected = python_tokens(text, stop_words)
-    finally:
-        _wire._native = saved
     assert got == expected, repr(text)
     assert type(got) is tuple and type(got[0]) is str and type(got[1]) is tuple
     if stop_words is STOP_WORDS:
