@@ -125,7 +125,13 @@ def test_health_readiness_and_prometheus() -> None:
             and 'tracehound_transport="http"' in line
         )
         assert 'tracehound_outcome="success"' in line and line.endswith(" 1")
-        assert "tracehound_evaluation_duration_seconds_bucket{" in text
+        # The request is counted when it is accepted; the evaluation duration once the worker has
+        # evaluated its spans, which happens after the export call returns.
+        deadline = time.monotonic() + 10
+        while "tracehound_evaluation_duration_seconds_bucket{" not in text:
+            assert time.monotonic() < deadline, "no evaluation duration after 10 s"
+            time.sleep(0.05)
+            text = get(prometheus, "/metrics")[2]
         assert get(prometheus, "/other")[0] == 404
     finally:
         assert serve.stop() == 0
