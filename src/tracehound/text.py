@@ -214,9 +214,7 @@ class TextCache:
         if made is None:
             tokens = self.tokens(text)
             normalized = " ".join(tokens)
-            informative = self._informative.get(text)
-            if informative is None:
-                informative = tuple(filterfalse(_IS_STOP_WORD, tokens))
+            informative = tuple(filterfalse(_IS_STOP_WORD, tokens))
         else:
             normalized, informative = made
         self._informative[text] = informative

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _native import native_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,12 +43,8 @@ NATIVE = _wire._native
 def accelerator(on: bool) -> Iterator[None]:
     if on and NATIVE is None:
         pytest.skip("the C accelerator is off (TRACEHOUND_PURE_PYTHON=1 or not built)")
-    saved = _wire._native
-    _wire._native = NATIVE if on else None
-    try:
+    with native_module(NATIVE if on else None):
         yield
-    finally:
-        _wire._native = saved
 
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "GPT-5", "the", "of", "is"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from _leaks import assert_leak_free, expecting
+from _native import native_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -51,12 +52,8 @@ SETTINGS = settings(
 
 @contextmanager
 def accelerator(on: bool) -> Iterator[None]:
-    saved = _wire._native
-    _wire._native = _speedups if on else None
-    try:
+    with native_module(_speedups if on else None):
         yield
-    finally:
-        _wire._native = saved
 
 
 # --- running both ------------------------------------------------------------------------------
