@@ -15,6 +15,7 @@ setup(
             "tracehound._speedups",
             sources=[
                 "src/tracehound/_speedups.c",
+                "src/tracehound/_speedups_core.c",
                 "src/tracehound/_speedups_drift.c",
                 "src/tracehound/_speedups_embed.c",
                 "src/tracehound/_speedups_evidence.c",

@@ -3646,6 +3646,20 @@ json_loads(PyObject *module, PyObject *text)
     return result;
 }
 
+PyObject *
+tracehound_json_loads(PyObject *module, PyObject *text)
+{
+    return json_loads(module, text);
+}
+
+PyObject *
+tracehound_convert_messages(PyObject *module, PyObject *data, PyObject *part_type,
+                            PyObject *message_type)
+{
+    PyObject *args[3] = {data, part_type, message_type};
+    return convert_messages(module, args, 3);
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
@@ -3688,8 +3702,9 @@ speedups_exec(PyObject *module)
             return -1;
         }
     }
-    if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0 ||
-        tracehound_add_text(module) < 0 || tracehound_add_drift(module) < 0) {
+    if (tracehound_add_core(module) < 0 || tracehound_add_embed(module) < 0 ||
+        tracehound_add_evidence(module) < 0 || tracehound_add_text(module) < 0 ||
+        tracehound_add_drift(module) < 0) {
         return -1;
     }
     return 0;

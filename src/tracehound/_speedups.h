@@ -10,10 +10,17 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+int tracehound_add_core(PyObject *module);
 int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
 int tracehound_add_text(PyObject *module);
+
+/* json_loads and convert_messages of _speedups.c (their Python signatures), for the other
+ * files: a new reference (None when unhandled), or NULL with an exception set. */
+PyObject *tracehound_json_loads(PyObject *module, PyObject *text);
+PyObject *tracehound_convert_messages(PyObject *module, PyObject *data, PyObject *part_type,
+                                      PyObject *message_type);
 
 /* Is the non-ASCII character c one of the typographic characters of tracehound.text's
  * _TYPOGRAPHIC? The tokenizer's ASCII path takes them (as separators), and so does text_units. */

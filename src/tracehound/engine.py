@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, Literal
 
+from tracehound import _wire
 from tracehound.conventions import Message, NormalizedSpan, Part, normalize
 from tracehound.evaluators.base import EvaluationResult, Evaluator, SafeEvaluator, TraceInfo
 from tracehound.evaluators.summary import derived_attributes
@@ -110,6 +111,39 @@ class FinalizedTrace:
     truncated: bool
     attributes: dict[str, Any] = field(default_factory=dict)
     """Trace-level `tracehound.*` attributes for the root span."""
+
+
+def _slots_maker(cls: type[Any]) -> Callable[..., Any]:
+    """A maker of `cls` instances from all their fields, positionally: the C accelerator's
+    (a frozen dataclass's generated __init__ sets each field through object.__setattr__, ~1 µs
+    apiece, and outcomes are made for every span), else the class itself."""
+    native = _wire._native
+    if native is None:
+        return cls
+    return native.SlotsMaker(cls, tuple(f.name for f in fields(cls)))  # type: ignore[no-any-return]
+
+
+_new_outcome = _slots_maker(SpanOutcome)
+_new_finalized = _slots_maker(FinalizedTrace)
+_new_result = _slots_maker(EvaluationResult) if _wire._native is not None else None
+
+
+def _at_span(result: EvaluationResult, span_id: str) -> EvaluationResult:
+    """`replace(result, span_id=span_id)`, without the dataclass __init__ where it can."""
+    if _new_result is None or type(result) is not EvaluationResult:
+        return replace(result, span_id=span_id)
+    made: EvaluationResult = _new_result(
+        result.name,
+        result.evaluator,
+        result.evaluator_version,
+        span_id,
+        result.score_value,
+        result.score_label,
+        result.explanation,
+        result.attributes,
+        result.error_type,
+    )
+    return made
 
 
 class _TraceState:
@@ -224,7 +258,7 @@ class Engine:
             new_state, span_results = evaluator.on_span(eval_states[i], normalized, steps, info)
             eval_states[i] = new_state
             results.extend(span_results)
-        return SpanOutcome(trace_id, span_id, genai=True, steps=steps, results=tuple(results))
+        return _new_outcome(trace_id, span_id, True, steps, tuple(results), False, False, True)
 
     def add_log(self, log: LogView) -> None:
         """Take one log record; GenAI event records are joined to their span by ids."""
@@ -313,7 +347,7 @@ class Engine:
                 results.extend(evaluator.finish_trace(eval_state, trajectory, state.info))
         stats.evaluator_errors = sum(e.errors for e in self._evaluators)
         root = _root_span_id(state.parents)
-        results = [r if r.span_id is not None else replace(r, span_id=root) for r in results]
+        results = [r if r.span_id is not None else _at_span(r, root) for r in results]
         attributes: dict[str, Any] = {}
         if state.info.truncated:
             attributes[ATTR_TRUNCATED] = True
@@ -330,15 +364,15 @@ class Engine:
                 evicted, _ = self._finalized.popitem(last=False)
                 self._late_by_trace.pop(evicted, None)
         self._ready.append(
-            FinalizedTrace(
-                trace_id=trace_id,
-                root_span_id=root,
-                trajectory=trajectory,
-                results=tuple(results),
-                reason=reason,
-                span_count=state.span_count,
-                truncated=state.info.truncated,
-                attributes=attributes,
+            _new_finalized(
+                trace_id,
+                root,
+                trajectory,
+                tuple(results),
+                reason,
+                state.span_count,
+                state.info.truncated,
+                attributes,
             )
         )
 
@@ -373,6 +407,12 @@ _part_content = attrgetter("content")
 
 
 def _text_size(span: NormalizedSpan) -> int:
+    native = _wire._native
+    if native is not None:  # the same sum in one call, for the usual types
+        counted: int | None = native.text_size(span)
+        if counted is not None:
+            span.text_bytes = counted
+            return counted
     size = 0
     for messages in (span.input_messages, span.output_messages, span.history):
         for message in messages:  # the parts' set contents, summed in C

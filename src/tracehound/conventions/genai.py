@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracehound import _wire
 from tracehound.conventions._messages import (
     LEGACY_CHOICE_EVENT,
     LEGACY_INPUT_EVENTS,
@@ -19,10 +20,12 @@ from tracehound.conventions._messages import (
     parse_messages,
 )
 from tracehound.conventions.base import (
+    MAX_JSON_BYTES,
     Document,
     Message,
     NormalizedSpan,
     Operation,
+    Part,
     parse_json_value,
     to_text,
 )
@@ -212,7 +215,19 @@ _INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 
 
+# What the C accelerator's `genai_extract` maps with (see `extract`).
+_NATIVE_CONFIG = (NormalizedSpan, Part, Message, OPERATION_MAP, NAME, LEGACY_NAME, MAX_JSON_BYTES)
+
+
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
+    native = _wire._native
+    if native is not None and not logs:
+        # The usual span (no log events, attributes of the usual types) mapped in one call, to
+        # the same NormalizedSpan as the code below; None for anything else.
+        mapped: NormalizedSpan | None = native.genai_extract(view, view.attributes, _NATIVE_CONFIG)
+        if mapped is not None:
+            mapped.error = error_of(view)
+            return mapped
     attrs = view.attributes
     get = attrs.get
     legacy = "gen_ai.provider.name" not in attrs and "gen_ai.system" in attrs

@@ -1,0 +1,853 @@
+/*
+ * tracehound._speedups: the per-span paths of the engine (see _speedups.h).
+ *
+ * - SlotsMaker(cls, names) makes instances of a slotted class (a frozen dataclass with
+ *   `slots=True`: SpanOutcome, FinalizedTrace, Trajectory, Run, EvaluationResult) from
+ *   positional values, without its generated __init__, which sets each field through
+ *   object.__setattr__ (a call per field, ~1 µs each). The instance is allocated through the
+ *   class and each value stored in its slot, as the slot descriptor's setter would store it.
+ * - text_size(span) is tracehound.engine._text_size's sum, for a span of the usual types.
+ * - genai_extract(view, attributes, config) is tracehound.conventions.genai.extract for a span
+ *   without log events whose attributes are all of the usual types; the Python code stays the
+ *   reference and runs for anything else (None is returned then, with nothing changed).
+ *
+ * C99, ordinary CPython API only. The GIL is held throughout.
+ */
+#include "_speedups.h"
+
+#include <structmember.h>
+
+/* Status codes (as in _speedups.c). */
+#define ST_OK 0
+#define ST_ERROR (-1)  /* a Python exception is set */
+#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
+
+/* --- strings --------------------------------------------------------------------------------- */
+
+enum {
+    K_PROVIDER_NAME,
+    K_SYSTEM,
+    K_OPERATION_NAME,
+    K_TOOL_NAME,
+    K_INPUT_MESSAGES,
+    K_OUTPUT_MESSAGES,
+    K_REQUEST_MODEL,
+    K_RESPONSE_MODEL,
+    K_AGENT_NAME,
+    K_INPUT_TOKENS,
+    K_PROMPT_TOKENS,
+    K_OUTPUT_TOKENS,
+    K_COMPLETION_TOKENS,
+    K_FINISH_REASONS,
+    K_SYSTEM_INSTRUCTIONS,
+    K_TOOL_CALL_ID,
+    K_TOOL_CALL_ARGUMENTS,
+    K_TOOL_CALL_RESULT,
+    F_AGENT_NAME,
+    F_MODEL,
+    F_PROVIDER,
+    F_INPUT_TOKENS,
+    F_OUTPUT_TOKENS,
+    F_FINISH_REASONS,
+    F_INPUT_MESSAGES,
+    F_OUTPUT_MESSAGES,
+    F_TOOL_NAME,
+    F_TOOL_CALL_ID,
+    F_TOOL_ARGUMENTS,
+    F_TOOL_RESULT,
+    F_FINISH_REASON,
+    F_PARTS,
+    F_CONTENT,
+    F_HISTORY,
+    F_SYSTEM_INSTRUCTIONS,
+    F_DECLARED_OUTPUT,
+    F_DOCUMENTS,
+    O_TOOL,
+    O_LLM,
+    O_OTHER,
+    O_RETRIEVAL,
+    C_COUNT
+};
+
+static const char *const CORE_STRING[C_COUNT] = {
+    [K_PROVIDER_NAME] = "gen_ai.provider.name",
+    [K_SYSTEM] = "gen_ai.system",
+    [K_OPERATION_NAME] = "gen_ai.operation.name",
+    [K_TOOL_NAME] = "gen_ai.tool.name",
+    [K_INPUT_MESSAGES] = "gen_ai.input.messages",
+    [K_OUTPUT_MESSAGES] = "gen_ai.output.messages",
+    [K_REQUEST_MODEL] = "gen_ai.request.model",
+    [K_RESPONSE_MODEL] = "gen_ai.response.model",
+    [K_AGENT_NAME] = "gen_ai.agent.name",
+    [K_INPUT_TOKENS] = "gen_ai.usage.input_tokens",
+    [K_PROMPT_TOKENS] = "gen_ai.usage.prompt_tokens",
+    [K_OUTPUT_TOKENS] = "gen_ai.usage.output_tokens",
+    [K_COMPLETION_TOKENS] = "gen_ai.usage.completion_tokens",
+    [K_FINISH_REASONS] = "gen_ai.response.finish_reasons",
+    [K_SYSTEM_INSTRUCTIONS] = "gen_ai.system_instructions",
+    [K_TOOL_CALL_ID] = "gen_ai.tool.call.id",
+    [K_TOOL_CALL_ARGUMENTS] = "gen_ai.tool.call.arguments",
+    [K_TOOL_CALL_RESULT] = "gen_ai.tool.call.result",
+    [F_AGENT_NAME] = "agent_name",
+    [F_MODEL] = "model",
+    [F_PROVIDER] = "provider",
+    [F_INPUT_TOKENS] = "input_tokens",
+    [F_OUTPUT_TOKENS] = "output_tokens",
+    [F_FINISH_REASONS] = "finish_reasons",
+    [F_INPUT_MESSAGES] = "input_messages",
+    [F_OUTPUT_MESSAGES] = "output_messages",
+    [F_TOOL_NAME] = "tool_name",
+    [F_TOOL_CALL_ID] = "tool_call_id",
+    [F_TOOL_ARGUMENTS] = "tool_arguments",
+    [F_TOOL_RESULT] = "tool_result",
+    [F_FINISH_REASON] = "finish_reason",
+    [F_PARTS] = "parts",
+    [F_CONTENT] = "content",
+    [F_HISTORY] = "history",
+    [F_SYSTEM_INSTRUCTIONS] = "system_instructions",
+    [F_DECLARED_OUTPUT] = "declared_output",
+    [F_DOCUMENTS] = "documents",
+    [O_TOOL] = "tool",
+    [O_LLM] = "llm",
+    [O_OTHER] = "other",
+    [O_RETRIEVAL] = "retrieval",
+};
+
+/* Interned once per process (interned strings live as long as the interpreter's table). */
+static PyObject *core_str[C_COUNT];
+
+/* --- SlotsMaker ------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_VAR_HEAD
+    PyTypeObject *target;
+    vectorcallfunc vectorcall;
+    Py_ssize_t offsets[1]; /* Py_SIZE(self) of them (the items of this variable-size object) */
+} SlotsMaker;
+
+static PyObject *
+maker_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    SlotsMaker *self = (SlotsMaker *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), i;
+    PyObject *obj;
+
+    if (nargs != Py_SIZE(self) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "making %.100s takes exactly %zd positional arguments",
+                     self->target->tp_name, Py_SIZE(self));
+        return NULL;
+    }
+    obj = self->target->tp_alloc(self->target, 0); /* slots zeroed */
+    if (obj == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < nargs; i++) { /* what the slot descriptor's setter stores */
+        PyObject **slot = (PyObject **)((char *)obj + self->offsets[i]);
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slot, args[i]);
+    }
+    return obj;
+}
+
+static PyObject *
+maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *target, *names;
+    PyTypeObject *target_type;
+    SlotsMaker *self;
+    Py_ssize_t count, i;
+
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "SlotsMaker() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O!O!:SlotsMaker", &PyType_Type, &target, &PyTuple_Type,
+                          &names)) {
+        return NULL;
+    }
+    target_type = (PyTypeObject *)target;
+    if (target_type->tp_new != PyBaseObject_Type.tp_new || target_type->tp_itemsize != 0) {
+        PyErr_Format(PyExc_TypeError, "SlotsMaker(): %.100s is not made by object.__new__",
+                     target_type->tp_name);
+        return NULL;
+    }
+    count = PyTuple_GET_SIZE(names);
+    self = (SlotsMaker *)type->tp_alloc(type, count);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = maker_call;
+    for (i = 0; i < count; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i), *descr;
+        PyMemberDef *member;
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "SlotsMaker(): names must be strings");
+            goto fail;
+        }
+        descr = PyObject_GetAttr(target, name);
+        if (descr == NULL) {
+            goto fail;
+        }
+        member = Py_IS_TYPE(descr, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)descr)->d_member
+                                                         : NULL;
+        if (member == NULL || member->type != T_OBJECT_EX || (member->flags & READONLY) ||
+            !PyType_IsSubtype(target_type, PyDescr_TYPE(descr))) {
+            PyErr_Format(PyExc_TypeError, "SlotsMaker(): %.100s.%U is not a writable slot",
+                         target_type->tp_name, name);
+            Py_DECREF(descr);
+            goto fail;
+        }
+        self->offsets[i] = member->offset;
+        Py_DECREF(descr);
+    }
+    Py_INCREF(target);
+    self->target = target_type;
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static void
+maker_dealloc(PyObject *obj)
+{
+    SlotsMaker *self = (SlotsMaker *)obj;
+    PyTypeObject *type = Py_TYPE(obj);
+    Py_XDECREF(self->target);
+    type->tp_free(obj);
+    Py_DECREF(type);
+}
+
+static PyMemberDef maker_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(SlotsMaker, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(maker_doc,
+"SlotsMaker(cls, names)\n"
+"--\n"
+"\n"
+"A callable making `cls` instances from positional values, one per name of `names`: the\n"
+"instance is allocated through `cls` (no __init__, no __post_init__) and each value stored in\n"
+"the slot of that name, as its descriptor's setter stores it. For slotted (frozen)\n"
+"dataclasses whose generated __init__ sets each field through object.__setattr__; `names`\n"
+"must be all the fields, so that the instance equals the one the class would make.\n"
+"Raises TypeError unless `cls` is made by object.__new__ and each name is a writable object\n"
+"slot of it.");
+
+static PyType_Slot maker_slots[] = {
+    {Py_tp_new, maker_new},
+    {Py_tp_dealloc, maker_dealloc},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, maker_members},
+    {Py_tp_doc, (void *)maker_doc},
+    {0, NULL},
+};
+
+static PyType_Spec maker_spec = {
+    "tracehound._speedups.SlotsMaker",
+    offsetof(SlotsMaker, offsets),
+    sizeof(Py_ssize_t),
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+        | Py_TPFLAGS_IMMUTABLETYPE
+#endif
+    ,
+    maker_slots,
+};
+
+/* --- text_size ------------------------------------------------------------------------------- */
+
+/* Adds to *size the length of obj.<field>, an exact str or None (0); unhandled otherwise. */
+static int
+add_str_field(PyObject *obj, PyObject *field, Py_ssize_t *size)
+{
+    PyObject *value = PyObject_GetAttr(obj, field);
+    int st = ST_OK;
+    if (value == NULL) {
+        return ST_ERROR;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        *size += PyUnicode_GET_LENGTH(value);
+    }
+    else if (value != Py_None) {
+        st = ST_UNHANDLED;
+    }
+    Py_DECREF(value);
+    return st;
+}
+
+/* The list obj.<field>, a new reference; NULL with *st set when it is not an exact list. */
+static PyObject *
+list_field(PyObject *obj, PyObject *field, int *st)
+{
+    PyObject *value = PyObject_GetAttr(obj, field);
+    if (value == NULL) {
+        *st = ST_ERROR;
+        return NULL;
+    }
+    if (!PyList_CheckExact(value)) {
+        Py_DECREF(value);
+        *st = ST_UNHANDLED;
+        return NULL;
+    }
+    *st = ST_OK;
+    return value;
+}
+
+/* The text of messages: the lengths of their parts' contents (str or None). */
+static int
+add_messages_size(PyObject *span, PyObject *field, Py_ssize_t *size)
+{
+    int st;
+    Py_ssize_t i, j;
+    PyObject *messages = list_field(span, field, &st);
+    if (messages == NULL) {
+        return st;
+    }
+    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(messages); i++) {
+        PyObject *message = PyList_GET_ITEM(messages, i), *parts;
+        Py_INCREF(message);
+        parts = list_field(message, core_str[F_PARTS], &st);
+        Py_DECREF(message);
+        for (j = 0; parts != NULL && st == ST_OK && j < PyList_GET_SIZE(parts); j++) {
+            PyObject *part = PyList_GET_ITEM(parts, j);
+            Py_INCREF(part);
+            st = add_str_field(part, core_str[F_CONTENT], size);
+            Py_DECREF(part);
+        }
+        Py_XDECREF(parts);
+    }
+    Py_DECREF(messages);
+    return st;
+}
+
+PyDoc_STRVAR(text_size_doc,
+"text_size($module, span, /)\n"
+"--\n"
+"\n"
+"The text size tracehound.engine._text_size sums for a NormalizedSpan (without setting\n"
+"text_bytes): the contents of its input, output and history message parts, its system\n"
+"instructions, its tool arguments, tool result and declared output when they are strings, its\n"
+"documents' contents. None when a value is of another type than the usual ones (lists, exact\n"
+"str or None); the caller then runs the Python code.");
+
+static PyObject *
+text_size(PyObject *module, PyObject *span)
+{
+    static const int message_fields[] = {F_INPUT_MESSAGES, F_OUTPUT_MESSAGES, F_HISTORY};
+    static const int str_fields[] = {F_TOOL_ARGUMENTS, F_TOOL_RESULT, F_DECLARED_OUTPUT};
+    Py_ssize_t size = 0, i;
+    PyObject *list, *value;
+    int st = ST_OK;
+    size_t k;
+
+    (void)module;
+    for (k = 0; st == ST_OK && k < 3; k++) {
+        st = add_messages_size(span, core_str[message_fields[k]], &size);
+    }
+    if (st == ST_OK) {
+        list = list_field(span, core_str[F_SYSTEM_INSTRUCTIONS], &st);
+        for (i = 0; list != NULL && st == ST_OK && i < PyList_GET_SIZE(list); i++) {
+            value = PyList_GET_ITEM(list, i);
+            if (!PyUnicode_CheckExact(value)) {
+                st = ST_UNHANDLED;
+            }
+            else {
+                size += PyUnicode_GET_LENGTH(value);
+            }
+        }
+        Py_XDECREF(list);
+    }
+    for (k = 0; st == ST_OK && k < 3; k++) {
+        value = PyObject_GetAttr(span, core_str[str_fields[k]]);
+        if (value == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            if (PyUnicode_CheckExact(value)) {
+                size += PyUnicode_GET_LENGTH(value);
+            }
+            else if (PyUnicode_Check(value)) {
+                st = ST_UNHANDLED; /* a str subclass: its own __len__ */
+            }
+            Py_DECREF(value);
+        }
+    }
+    if (st == ST_OK) {
+        list = list_field(span, core_str[F_DOCUMENTS], &st);
+        for (i = 0; list != NULL && st == ST_OK && i < PyList_GET_SIZE(list); i++) {
+            value = PyList_GET_ITEM(list, i);
+            Py_INCREF(value);
+            st = add_str_field(value, core_str[F_CONTENT], &size);
+            Py_DECREF(value);
+        }
+        Py_XDECREF(list);
+    }
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromSsize_t(size);
+}
+
+/* --- genai_extract --------------------------------------------------------------------------- */
+
+/* attributes.get(key): a borrowed reference or NULL (absent, or an error if one is set). */
+static PyObject *
+attr_get(PyObject *attributes, int key)
+{
+    return PyDict_GetItemWithError(attributes, core_str[key]);
+}
+
+/* `value if isinstance(value, str) and value else None` for the value of `key` (a new
+ * reference, NULL for None). */
+static int
+nonempty_str(PyObject *attributes, int key, PyObject **out)
+{
+    PyObject *value = attr_get(attributes, key);
+    *out = NULL;
+    if (value == NULL) {
+        return PyErr_Occurred() ? ST_ERROR : ST_OK;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        if (PyUnicode_GET_LENGTH(value) != 0) {
+            Py_INCREF(value);
+            *out = value;
+        }
+        return ST_OK;
+    }
+    return PyUnicode_Check(value) ? ST_UNHANDLED : ST_OK; /* a str subclass: its own truth */
+}
+
+/* genai._first_str over two keys (a new reference, NULL for None). */
+static int
+first_str(PyObject *attributes, int key1, int key2, PyObject **out)
+{
+    int st = nonempty_str(attributes, key1, out);
+    if (st == ST_OK && *out == NULL) {
+        st = nonempty_str(attributes, key2, out);
+    }
+    return st;
+}
+
+/* genai._first_int over two keys, for values that are exact ints or absent or None (borrowed,
+ * a new reference, NULL for None); another value would go through SpanView.get_int:
+ * unhandled. */
+static int
+first_int(PyObject *attributes, int key1, int key2, PyObject **out)
+{
+    int keys[2] = {key1, key2}, k;
+    *out = NULL;
+    for (k = 0; k < 2; k++) {
+        PyObject *value = attr_get(attributes, keys[k]);
+        if (value == NULL) {
+            if (PyErr_Occurred()) {
+                return ST_ERROR;
+            }
+            continue;
+        }
+        if (PyLong_CheckExact(value)) {
+            Py_INCREF(value);
+            *out = value;
+            return ST_OK;
+        }
+        if (value != Py_None) {
+            return ST_UNHANDLED;
+        }
+    }
+    return ST_OK;
+}
+
+/* A new reference to one of the strings. */
+static PyObject *
+new_str(int which)
+{
+    Py_INCREF(core_str[which]);
+    return core_str[which];
+}
+
+/* Whether `operation` (an operation name, as OPERATION_MAP gives it) is core_str[which]. */
+static int
+is_operation(PyObject *operation, int which)
+{
+    return operation == core_str[which] ||
+           (PyUnicode_CheckExact(operation) &&
+            PyUnicode_Compare(operation, core_str[which]) == 0);
+}
+
+/* genai._operation (a new reference). */
+static int
+operation_of(PyObject *attributes, PyObject *operation_map, PyObject **out)
+{
+    PyObject *op = attr_get(attributes, K_OPERATION_NAME);
+    int k;
+    static const int implies[] = {K_TOOL_NAME, K_INPUT_MESSAGES, K_OUTPUT_MESSAGES,
+                                  K_REQUEST_MODEL};
+    static const int gives[] = {O_TOOL, O_LLM, O_LLM, O_LLM};
+
+    *out = NULL;
+    if (op == NULL && PyErr_Occurred()) {
+        return ST_ERROR;
+    }
+    if (op != NULL && PyUnicode_Check(op)) {
+        if (!PyUnicode_CheckExact(op)) {
+            return ST_UNHANDLED; /* a str subclass: its own hash and truth */
+        }
+        *out = PyDict_GetItemWithError(operation_map, op);
+        if (*out != NULL) {
+            Py_INCREF(*out);
+            return ST_OK;
+        }
+        if (PyErr_Occurred()) {
+            return ST_ERROR;
+        }
+        if (PyUnicode_GET_LENGTH(op) != 0) {
+            *out = new_str(O_OTHER);
+            return ST_OK;
+        }
+    }
+    for (k = 0; k < 4; k++) {
+        int has = PyDict_Contains(attributes, core_str[implies[k]]);
+        if (has < 0) {
+            return ST_ERROR;
+        }
+        if (has) {
+            *out = new_str(gives[k]);
+            return ST_OK;
+        }
+    }
+    *out = new_str(O_OTHER);
+    return ST_OK;
+}
+
+/* genai.finish_reasons_of(value) for a list of exact str and None, or any non-list non-str
+ * (a new reference). */
+static int
+finish_reasons_of(PyObject *value, PyObject **out)
+{
+    Py_ssize_t i;
+    *out = NULL;
+    if (PyList_CheckExact(value)) {
+        PyObject *list = PyList_New(0);
+        if (list == NULL) {
+            return ST_ERROR;
+        }
+        for (i = 0; i < PyList_GET_SIZE(value); i++) {
+            PyObject *item = PyList_GET_ITEM(value, i);
+            if (item == Py_None) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(item)) {
+                Py_DECREF(list);
+                return ST_UNHANDLED; /* str(item) */
+            }
+            if (PyList_Append(list, item) < 0) {
+                Py_DECREF(list);
+                return ST_ERROR;
+            }
+        }
+        *out = list;
+        return ST_OK;
+    }
+    if (PyList_Check(value) || (PyUnicode_Check(value) && !PyUnicode_CheckExact(value))) {
+        return ST_UNHANDLED;
+    }
+    if (PyUnicode_CheckExact(value) && PyUnicode_GET_LENGTH(value) != 0) {
+        *out = PyList_New(1);
+        if (*out == NULL) {
+            return ST_ERROR;
+        }
+        Py_INCREF(value);
+        PyList_SET_ITEM(*out, 0, value);
+        return ST_OK;
+    }
+    *out = PyList_New(0);
+    return *out != NULL ? ST_OK : ST_ERROR;
+}
+
+/* _messages.parse_messages(value) when it records no problem and the C paths build it: a JSON
+ * str (json_loads) or a list, converted by convert_messages (a new reference). */
+static int
+parse_messages(PyObject *module, PyObject *value, PyObject *part_type, PyObject *message_type,
+               Py_ssize_t max_json, PyObject **out)
+{
+    PyObject *data, *decoded = NULL;
+    *out = NULL;
+    if (value == Py_None) {
+        *out = PyList_New(0);
+        return *out != NULL ? ST_OK : ST_ERROR;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        if (PyUnicode_GET_LENGTH(value) > max_json) {
+            return ST_UNHANDLED; /* a problem */
+        }
+        decoded = tracehound_json_loads(module, value);
+        if (decoded == NULL) {
+            return ST_ERROR;
+        }
+        if (decoded == Py_None) {
+            Py_DECREF(decoded);
+            return ST_UNHANDLED; /* json.loads decides */
+        }
+        data = PyTuple_GET_ITEM(decoded, 0);
+    }
+    else if (PyList_CheckExact(value)) {
+        data = value;
+    }
+    else {
+        return ST_UNHANDLED;
+    }
+    *out = tracehound_convert_messages(module, data, part_type, message_type);
+    Py_XDECREF(decoded);
+    if (*out == NULL) {
+        return ST_ERROR;
+    }
+    if (*out == Py_None) {
+        Py_CLEAR(*out);
+        return ST_UNHANDLED;
+    }
+    return ST_OK;
+}
+
+/* [m.finish_reason for m in messages if m.finish_reason], for finish reasons that are None
+ * or non-empty exact str (what convert_messages makes). */
+static int
+output_finish_reasons(PyObject *messages, PyObject **out)
+{
+    Py_ssize_t i;
+    PyObject *list = PyList_New(0);
+    *out = NULL;
+    if (list == NULL) {
+        return ST_ERROR;
+    }
+    for (i = 0; i < PyList_GET_SIZE(messages); i++) {
+        PyObject *reason = PyObject_GetAttr(PyList_GET_ITEM(messages, i), core_str[F_FINISH_REASON]);
+        int st = ST_OK;
+        if (reason == NULL) {
+            st = ST_ERROR;
+        }
+        else if (PyUnicode_CheckExact(reason)) {
+            if (PyUnicode_GET_LENGTH(reason) != 0 && PyList_Append(list, reason) < 0) {
+                st = ST_ERROR;
+            }
+        }
+        else if (reason != Py_None) {
+            st = ST_UNHANDLED;
+        }
+        Py_XDECREF(reason);
+        if (st != ST_OK) {
+            Py_DECREF(list);
+            return st;
+        }
+    }
+    *out = list;
+    return ST_OK;
+}
+
+/* The fields extract sets, by index in FIELDS below. */
+enum {
+    X_AGENT_NAME,
+    X_MODEL,
+    X_PROVIDER,
+    X_INPUT_TOKENS,
+    X_OUTPUT_TOKENS,
+    X_FINISH_REASONS,
+    X_INPUT_MESSAGES,
+    X_OUTPUT_MESSAGES,
+    X_TOOL_NAME,
+    X_TOOL_CALL_ID,
+    X_TOOL_ARGUMENTS,
+    X_TOOL_RESULT,
+    X_COUNT
+};
+static const int FIELDS[X_COUNT] = {
+    F_AGENT_NAME,   F_MODEL,          F_PROVIDER,        F_INPUT_TOKENS,
+    F_OUTPUT_TOKENS, F_FINISH_REASONS, F_INPUT_MESSAGES, F_OUTPUT_MESSAGES,
+    F_TOOL_NAME,    F_TOOL_CALL_ID,   F_TOOL_ARGUMENTS,  F_TOOL_RESULT,
+};
+
+PyDoc_STRVAR(genai_extract_doc,
+"genai_extract($module, view, attributes, config, /)\n"
+"--\n"
+"\n"
+"tracehound.conventions.genai.extract(view, []) but for the error, which the caller sets:\n"
+"`attributes` is view.attributes, `config` the tuple (NormalizedSpan, Part, Message,\n"
+"OPERATION_MAP, NAME, LEGACY_NAME, MAX_JSON_BYTES). The span is made by calling\n"
+"NormalizedSpan(view, convention, operation), its other fields set by setattr.\n"
+"\n"
+"None, with nothing made, for what the Python code would map with a problem or through\n"
+"another conversion than the C paths': attributes not an exact dict, system instructions,\n"
+"a retrieval span, messages that json_loads and convert_messages do not take, token counts\n"
+"other than int or None, str subclasses, finish reasons other than str or None.");
+
+static PyObject *
+genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *view, *attributes, *config, *operation = NULL, *span = NULL, *value;
+    PyObject *values[X_COUNT] = {NULL};
+    PyObject *call_args[4];
+    Py_ssize_t max_json;
+    int legacy, has, st = ST_OK, k;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "genai_extract() takes exactly 3 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    view = args[0];
+    attributes = args[1];
+    config = args[2];
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 7 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(config, 3))) {
+        PyErr_SetString(PyExc_TypeError, "genai_extract(): config is a tuple of 7, see its doc");
+        return NULL;
+    }
+    max_json = PyLong_AsSsize_t(PyTuple_GET_ITEM(config, 6));
+    if (max_json == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(attributes)) {
+        Py_RETURN_NONE;
+    }
+    /* `legacy = provider.name not in attrs and system in attrs` */
+    has = PyDict_Contains(attributes, core_str[K_PROVIDER_NAME]);
+    legacy = has == 0 ? PyDict_Contains(attributes, core_str[K_SYSTEM]) : 0;
+    if (has < 0 || legacy < 0) {
+        return NULL;
+    }
+    st = operation_of(attributes, PyTuple_GET_ITEM(config, 3), &operation);
+    if (st == ST_OK) {
+        if (is_operation(operation, O_RETRIEVAL)) {
+            st = ST_UNHANDLED; /* query, source, documents: the Python code */
+        }
+        else if ((has = PyDict_Contains(attributes, core_str[K_SYSTEM_INSTRUCTIONS])) != 0) {
+            st = has < 0 ? ST_ERROR : ST_UNHANDLED;
+        }
+    }
+    if (st == ST_OK) {
+        st = nonempty_str(attributes, K_AGENT_NAME, &values[X_AGENT_NAME]);
+    }
+    if (st == ST_OK) {
+        st = first_str(attributes, K_REQUEST_MODEL, K_RESPONSE_MODEL, &values[X_MODEL]);
+    }
+    if (st == ST_OK) {
+        st = first_str(attributes, K_PROVIDER_NAME, K_SYSTEM, &values[X_PROVIDER]);
+    }
+    if (st == ST_OK) {
+        st = first_int(attributes, K_INPUT_TOKENS, K_PROMPT_TOKENS, &values[X_INPUT_TOKENS]);
+    }
+    if (st == ST_OK) {
+        st = first_int(attributes, K_OUTPUT_TOKENS, K_COMPLETION_TOKENS,
+                       &values[X_OUTPUT_TOKENS]);
+    }
+    if (st == ST_OK && is_operation(operation, O_TOOL)) {
+        st = nonempty_str(attributes, K_TOOL_NAME, &values[X_TOOL_NAME]);
+        if (st == ST_OK) {
+            st = nonempty_str(attributes, K_TOOL_CALL_ID, &values[X_TOOL_CALL_ID]);
+        }
+        if (st == ST_OK) {
+            /* `attributes.get(key)`: None when absent, which is the field's default */
+            values[X_TOOL_ARGUMENTS] = attr_get(attributes, K_TOOL_CALL_ARGUMENTS);
+            Py_XINCREF(values[X_TOOL_ARGUMENTS]);
+            values[X_TOOL_RESULT] = attr_get(attributes, K_TOOL_CALL_RESULT);
+            Py_XINCREF(values[X_TOOL_RESULT]);
+            if (PyErr_Occurred()) {
+                st = ST_ERROR;
+            }
+        }
+    }
+    if (st == ST_OK && (value = attr_get(attributes, K_FINISH_REASONS)) != NULL &&
+        value != Py_None) {
+        Py_INCREF(value);
+        st = finish_reasons_of(value, &values[X_FINISH_REASONS]);
+        Py_DECREF(value);
+    }
+    if (st == ST_OK && PyErr_Occurred()) {
+        st = ST_ERROR;
+    }
+    for (k = 0; k < 2 && st == ST_OK; k++) {
+        int key = k == 0 ? K_INPUT_MESSAGES : K_OUTPUT_MESSAGES;
+        value = attr_get(attributes, key);
+        if (value != NULL) {
+            Py_INCREF(value);
+            st = parse_messages(module, value, PyTuple_GET_ITEM(config, 1),
+                                PyTuple_GET_ITEM(config, 2), max_json,
+                                &values[X_INPUT_MESSAGES + k]);
+            Py_DECREF(value);
+        }
+        else if (PyErr_Occurred()) {
+            st = ST_ERROR;
+        }
+    }
+    if (st == ST_OK && values[X_OUTPUT_MESSAGES] != NULL &&
+        PyList_GET_SIZE(values[X_OUTPUT_MESSAGES]) != 0 &&
+        (values[X_FINISH_REASONS] == NULL || PyList_GET_SIZE(values[X_FINISH_REASONS]) == 0)) {
+        Py_CLEAR(values[X_FINISH_REASONS]);
+        st = output_finish_reasons(values[X_OUTPUT_MESSAGES], &values[X_FINISH_REASONS]);
+    }
+    if (st == ST_OK) {
+        call_args[0] = NULL;
+        call_args[1] = view;
+        call_args[2] = PyTuple_GET_ITEM(config, legacy ? 5 : 4);
+        call_args[3] = operation;
+        span = PyObject_Vectorcall(PyTuple_GET_ITEM(config, 0), call_args + 1,
+                                   3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (span == NULL) {
+            st = ST_ERROR;
+        }
+    }
+    for (k = 0; st == ST_OK && k < X_COUNT; k++) {
+        if (values[k] != NULL && PyObject_SetAttr(span, core_str[FIELDS[k]], values[k]) < 0) {
+            st = ST_ERROR;
+        }
+    }
+    for (k = 0; k < X_COUNT; k++) {
+        Py_XDECREF(values[k]);
+    }
+    Py_XDECREF(operation);
+    if (st == ST_OK) {
+        return span;
+    }
+    Py_XDECREF(span);
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* --- module ---------------------------------------------------------------------------------- */
+
+static PyMethodDef core_methods[] = {
+    {"text_size", text_size, METH_O, text_size_doc},
+    {"genai_extract", (PyCFunction)(void (*)(void))genai_extract, METH_FASTCALL,
+     genai_extract_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+tracehound_add_core(PyObject *module)
+{
+    PyObject *type;
+    int i;
+
+    for (i = 0; i < C_COUNT; i++) {
+        if (core_str[i] == NULL) {
+            core_str[i] = PyUnicode_InternFromString(CORE_STRING[i]);
+            if (core_str[i] == NULL) {
+                return -1;
+            }
+        }
+    }
+    type = PyType_FromModuleAndSpec(module, &maker_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "SlotsMaker", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return PyModule_AddFunctions(module, core_methods);
+}
