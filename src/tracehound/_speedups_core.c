@@ -121,6 +121,7 @@ static PyObject *core_str[C_COUNT];
 typedef struct {
     PyObject_VAR_HEAD
     PyTypeObject *target;
+    PyObject *defaults; /* a tuple: the values of the last fields when not given */
     vectorcallfunc vectorcall;
     Py_ssize_t offsets[1]; /* Py_SIZE(self) of them (the items of this variable-size object) */
 } SlotsMaker;
@@ -129,22 +130,41 @@ static PyObject *
 maker_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     SlotsMaker *self = (SlotsMaker *)callable;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), i;
-    PyObject *obj;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), count = Py_SIZE(self), i;
+    Py_ssize_t first_default = count - PyTuple_GET_SIZE(self->defaults);
+    PyObject *obj, *value;
 
-    if (nargs != Py_SIZE(self) || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
-        PyErr_Format(PyExc_TypeError, "making %.100s takes exactly %zd positional arguments",
-                     self->target->tp_name, Py_SIZE(self));
+    if (nargs < first_default || nargs > count ||
+        (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError,
+                     "making %.100s takes from %zd to %zd positional arguments (%zd given)",
+                     self->target->tp_name, first_default, count, nargs);
         return NULL;
     }
     obj = self->target->tp_alloc(self->target, 0); /* slots zeroed */
     if (obj == NULL) {
         return NULL;
     }
-    for (i = 0; i < nargs; i++) { /* what the slot descriptor's setter stores */
+    for (i = 0; i < count; i++) { /* what the slot descriptor's setter stores */
         PyObject **slot = (PyObject **)((char *)obj + self->offsets[i]);
-        Py_INCREF(args[i]);
-        Py_XSETREF(*slot, args[i]);
+        if (i < nargs) {
+            value = args[i];
+            Py_INCREF(value);
+        }
+        else {
+            value = PyTuple_GET_ITEM(self->defaults, i - first_default);
+            if (value == (PyObject *)&PyList_Type) {
+                value = PyList_New(0); /* default_factory=list */
+                if (value == NULL) {
+                    Py_DECREF(obj);
+                    return NULL;
+                }
+            }
+            else {
+                Py_INCREF(value);
+            }
+        }
+        Py_XSETREF(*slot, value);
     }
     return obj;
 }
@@ -152,7 +172,7 @@ maker_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *k
 static PyObject *
 maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *target, *names;
+    PyObject *target, *names, *defaults = NULL;
     PyTypeObject *target_type;
     SlotsMaker *self;
     Py_ssize_t count, i;
@@ -161,8 +181,8 @@ maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "SlotsMaker() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "O!O!:SlotsMaker", &PyType_Type, &target, &PyTuple_Type,
-                          &names)) {
+    if (!PyArg_ParseTuple(args, "O!O!|O!:SlotsMaker", &PyType_Type, &target, &PyTuple_Type,
+                          &names, &PyTuple_Type, &defaults)) {
         return NULL;
     }
     target_type = (PyTypeObject *)target;
@@ -172,11 +192,20 @@ maker_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     count = PyTuple_GET_SIZE(names);
+    if (defaults != NULL && PyTuple_GET_SIZE(defaults) > count) {
+        PyErr_SetString(PyExc_TypeError, "SlotsMaker(): more defaults than names");
+        return NULL;
+    }
     self = (SlotsMaker *)type->tp_alloc(type, count);
     if (self == NULL) {
         return NULL;
     }
     self->vectorcall = maker_call;
+    self->defaults = defaults != NULL ? defaults : PyTuple_New(0);
+    if (self->defaults == NULL) {
+        goto fail;
+    }
+    Py_XINCREF(defaults);
     for (i = 0; i < count; i++) {
         PyObject *name = PyTuple_GET_ITEM(names, i), *descr;
         PyMemberDef *member;
@@ -214,6 +243,7 @@ maker_dealloc(PyObject *obj)
     SlotsMaker *self = (SlotsMaker *)obj;
     PyTypeObject *type = Py_TYPE(obj);
     Py_XDECREF(self->target);
+    Py_XDECREF(self->defaults);
     type->tp_free(obj);
     Py_DECREF(type);
 }
@@ -224,14 +254,16 @@ static PyMemberDef maker_members[] = {
 };
 
 PyDoc_STRVAR(maker_doc,
-"SlotsMaker(cls, names)\n"
+"SlotsMaker(cls, names, defaults=(), /)\n"
 "--\n"
 "\n"
 "A callable making `cls` instances from positional values, one per name of `names`: the\n"
 "instance is allocated through `cls` (no __init__, no __post_init__) and each value stored in\n"
-"the slot of that name, as its descriptor's setter stores it. For slotted (frozen)\n"
-"dataclasses whose generated __init__ sets each field through object.__setattr__; `names`\n"
-"must be all the fields, so that the instance equals the one the class would make.\n"
+"the slot of that name, as its descriptor's setter stores it. `defaults` are the values of the\n"
+"last names when not given; the `list` class among them stands for a new empty list (a\n"
+"dataclass field with default_factory=list). For slotted dataclasses, whose generated\n"
+"__init__ runs Python code per field (object.__setattr__ calls when frozen); `names` must be\n"
+"all the fields, so that the instance equals the one the class would make.\n"
 "Raises TypeError unless `cls` is made by object.__new__ and each name is a writable object\n"
 "slot of it.");
 

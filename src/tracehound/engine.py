@@ -16,12 +16,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Literal
 
 from tracehound import _wire
 from tracehound.conventions import Message, NormalizedSpan, Part, normalize
+from tracehound.conventions.base import slots_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, SafeEvaluator, TraceInfo
 from tracehound.evaluators.summary import derived_attributes
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
@@ -113,24 +114,15 @@ class FinalizedTrace:
     """Trace-level `tracehound.*` attributes for the root span."""
 
 
-def _slots_maker(cls: type[Any]) -> Callable[..., Any]:
-    """A maker of `cls` instances from all their fields, positionally: the C accelerator's
-    (a frozen dataclass's generated __init__ sets each field through object.__setattr__, ~1 µs
-    apiece, and outcomes are made for every span), else the class itself."""
-    native = _wire._native
-    if native is None:
-        return cls
-    return native.SlotsMaker(cls, tuple(f.name for f in fields(cls)))  # type: ignore[no-any-return]
-
-
-_new_outcome = _slots_maker(SpanOutcome)
-_new_finalized = _slots_maker(FinalizedTrace)
-_new_result = _slots_maker(EvaluationResult) if _wire._native is not None else None
+# Outcomes are made for every span: without the frozen dataclass's __init__ (see `slots_maker`)
+_new_outcome = slots_maker(SpanOutcome)
+_new_finalized = slots_maker(FinalizedTrace)
+_new_result = slots_maker(EvaluationResult)
 
 
 def _at_span(result: EvaluationResult, span_id: str) -> EvaluationResult:
     """`replace(result, span_id=span_id)`, without the dataclass __init__ where it can."""
-    if _new_result is None or type(result) is not EvaluationResult:
+    if type(result) is not EvaluationResult:  # a subclass: `replace` keeps its class
         return replace(result, span_id=span_id)
     made: EvaluationResult = _new_result(
         result.name,

@@ -38,6 +38,7 @@ from tracehound.conventions import (
     canonical_arguments,
     to_text,
 )
+from tracehound.conventions.base import slots_maker
 
 __all__ = [
     "Run",
@@ -342,7 +343,9 @@ def _assemble(
             for p in s.problems
         ]
     )
-    return Trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
+    return _new_trajectory(
+        trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems)
+    )
 
 
 def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan]) -> list[str]:
@@ -811,16 +814,17 @@ def _runs(
         if root_span is not None and not root_name:
             root_name = root_span.view.name
         runs.append(
-            Run(
-                run_id=root_id,
-                agent_name=root_name or "trace",
-                span_id=root_id,
-                parent_run_id=None,
-                start_ns=min((s.view.start_ns for s in ordered), default=0),
-                end_ns=max((s.view.end_ns for s in ordered), default=0),
-                depth=0,
-                service_name=root_span.view.service_name if root_span is not None else "",
-                implicit=True,
+            _new_run(
+                root_id,  # run_id
+                root_name or "trace",  # agent_name
+                root_id,  # span_id
+                None,  # parent_run_id
+                min((s.view.start_ns for s in ordered), default=0),  # start_ns
+                max((s.view.end_ns for s in ordered), default=0),  # end_ns
+                0,  # depth
+                root_span.view.service_name if root_span is not None else "",  # service_name
+                None,  # declared_output
+                True,  # implicit
             )
         )
     for span in sorted(
@@ -829,22 +833,28 @@ def _runs(
         span_id = span.view.span_id
         parent = nearest_agent(span_id, include_self=False)
         runs.append(
-            Run(
-                run_id=span_id,
-                agent_name=span.agent_name or span.view.name,
-                span_id=span_id,
-                parent_run_id=parent if parent else (runs[0].run_id if needs_implicit else None),
-                start_ns=span.view.start_ns,
-                end_ns=span.view.end_ns,
-                depth=depth_of[span_id] + (1 if needs_implicit else 0),
-                service_name=span.view.service_name,
-                declared_output=span.declared_output,
+            _new_run(
+                span_id,  # run_id
+                span.agent_name or span.view.name,  # agent_name
+                span_id,  # span_id
+                parent if parent else (runs[0].run_id if needs_implicit else None),
+                span.view.start_ns,  # start_ns
+                span.view.end_ns,  # end_ns
+                depth_of[span_id] + (1 if needs_implicit else 0),  # depth
+                span.view.service_name,  # service_name
+                span.declared_output,  # declared_output
             )
         )
     default_run = runs[0].run_id if runs else ""
     for span_id, agent in own_agents:
         run_of_span[span_id] = agent if agent is not None else default_run
     return runs, run_of_span
+
+
+# Runs and trajectories are made once per trace, without their frozen dataclasses' __init__
+# (see `slots_maker`); the values go positionally, in the order of the fields.
+_new_run = slots_maker(Run)
+_new_trajectory = slots_maker(Trajectory)
 
 
 def _local_root(

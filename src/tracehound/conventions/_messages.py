@@ -11,9 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from tracehound import _wire
-from tracehound.conventions.base import Message, Part, parse_json_value, to_text
+from tracehound.conventions.base import Message, Part, parse_json_value, slots_maker, to_text
 
 _PART_TYPE_ALIASES = {"thinking": "reasoning", "tool_result": "tool_call_response"}
+
+# What the C accelerator's convert_messages makes parts and messages with: their classes, but
+# without running the dataclasses' __init__ (see `slots_maker`).
+_NEW_PART = slots_maker(Part)
+_NEW_MESSAGE = slots_maker(Message)
 
 
 def parse_part(raw: Any) -> Part | None:
@@ -59,7 +64,7 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
         return []
     native = _wire._native
     if native is not None:  # the C accelerator builds the same objects for the usual shapes
-        converted: list[Message] | None = native.convert_messages(data, Part, Message)
+        converted: list[Message] | None = native.convert_messages(data, _NEW_PART, _NEW_MESSAGE)
         if converted is not None:
             return converted
     if isinstance(data, dict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from tracehound import _wire
@@ -25,6 +25,7 @@ __all__ = [
     "Part",
     "canonical_arguments",
     "parse_json_value",
+    "slots_maker",
     "to_text",
 ]
 
@@ -148,6 +149,46 @@ class Convention:
     name: str
     detect: Callable[[SpanView, frozenset[str]], bool]
     extract: Callable[[SpanView, list[LogView]], NormalizedSpan]
+
+
+def slots_maker(cls: type[Any]) -> Callable[..., Any]:
+    """What makes `cls` instances from their fields' values, positionally (the last ones may be
+    left to their defaults): the C accelerator's `SlotsMaker`, which stores the values in the
+    instance's slots without running the dataclass's generated __init__ (Python code per
+    field, and an object.__setattr__ call per field when frozen); else the class itself.
+
+    For slotted dataclasses whose defaults are values or `default_factory=list`, without
+    `__post_init__`: the instance is the one the class would make.
+    """
+    native = _wire._native
+    if native is None:
+        return _positional(cls)
+    names: list[str] = []
+    defaults: list[Any] = []
+    for f in fields(cls):
+        names.append(f.name)
+        if f.default is not MISSING:
+            defaults.append(f.default)
+        elif f.default_factory is list:
+            defaults.append(list)  # the maker's mark for a new empty list
+        elif f.default_factory is not MISSING or defaults:
+            # another factory, or a field without a default after one with (keyword-only
+            # fields): only the class knows how to make it
+            return _positional(cls)
+    maker: Callable[..., Any] = native.SlotsMaker(cls, tuple(names), tuple(defaults))
+    return maker
+
+
+def _positional(cls: type[Any]) -> Callable[..., Any]:
+    """`cls` called with positional values, also when its fields are keyword-only."""
+    if not any(f.kw_only for f in fields(cls)):
+        return cls
+    names = tuple(f.name for f in fields(cls))
+
+    def make(*values: Any) -> Any:
+        return cls(**dict(zip(names, values)))
+
+    return make
 
 
 _DECODER = json.JSONDecoder()

@@ -27,6 +27,7 @@ from tracehound.conventions.base import (
     Operation,
     Part,
     parse_json_value,
+    slots_maker,
     to_text,
 )
 from tracehound.spans import LogView, SpanView
@@ -215,8 +216,16 @@ _INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 
 
-# What the C accelerator's `genai_extract` maps with (see `extract`).
-_NATIVE_CONFIG = (NormalizedSpan, Part, Message, OPERATION_MAP, NAME, LEGACY_NAME, MAX_JSON_BYTES)
+# What the C accelerator's `genai_extract` maps with (see `extract`): the classes' makers.
+_NATIVE_CONFIG = (
+    slots_maker(NormalizedSpan),
+    slots_maker(Part),
+    slots_maker(Message),
+    OPERATION_MAP,
+    NAME,
+    LEGACY_NAME,
+    MAX_JSON_BYTES,
+)
 
 
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
