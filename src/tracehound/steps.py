@@ -416,6 +416,13 @@ _make_step: Callable[[type[Step], dict[str, Any], str, str], Step] = (
 
 
 def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
+    native = _wire._native
+    if native is not None and span.operation in _STATEFUL_OPERATIONS:
+        # LLM and tool spans drafted in one call, with the same drafts and dedupe state as
+        # below; None (nothing changed) for values of unusual types
+        drafted: list[_Draft] | None = native.span_drafts(span, state, _NATIVE_DRAFTING)
+        if drafted is not None:
+            return drafted
     view = span.view
     start, end, span_id = view.start_ns, view.end_ns, view.span_id
     out: list[_Draft] = []
@@ -767,6 +774,19 @@ def _sole_value(arguments: Any) -> str | None:
         value = next(iter(data.values()))
         return value if isinstance(value, str) else canonical_arguments(value)
     return None
+
+
+# What the C accelerator's `span_drafts` drafts with: the classes it takes, the functions it
+# calls back, the sequence numbers of the llm and error steps.
+_NATIVE_DRAFTING = (
+    Message,
+    Part,
+    canonical_arguments,
+    to_text,
+    _pending_call_for,
+    _LLM_SEQ,
+    _ERROR_SEQ,
+)
 
 
 # --- runs ---------------------------------------------------------------------------------------
