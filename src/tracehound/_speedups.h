@@ -23,6 +23,21 @@ PyObject *tracehound_json_loads(PyObject *module, PyObject *text);
 PyObject *tracehound_convert_messages(PyObject *module, PyObject *data, PyObject *part_type,
                                       PyObject *message_type);
 
+/* Attribute access of slotted classes (the dataclasses of spans and steps) by the slot's
+ * offset: one cache entry per attribute name and call site, for the class it last saw (held
+ * by a strong reference, checked by its version tag). Anything else (a class without such a
+ * slot, an unset slot, another class) takes PyObject_GetAttr / PyObject_SetAttr. */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int tag;
+    Py_ssize_t offset; /* 0: no slot of that name */
+} slot_cache;
+
+/* obj.<name>: a new reference, or NULL with an exception set. */
+PyObject *tracehound_slot_get(slot_cache *cache, PyObject *obj, PyObject *name);
+/* obj.<name> = value: 0, or -1 with an exception set. */
+int tracehound_slot_set(slot_cache *cache, PyObject *obj, PyObject *name, PyObject *value);
+
 /* Is the non-ASCII character c one of the typographic characters of tracehound.text's
  * _TYPOGRAPHIC? The tokenizer's ASCII path takes them (as separators), and so does text_units. */
 static inline int

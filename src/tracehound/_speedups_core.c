@@ -115,6 +115,90 @@ static const char *const CORE_STRING[C_COUNT] = {
 
 /* Interned once per process (interned strings live as long as the interpreter's table). */
 static PyObject *core_str[C_COUNT];
+/* Slot offsets of the attributes read and set, by name. */
+static slot_cache core_slots[C_COUNT];
+
+/* obj.<core_str[which]> (a new reference, or NULL with an exception set). */
+static PyObject *
+core_get(PyObject *obj, int which)
+{
+    return tracehound_slot_get(&core_slots[which], obj, core_str[which]);
+}
+
+/* --- slots ------------------------------------------------------------------------------------- */
+
+/* The offset of `name`'s object slot in instances of `type` (0: none): a member descriptor of
+ * an object slot, found where attribute lookup finds it, for a class that reads attributes the
+ * generic way. */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *descr;
+    PyMemberDef *member;
+    if (type->tp_getattro != PyObject_GenericGetAttr ||
+        type->tp_setattro != PyObject_GenericSetAttr) {
+        return 0;
+    }
+    descr = _PyType_Lookup(type, name); /* borrowed; assigns the version tag */
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        return 0;
+    }
+    member = ((PyMemberDescrObject *)descr)->d_member;
+    if (member->type != T_OBJECT_EX || (member->flags & READONLY) ||
+        !PyType_IsSubtype(type, PyDescr_TYPE(descr))) {
+        return 0;
+    }
+    return member->offset;
+}
+
+/* The slot's offset for obj's class, the cache refreshed if needed (0: none). */
+static Py_ssize_t
+cached_offset(slot_cache *cache, PyObject *obj, PyObject *name)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (cache->type == type && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
+        cache->tag == type->tp_version_tag) {
+        return cache->offset;
+    }
+    if (PyErr_Occurred()) {
+        return 0; /* refreshed only from a clean state */
+    }
+    Py_INCREF(type);
+    Py_XSETREF(cache->type, type);
+    cache->offset = slot_offset(type, name);
+    if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        cache->offset = 0;
+    }
+    cache->tag = type->tp_version_tag;
+    return cache->offset;
+}
+
+PyObject *
+tracehound_slot_get(slot_cache *cache, PyObject *obj, PyObject *name)
+{
+    Py_ssize_t offset = cached_offset(cache, obj, name);
+    if (offset != 0) {
+        PyObject *value = *(PyObject **)((char *)obj + offset);
+        if (value != NULL) {
+            Py_INCREF(value);
+            return value;
+        }
+    }
+    return PyObject_GetAttr(obj, name); /* and its AttributeError for an unset slot */
+}
+
+int
+tracehound_slot_set(slot_cache *cache, PyObject *obj, PyObject *name, PyObject *value)
+{
+    Py_ssize_t offset = cached_offset(cache, obj, name);
+    if (offset != 0 && value != NULL) { /* what the descriptor's setter does */
+        PyObject **slot = (PyObject **)((char *)obj + offset);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return PyObject_SetAttr(obj, name, value);
+}
 
 /* --- SlotsMaker ------------------------------------------------------------------------------ */
 
@@ -292,9 +376,9 @@ static PyType_Spec maker_spec = {
 
 /* Adds to *size the length of obj.<field>, an exact str or None (0); unhandled otherwise. */
 static int
-add_str_field(PyObject *obj, PyObject *field, Py_ssize_t *size)
+add_str_field(PyObject *obj, int field, Py_ssize_t *size)
 {
-    PyObject *value = PyObject_GetAttr(obj, field);
+    PyObject *value = core_get(obj, field);
     int st = ST_OK;
     if (value == NULL) {
         return ST_ERROR;
@@ -311,9 +395,9 @@ add_str_field(PyObject *obj, PyObject *field, Py_ssize_t *size)
 
 /* The list obj.<field>, a new reference; NULL with *st set when it is not an exact list. */
 static PyObject *
-list_field(PyObject *obj, PyObject *field, int *st)
+list_field(PyObject *obj, int field, int *st)
 {
-    PyObject *value = PyObject_GetAttr(obj, field);
+    PyObject *value = core_get(obj, field);
     if (value == NULL) {
         *st = ST_ERROR;
         return NULL;
@@ -329,7 +413,7 @@ list_field(PyObject *obj, PyObject *field, int *st)
 
 /* The text of messages: the lengths of their parts' contents (str or None). */
 static int
-add_messages_size(PyObject *span, PyObject *field, Py_ssize_t *size)
+add_messages_size(PyObject *span, int field, Py_ssize_t *size)
 {
     int st;
     Py_ssize_t i, j;
@@ -340,12 +424,12 @@ add_messages_size(PyObject *span, PyObject *field, Py_ssize_t *size)
     for (i = 0; st == ST_OK && i < PyList_GET_SIZE(messages); i++) {
         PyObject *message = PyList_GET_ITEM(messages, i), *parts;
         Py_INCREF(message);
-        parts = list_field(message, core_str[F_PARTS], &st);
+        parts = list_field(message, F_PARTS, &st);
         Py_DECREF(message);
         for (j = 0; parts != NULL && st == ST_OK && j < PyList_GET_SIZE(parts); j++) {
             PyObject *part = PyList_GET_ITEM(parts, j);
             Py_INCREF(part);
-            st = add_str_field(part, core_str[F_CONTENT], size);
+            st = add_str_field(part, F_CONTENT, size);
             Py_DECREF(part);
         }
         Py_XDECREF(parts);
@@ -376,10 +460,10 @@ text_size(PyObject *module, PyObject *span)
 
     (void)module;
     for (k = 0; st == ST_OK && k < 3; k++) {
-        st = add_messages_size(span, core_str[message_fields[k]], &size);
+        st = add_messages_size(span, message_fields[k], &size);
     }
     if (st == ST_OK) {
-        list = list_field(span, core_str[F_SYSTEM_INSTRUCTIONS], &st);
+        list = list_field(span, F_SYSTEM_INSTRUCTIONS, &st);
         for (i = 0; list != NULL && st == ST_OK && i < PyList_GET_SIZE(list); i++) {
             value = PyList_GET_ITEM(list, i);
             if (!PyUnicode_CheckExact(value)) {
@@ -392,7 +476,7 @@ text_size(PyObject *module, PyObject *span)
         Py_XDECREF(list);
     }
     for (k = 0; st == ST_OK && k < 3; k++) {
-        value = PyObject_GetAttr(span, core_str[str_fields[k]]);
+        value = core_get(span, str_fields[k]);
         if (value == NULL) {
             st = ST_ERROR;
         }
@@ -407,11 +491,11 @@ text_size(PyObject *module, PyObject *span)
         }
     }
     if (st == ST_OK) {
-        list = list_field(span, core_str[F_DOCUMENTS], &st);
+        list = list_field(span, F_DOCUMENTS, &st);
         for (i = 0; list != NULL && st == ST_OK && i < PyList_GET_SIZE(list); i++) {
             value = PyList_GET_ITEM(list, i);
             Py_INCREF(value);
-            st = add_str_field(value, core_str[F_CONTENT], &size);
+            st = add_str_field(value, F_CONTENT, &size);
             Py_DECREF(value);
         }
         Py_XDECREF(list);
@@ -656,7 +740,7 @@ output_finish_reasons(PyObject *messages, PyObject **out)
         return ST_ERROR;
     }
     for (i = 0; i < PyList_GET_SIZE(messages); i++) {
-        PyObject *reason = PyObject_GetAttr(PyList_GET_ITEM(messages, i), core_str[F_FINISH_REASON]);
+        PyObject *reason = core_get(PyList_GET_ITEM(messages, i), F_FINISH_REASON);
         int st = ST_OK;
         if (reason == NULL) {
             st = ST_ERROR;
@@ -832,7 +916,8 @@ genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     for (k = 0; st == ST_OK && k < X_COUNT; k++) {
-        if (values[k] != NULL && PyObject_SetAttr(span, core_str[FIELDS[k]], values[k]) < 0) {
+        if (values[k] != NULL && tracehound_slot_set(&core_slots[FIELDS[k]], span,
+                                                     core_str[FIELDS[k]], values[k]) < 0) {
             st = ST_ERROR;
         }
     }

@@ -135,6 +135,8 @@ static const char *const STEPS_STRING[S_COUNT_STEPS] = {
 
 /* Interned once per process. */
 static PyObject *ss[S_COUNT_STEPS];
+/* Slot offsets of the attributes read, by name. */
+static slot_cache ss_slots[S_COUNT_STEPS];
 
 /* What one call works with. Borrowed references (the caller holds the span and the state,
  * which hold these), but for those marked as owned. */
@@ -142,11 +144,321 @@ typedef struct {
     PyObject *span, *state;
     PyObject *seen_ids, *counts, *call_steps, *call_names, *pending; /* owned */
     PyObject *canonical_arguments, *to_text, *pending_call_for;
-    PyObject *llm_seq, *error_seq;
+    PyObject *llm_seq, *error_seq, *module;
+    Py_ssize_t max_json;
     PyObject *span_id, *start, *end; /* owned */
     PyObject *out;                   /* owned: the drafts */
     long anonymous_added;
 } drafting_t;
+
+/* --- canonical JSON ------------------------------------------------------------------------- */
+
+/*
+ * What conventions.base._canonical_json (json's C encoder with sort_keys, separators (",", ":"),
+ * ensure_ascii=False) writes for JSON data of the exact types json.loads makes: dict with str
+ * keys, list, str, int, float (finite), True, False, None. Anything else is unhandled.
+ */
+#define CANONICAL_MAX_DEPTH 100
+
+typedef struct {
+    Py_UCS4 *data;
+    Py_ssize_t len, cap;
+} ubuf_t;
+
+static int
+ubuf_reserve(ubuf_t *b, Py_ssize_t more)
+{
+    Py_ssize_t cap;
+    Py_UCS4 *data;
+    if (b->len + more <= b->cap) {
+        return 0;
+    }
+    cap = b->cap ? b->cap : 64;
+    while (cap < b->len + more) {
+        if (cap > PY_SSIZE_T_MAX / 2 / (Py_ssize_t)sizeof(Py_UCS4)) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    data = PyMem_Realloc(b->data, (size_t)cap * sizeof(Py_UCS4));
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+static ALWAYS_INLINE int
+ubuf_put(ubuf_t *b, Py_UCS4 c)
+{
+    if (b->len == b->cap && ubuf_reserve(b, 1) < 0) {
+        return -1;
+    }
+    b->data[b->len++] = c;
+    return 0;
+}
+
+static int
+ubuf_ascii(ubuf_t *b, const char *text)
+{
+    for (; *text; text++) {
+        if (ubuf_put(b, (Py_UCS4)(unsigned char)*text) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A str as json's encode_basestring (ensure_ascii=False) writes it. */
+static int
+canonical_str(ubuf_t *b, PyObject *text)
+{
+    static const char hex[] = "0123456789abcdef";
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), i;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    if (ubuf_reserve(b, n + 2) < 0 || ubuf_put(b, '"') < 0) {
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        const char *escape = NULL;
+        char unicode_escape[7];
+        switch (c) {
+        case '"':
+            escape = "\\\"";
+            break;
+        case '\\':
+            escape = "\\\\";
+            break;
+        case '\b':
+            escape = "\\b";
+            break;
+        case '\f':
+            escape = "\\f";
+            break;
+        case '\n':
+            escape = "\\n";
+            break;
+        case '\r':
+            escape = "\\r";
+            break;
+        case '\t':
+            escape = "\\t";
+            break;
+        default:
+            if (c < 0x20) {
+                unicode_escape[0] = '\\';
+                unicode_escape[1] = 'u';
+                unicode_escape[2] = '0';
+                unicode_escape[3] = '0';
+                unicode_escape[4] = hex[c >> 4];
+                unicode_escape[5] = hex[c & 15];
+                unicode_escape[6] = '\0';
+                escape = unicode_escape;
+            }
+            break;
+        }
+        if (escape != NULL ? ubuf_ascii(b, escape) < 0 : ubuf_put(b, c) < 0) {
+            return -1;
+        }
+    }
+    return ubuf_put(b, '"');
+}
+
+/* The characters of an ASCII str (a number's repr). */
+static int
+ubuf_repr(ubuf_t *b, PyObject *repr)
+{
+    const char *text;
+    if (repr == NULL) {
+        return -1;
+    }
+    text = PyUnicode_AsUTF8(repr);
+    if (text == NULL || ubuf_ascii(b, text) < 0) {
+        Py_DECREF(repr);
+        return -1;
+    }
+    Py_DECREF(repr);
+    return 0;
+}
+
+static int
+canonical_value(ubuf_t *b, PyObject *value, int depth)
+{
+    Py_ssize_t i, n;
+    int st;
+    if (depth > CANONICAL_MAX_DEPTH) {
+        return ST_UNHANDLED;
+    }
+    if (PyUnicode_CheckExact(value)) {
+        return canonical_str(b, value) < 0 ? ST_ERROR : ST_OK;
+    }
+    if (value == Py_None) {
+        return ubuf_ascii(b, "null") < 0 ? ST_ERROR : ST_OK;
+    }
+    if (value == Py_True) {
+        return ubuf_ascii(b, "true") < 0 ? ST_ERROR : ST_OK;
+    }
+    if (value == Py_False) {
+        return ubuf_ascii(b, "false") < 0 ? ST_ERROR : ST_OK;
+    }
+    if (PyLong_CheckExact(value)) {
+        return ubuf_repr(b, PyObject_Repr(value)) < 0 ? ST_ERROR : ST_OK;
+    }
+    if (PyFloat_CheckExact(value)) {
+        double x = PyFloat_AS_DOUBLE(value);
+        if (!(x - x == 0.0)) {
+            return ST_UNHANDLED; /* NaN, Infinity: json's own spelling */
+        }
+        return ubuf_repr(b, PyObject_Repr(value)) < 0 ? ST_ERROR : ST_OK;
+    }
+    if (PyList_CheckExact(value)) {
+        n = PyList_GET_SIZE(value);
+        if (ubuf_put(b, '[') < 0) {
+            return ST_ERROR;
+        }
+        for (i = 0; i < PyList_GET_SIZE(value); i++) {
+            PyObject *item = PyList_GET_ITEM(value, i);
+            if (i > 0 && ubuf_put(b, ',') < 0) {
+                return ST_ERROR;
+            }
+            Py_INCREF(item);
+            st = canonical_value(b, item, depth + 1);
+            Py_DECREF(item);
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+        (void)n;
+        return ubuf_put(b, ']') < 0 ? ST_ERROR : ST_OK;
+    }
+    if (PyDict_CheckExact(value)) {
+        PyObject *keys = PyDict_Keys(value);
+        if (keys == NULL) {
+            return ST_ERROR;
+        }
+        n = PyList_GET_SIZE(keys);
+        for (i = 0; i < n; i++) {
+            if (!PyUnicode_CheckExact(PyList_GET_ITEM(keys, i))) {
+                Py_DECREF(keys);
+                return ST_UNHANDLED; /* json turns such keys into strings first */
+            }
+        }
+        /* sort_keys: sorted(items), by key: keys of one dict are distinct strs */
+        if (PyList_Sort(keys) < 0 || ubuf_put(b, '{') < 0) {
+            Py_DECREF(keys);
+            return ST_ERROR;
+        }
+        st = ST_OK;
+        for (i = 0; st == ST_OK && i < n; i++) {
+            PyObject *key = PyList_GET_ITEM(keys, i), *item;
+            if ((i > 0 && ubuf_put(b, ',') < 0) || canonical_str(b, key) < 0 ||
+                ubuf_put(b, ':') < 0) {
+                st = ST_ERROR;
+                break;
+            }
+            item = PyDict_GetItemWithError(value, key);
+            if (item == NULL) {
+                st = PyErr_Occurred() ? ST_ERROR : ST_UNHANDLED;
+                break;
+            }
+            Py_INCREF(item);
+            st = canonical_value(b, item, depth + 1);
+            Py_DECREF(item);
+        }
+        Py_DECREF(keys);
+        if (st != ST_OK) {
+            return st;
+        }
+        return ubuf_put(b, '}') < 0 ? ST_ERROR : ST_OK;
+    }
+    return ST_UNHANDLED;
+}
+
+/* conventions.base.canonical_arguments(value) for a value that is not None: a new reference,
+ * or None when unhandled (a value the C paths do not take as the Python code does). */
+static PyObject *
+canonical_arguments_c(PyObject *module, PyObject *value, Py_ssize_t max_json)
+{
+    PyObject *decoded = NULL, *result = NULL;
+    ubuf_t b = {NULL, 0, 0};
+    int st;
+
+    if (PyUnicode_CheckExact(value)) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(value), start = 0, end = n;
+        int kind = PyUnicode_KIND(value);
+        const void *data = PyUnicode_DATA(value);
+        Py_UCS4 first;
+        while (start < end && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start))) {
+            start++;
+        }
+        while (end > start && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, end - 1))) {
+            end--;
+        }
+        first = start < end ? PyUnicode_READ(kind, data, start) : 0;
+        if ((first != '{' && first != '[') || end - start > max_json) {
+            return Py_NewRef(value); /* str(value) */
+        }
+        if (start == 0 && end == n) {
+            decoded = tracehound_json_loads(module, value);
+        }
+        else {
+            PyObject *stripped = PyUnicode_Substring(value, start, end);
+            if (stripped == NULL) {
+                return NULL;
+            }
+            decoded = tracehound_json_loads(module, stripped);
+            Py_DECREF(stripped);
+        }
+        if (decoded == NULL || decoded == Py_None) {
+            return decoded; /* json.loads decides, and what an invalid document gives */
+        }
+        value = PyTuple_GET_ITEM(decoded, 0);
+    }
+    st = canonical_value(&b, value, 0);
+    if (st == ST_OK) {
+        result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, b.data, b.len);
+    }
+    else if (st == ST_UNHANDLED) {
+        result = Py_NewRef(Py_None);
+    }
+    PyMem_Free(b.data);
+    Py_XDECREF(decoded);
+    return result;
+}
+
+PyDoc_STRVAR(canonical_arguments_doc,
+"canonical_arguments($module, value, max_json, /)\n"
+"--\n"
+"\n"
+"tracehound.conventions.base.canonical_arguments(value) for a value other than None: a JSON\n"
+"document in an exact str (stripped, up to max_json characters) or JSON data of the exact\n"
+"types json.loads makes, written as sorted-key compact JSON; any other exact str as it is.\n"
+"None for what it does not handle as the Python code does (a document json_loads does not\n"
+"take, other types, NaN and infinities, nesting over 100 levels): the caller runs that code.");
+
+static PyObject *
+canonical_arguments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t max_json;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "canonical_arguments() takes exactly 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    max_json = PyLong_AsSsize_t(args[1]);
+    if (max_json == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (args[0] == Py_None) {
+        Py_RETURN_NONE;
+    }
+    return canonical_arguments_c(module, args[0], max_json);
+}
 
 /* --- checks (before any change) ------------------------------------------------------------- */
 
@@ -160,7 +472,7 @@ is_str_or_none(PyObject *value)
 static int
 get(PyObject *obj, int name, PyObject **out)
 {
-    *out = PyObject_GetAttr(obj, ss[name]);
+    *out = tracehound_slot_get(&ss_slots[name], obj, ss[name]);
     return *out != NULL ? ST_OK : ST_ERROR;
 }
 
@@ -352,13 +664,19 @@ truthy(PyObject *value)
     return value != Py_None && PyUnicode_GET_LENGTH(value) != 0;
 }
 
-/* canonical_arguments(value), a new reference. */
+/* canonical_arguments(value), a new reference: in C, else by the Python function. */
 static PyObject *
 canonical(drafting_t *d, PyObject *value)
 {
+    PyObject *made;
     if (value == Py_None) {
         Py_RETURN_NONE;
     }
+    made = canonical_arguments_c(d->module, value, d->max_json);
+    if (made != Py_None) {
+        return made;
+    }
+    Py_DECREF(made);
     return PyObject_CallOneArg(d->canonical_arguments, value);
 }
 
@@ -1006,7 +1324,8 @@ PyDoc_STRVAR(span_drafts_doc,
 "\n"
 "tracehound.steps._span_drafts(span, state) for an LLM or tool span: the same drafts and the\n"
 "same changes to `state` (a steps._State). `config` is the tuple (Message, Part,\n"
-"canonical_arguments, to_text, _pending_call_for, _LLM_SEQ, _ERROR_SEQ).\n"
+"canonical_arguments, to_text, _pending_call_for, _LLM_SEQ, _ERROR_SEQ, MAX_JSON_BYTES);\n"
+"canonical_arguments is called for the arguments the C one does not take.\n"
 "\n"
 "None, with nothing changed, for another operation or for values of other types than the\n"
 "usual ones: messages not exactly Message with parts exactly Part, a role or part type not a\n"
@@ -1023,18 +1342,22 @@ span_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     int st = ST_OK, is_llm = 0;
     Py_ssize_t i;
 
-    (void)module;
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "span_drafts() takes exactly 3 arguments (%zd given)",
                      nargs);
         return NULL;
     }
     config = args[2];
-    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 7) {
-        PyErr_SetString(PyExc_TypeError, "span_drafts(): config is a tuple of 7, see its doc");
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 8) {
+        PyErr_SetString(PyExc_TypeError, "span_drafts(): config is a tuple of 8, see its doc");
         return NULL;
     }
     memset(&d, 0, sizeof(d));
+    d.module = module;
+    d.max_json = PyLong_AsSsize_t(PyTuple_GET_ITEM(config, 7));
+    if (d.max_json == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
     d.span = args[0];
     d.state = args[1];
     d.canonical_arguments = PyTuple_GET_ITEM(config, 2);
@@ -1191,6 +1514,8 @@ span_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef steps_methods[] = {
     {"span_drafts", (PyCFunction)(void (*)(void))span_drafts, METH_FASTCALL, span_drafts_doc},
+    {"canonical_arguments", (PyCFunction)(void (*)(void))canonical_arguments, METH_FASTCALL,
+     canonical_arguments_doc},
     {NULL, NULL, 0, NULL},
 };
 

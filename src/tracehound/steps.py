@@ -38,7 +38,7 @@ from tracehound.conventions import (
     canonical_arguments,
     to_text,
 )
-from tracehound.conventions.base import slots_maker
+from tracehound.conventions.base import MAX_JSON_BYTES, slots_maker
 
 __all__ = [
     "Run",
@@ -786,6 +786,7 @@ _NATIVE_DRAFTING = (
     _pending_call_for,
     _LLM_SEQ,
     _ERROR_SEQ,
+    MAX_JSON_BYTES,
 )
 
 

@@ -263,6 +263,11 @@ def canonical_arguments(value: Any) -> str | None:
     """
     if value is None:
         return None
+    native = _wire._native
+    if native is not None:  # the same text in one call, for JSON of the usual types
+        made: str | None = native.canonical_arguments(value, MAX_JSON_BYTES)
+        if made is not None:
+            return made
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "[") and len(stripped) <= MAX_JSON_BYTES:
