@@ -2176,6 +2176,13 @@ step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(values);
         return NULL;
     }
+#if PY_VERSION_HEX < 0x030C0000
+    /* Allocated as object.__new__ allocates it, without the empty attribute values it then
+     * prepares (3.11): setting __dict__ would first turn those into a dict of their own. The
+     * instance is then as after any read of its __dict__ (a dict, no values). */
+    (void)empty;
+    obj = type->tp_alloc(type, 0);
+#else
     empty = PyTuple_New(0);
     if (empty == NULL) {
         Py_DECREF(values);
@@ -2183,6 +2190,7 @@ step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     obj = PyBaseObject_Type.tp_new(type, empty, NULL);
     Py_DECREF(empty);
+#endif
     /* object.__setattr__(obj, "__dict__", values): the frozen class's __setattr__ is bypassed */
     if (obj != NULL && PyObject_GenericSetAttr(obj, s->str[S_DICT], values) < 0) {
         Py_CLEAR(obj);
