@@ -3219,6 +3219,28 @@ json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out)
     return ST_OK;
 }
 
+/* The module's strings by length: KNOWN_BY_LENGTH[n] lists the indexes (S_*) of those of n
+ * characters, ended by -1; filled once from STRING_VALUE. */
+#define KNOWN_MAX_LENGTH 18
+#define KNOWN_PER_LENGTH 8
+static int8_t KNOWN_BY_LENGTH[KNOWN_MAX_LENGTH + 1][KNOWN_PER_LENGTH];
+static int known_by_length_ready;
+
+static void
+fill_known_by_length(void)
+{
+    int count[KNOWN_MAX_LENGTH + 1] = {0}, i;
+    size_t len;
+    memset(KNOWN_BY_LENGTH, -1, sizeof(KNOWN_BY_LENGTH));
+    for (i = 0; i < S_COUNT; i++) {
+        len = strlen(STRING_VALUE[i]);
+        if (len <= KNOWN_MAX_LENGTH && count[len] < KNOWN_PER_LENGTH - 1) {
+            KNOWN_BY_LENGTH[len][count[len]++] = (int8_t)i;
+        }
+    }
+    known_by_length_ready = 1;
+}
+
 /* A new reference to the module's string equal to text[start:end], or NULL: the keys and the
  * usual values of message documents are these ("role", "parts", "type", "text", ...), so they
  * cost no allocation, and dict lookups of them (convert_messages) find them by identity. */
@@ -3226,17 +3248,21 @@ static PyObject *
 json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
 {
     Py_ssize_t len = end - start, k;
-    int i;
-    if (len < 2 || len > 18) {
+    const int8_t *candidates;
+    Py_UCS4 first;
+    if (len > KNOWN_MAX_LENGTH) {
         return NULL;
     }
-    for (i = 0; i < S_COUNT; i++) {
-        PyObject *known = t->state->str[i]; /* ASCII: 1-byte kind */
-        if (PyUnicode_GET_LENGTH(known) != len) {
+    candidates = KNOWN_BY_LENGTH[len];
+    first = len > 0 ? jread(t, start) : 0;
+    for (; *candidates >= 0; candidates++) {
+        PyObject *known = t->state->str[*candidates]; /* ASCII: 1-byte kind */
+        const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(known);
+        if (chars[0] != first) {
             continue;
         }
-        for (k = 0; k < len; k++) {
-            if (PyUnicode_1BYTE_DATA(known)[k] != jread(t, start + k)) {
+        for (k = 1; k < len; k++) {
+            if (chars[k] != jread(t, start + k)) {
                 break;
             }
         }
@@ -3709,6 +3735,9 @@ speedups_exec(PyObject *module)
         if (s->str[i] == NULL) {
             return -1;
         }
+    }
+    if (!known_by_length_ready) {
+        fill_known_by_length();
     }
     if (tracehound_add_core(module) < 0 || tracehound_add_embed(module) < 0 ||
         tracehound_add_evidence(module) < 0 || tracehound_add_steps(module) < 0 ||

@@ -797,6 +797,10 @@ def _runs(
     ordered: list[NormalizedSpan], parent_of: Mapping[str, str], names: Mapping[str, str]
 ) -> tuple[list[Run], dict[str, str]]:
     agent_spans = [s for s in ordered if s.operation == "agent"]
+    if len(agent_spans) == 1:
+        single = _single_agent_run(agent_spans[0], ordered, parent_of)
+        if single is not None:
+            return single
     agent_ids = {s.view.span_id for s in agent_spans}
     runs: list[Run] = []
     run_of_span: dict[str, str] = {}
@@ -876,6 +880,31 @@ def _runs(
 # (see `slots_maker`); the values go positionally, in the order of the fields.
 _new_run = slots_maker(Run)
 _new_trajectory = slots_maker(Trajectory)
+
+
+def _single_agent_run(
+    agent: NormalizedSpan, ordered: list[NormalizedSpan], parent_of: Mapping[str, str]
+) -> tuple[list[Run], dict[str, str]] | None:
+    """The runs of the usual trace, one agent span the parent of every other GenAI span: its
+    run alone, as `_runs` finds it (no implicit run: every span is in the agent's; the agent's
+    run is a top one, depth 0, with no other agent to nest in). None for any other trace."""
+    view = agent.view
+    agent_id = view.span_id
+    for span in ordered:
+        if span is not agent and parent_of.get(span.view.span_id, "") != agent_id:
+            return None
+    run = _new_run(
+        agent_id,  # run_id
+        agent.agent_name or view.name,  # agent_name
+        agent_id,  # span_id
+        None,  # parent_run_id
+        view.start_ns,  # start_ns
+        view.end_ns,  # end_ns
+        0,  # depth
+        view.service_name,  # service_name
+        agent.declared_output,  # declared_output
+    )
+    return [run], dict.fromkeys([span.view.span_id for span in ordered], agent_id)
 
 
 def _local_root(
