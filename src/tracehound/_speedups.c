@@ -2143,36 +2143,22 @@ PyDoc_STRVAR(step_from_fields_doc,
 "(a frozen dataclass: its generated __init__ sets each field through object.__setattr__).\n"
 "Raises TypeError unless `cls` is a class that object.__new__ makes and `fields` a dict.");
 
+/* The step of one draft's fields (a dict, copied: later spans may still complete the draft). */
 static PyObject *
-step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+make_step(const speedups_state *s, PyTypeObject *type, PyObject *fields, PyObject *span_id,
+          PyObject *run_id)
 {
-    const speedups_state *s;
-    PyTypeObject *type;
-    PyObject *values, *empty, *obj;
+    PyObject *values, *obj;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *empty;
+#endif
 
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError,
-                     "step_from_fields() takes exactly 4 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (!PyType_Check(args[0]) || ((PyTypeObject *)args[0])->tp_new != PyBaseObject_Type.tp_new ||
-        !PyDict_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "step_from_fields() takes a class that object.__new__ makes and a dict");
-        return NULL;
-    }
-    s = PyModule_GetState(module);
-    if (s == NULL) {
-        PyErr_SetString(PyExc_SystemError, "step_from_fields(): no module state");
-        return NULL;
-    }
-    type = (PyTypeObject *)args[0];
-    values = PyDict_Copy(args[1]); /* copied: later spans may still complete the draft */
+    values = PyDict_Copy(fields);
     if (values == NULL) {
         return NULL;
     }
-    if (PyDict_SetItem(values, s->str[S_SPAN_ID], args[2]) < 0 ||
-        PyDict_SetItem(values, s->str[S_RUN_ID], args[3]) < 0) {
+    if (PyDict_SetItem(values, s->str[S_SPAN_ID], span_id) < 0 ||
+        PyDict_SetItem(values, s->str[S_RUN_ID], run_id) < 0) {
         Py_DECREF(values);
         return NULL;
     }
@@ -2180,7 +2166,6 @@ step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     /* Allocated as object.__new__ allocates it, without the empty attribute values it then
      * prepares (3.11): setting __dict__ would first turn those into a dict of their own. The
      * instance is then as after any read of its __dict__ (a dict, no values). */
-    (void)empty;
     obj = type->tp_alloc(type, 0);
 #else
     empty = PyTuple_New(0);
@@ -2197,6 +2182,116 @@ step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_DECREF(values);
     return obj;
+}
+
+/* The module state, and `cls` checked as a class that object.__new__ makes. */
+static const speedups_state *
+step_maker_state(PyObject *module, PyObject *cls, const char *fname)
+{
+    const speedups_state *s;
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a class that object.__new__ makes", fname);
+        return NULL;
+    }
+    s = PyModule_GetState(module);
+    if (s == NULL) {
+        PyErr_Format(PyExc_SystemError, "%s(): no module state", fname);
+    }
+    return s;
+}
+
+static PyObject *
+step_from_fields(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const speedups_state *s;
+
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "step_from_fields() takes exactly 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    s = step_maker_state(module, args[0], "step_from_fields");
+    if (s == NULL) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "step_from_fields() takes a dict of fields");
+        return NULL;
+    }
+    return make_step(s, (PyTypeObject *)args[0], args[1], args[2], args[3]);
+}
+
+PyDoc_STRVAR(steps_from_drafts_doc,
+"steps_from_drafts($module, cls, drafts, run_of_span, default_run, /)\n"
+"--\n"
+"\n"
+"[step_from_fields(cls, fields, key[2], run) for key, fields in drafts], run being\n"
+"run_of_span.get(key[2], default_run), or default_run when run_of_span is None: the steps\n"
+"tracehound.steps makes of a list of drafts ((key, fields) pairs, key[2] the span id).\n"
+"Raises TypeError for a draft of another shape.");
+
+static PyObject *
+steps_from_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    const speedups_state *s;
+    PyObject *drafts, *run_of_span, *steps;
+    Py_ssize_t i;
+
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "steps_from_drafts() takes exactly 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    s = step_maker_state(module, args[0], "steps_from_drafts");
+    if (s == NULL) {
+        return NULL;
+    }
+    drafts = args[1];
+    run_of_span = args[2];
+    if (!PyList_CheckExact(drafts) || (run_of_span != Py_None && !PyDict_CheckExact(run_of_span))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "steps_from_drafts() takes a list of drafts and a dict or None");
+        return NULL;
+    }
+    steps = PyList_New(0);
+    if (steps == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < PyList_GET_SIZE(drafts); i++) { /* read again: allocations may run code */
+        PyObject *draft = PyList_GET_ITEM(drafts, i), *key, *fields, *span_id, *run, *step;
+        if (!PyTuple_CheckExact(draft) || PyTuple_GET_SIZE(draft) != 2 ||
+            !PyTuple_CheckExact(key = PyTuple_GET_ITEM(draft, 0)) || PyTuple_GET_SIZE(key) < 3 ||
+            !PyDict_CheckExact(fields = PyTuple_GET_ITEM(draft, 1))) {
+            PyErr_SetString(PyExc_TypeError, "steps_from_drafts(): a draft of another shape");
+            Py_DECREF(steps);
+            return NULL;
+        }
+        Py_INCREF(draft); /* held while steps are made: the list may change meanwhile */
+        span_id = PyTuple_GET_ITEM(key, 2);
+        run = args[3];
+        if (run_of_span != Py_None) {
+            PyObject *found = PyDict_GetItemWithError(run_of_span, span_id);
+            if (found == NULL && PyErr_Occurred()) {
+                Py_DECREF(draft);
+                Py_DECREF(steps);
+                return NULL;
+            }
+            if (found != NULL) {
+                run = found;
+            }
+        }
+        Py_INCREF(run);
+        step = make_step(s, (PyTypeObject *)args[0], fields, span_id, run);
+        Py_DECREF(run);
+        Py_DECREF(draft);
+        if (step == NULL || PyList_Append(steps, step) < 0) {
+            Py_XDECREF(step);
+            Py_DECREF(steps);
+            return NULL;
+        }
+        Py_DECREF(step);
+    }
+    return steps;
 }
 
 PyDoc_STRVAR(convert_messages_doc,
@@ -3707,6 +3802,8 @@ static PyMethodDef speedups_methods[] = {
     {"json_loads", json_loads, METH_O, json_loads_doc},
     {"step_from_fields", (PyCFunction)(void (*)(void))step_from_fields, METH_FASTCALL,
      step_from_fields_doc},
+    {"steps_from_drafts", (PyCFunction)(void (*)(void))steps_from_drafts, METH_FASTCALL,
+     steps_from_drafts_doc},
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},

@@ -66,6 +66,9 @@ enum {
     O_LLM,
     O_OTHER,
     O_RETRIEVAL,
+    K_ERROR_TYPE,
+    F_STATUS_CODE,
+    F_ERROR,
     C_COUNT
 };
 
@@ -111,6 +114,9 @@ static const char *const CORE_STRING[C_COUNT] = {
     [O_LLM] = "llm",
     [O_OTHER] = "other",
     [O_RETRIEVAL] = "retrieval",
+    [K_ERROR_TYPE] = "error.type",
+    [F_STATUS_CODE] = "status_code",
+    [F_ERROR] = "error",
 };
 
 /* Interned once per process (interned strings live as long as the interpreter's table). */
@@ -785,14 +791,54 @@ static const int FIELDS[X_COUNT] = {
     F_TOOL_NAME,    F_TOOL_CALL_ID,   F_TOOL_ARGUMENTS,  F_TOOL_RESULT,
 };
 
+/* span.error = genai.error_of(view): None, without a call, for a span with no true
+ * `error.type` whose status is not ERROR (2); else by calling error_of. */
+static int
+set_error(PyObject *view, PyObject *attributes, PyObject *error_of, PyObject *span)
+{
+    PyObject *error_type = attr_get(attributes, K_ERROR_TYPE), *code, *error;
+    int is_error = -1, rc;
+
+    if (error_type == NULL && PyErr_Occurred()) {
+        return ST_ERROR;
+    }
+    if (error_type == NULL || error_type == Py_None ||
+        (PyUnicode_CheckExact(error_type) && PyUnicode_GET_LENGTH(error_type) == 0)) {
+        code = PyObject_GetAttr(view, core_str[F_STATUS_CODE]); /* what is_error compares */
+        if (code == NULL) {
+            return ST_ERROR;
+        }
+        if (PyLong_CheckExact(code)) {
+            long value = PyLong_AsLong(code);
+            if (value == -1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* a huge code: not ERROR */
+                value = 0;
+            }
+            is_error = value == 2;
+        }
+        Py_DECREF(code);
+        if (is_error == 0) {
+            return ST_OK; /* None: the field's default */
+        }
+    }
+    error = PyObject_CallOneArg(error_of, view);
+    if (error == NULL) {
+        return ST_ERROR;
+    }
+    rc = tracehound_slot_set(&core_slots[F_ERROR], span, core_str[F_ERROR], error);
+    Py_DECREF(error);
+    return rc < 0 ? ST_ERROR : ST_OK;
+}
+
 PyDoc_STRVAR(genai_extract_doc,
 "genai_extract($module, view, attributes, config, /)\n"
 "--\n"
 "\n"
-"tracehound.conventions.genai.extract(view, []) but for the error, which the caller sets:\n"
-"`attributes` is view.attributes, `config` the tuple (NormalizedSpan, Part, Message,\n"
-"OPERATION_MAP, NAME, LEGACY_NAME, MAX_JSON_BYTES). The span is made by calling\n"
-"NormalizedSpan(view, convention, operation), its other fields set by setattr.\n"
+"tracehound.conventions.genai.extract(view, []): `attributes` is view.attributes, `config`\n"
+"the tuple (NormalizedSpan, Part, Message, OPERATION_MAP, NAME, LEGACY_NAME, MAX_JSON_BYTES,\n"
+"error_of). The span is made by calling NormalizedSpan(view, convention, operation), its\n"
+"other fields set as setattr sets them; error_of(view) is called for a span whose status is\n"
+"ERROR or that has an `error.type`.\n"
 "\n"
 "None, with nothing made, for what the Python code would map with a problem or through\n"
 "another conversion than the C paths': attributes not an exact dict, system instructions,\n"
@@ -816,9 +862,9 @@ genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     view = args[0];
     attributes = args[1];
     config = args[2];
-    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 7 ||
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 8 ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(config, 3))) {
-        PyErr_SetString(PyExc_TypeError, "genai_extract(): config is a tuple of 7, see its doc");
+        PyErr_SetString(PyExc_TypeError, "genai_extract(): config is a tuple of 8, see its doc");
         return NULL;
     }
     max_json = PyLong_AsSsize_t(PyTuple_GET_ITEM(config, 6));
@@ -914,6 +960,9 @@ genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (span == NULL) {
             st = ST_ERROR;
         }
+    }
+    if (st == ST_OK) {
+        st = set_error(view, attributes, PyTuple_GET_ITEM(config, 7), span);
     }
     for (k = 0; st == ST_OK && k < X_COUNT; k++) {
         if (values[k] != NULL && tracehound_slot_set(&core_slots[FIELDS[k]], span,

@@ -239,7 +239,13 @@ class Engine:
         if normalized.problems:
             stats.mapping_problems += len(normalized.problems)
         state.views[span_id] = view
-        self._charge_text(state, normalized)
+        native = _wire._native
+        size = native.text_size(normalized) if native is not None else None  # `_text_size`
+        if size is not None and state.text_bytes + size <= self.config.max_text_bytes_per_trace:
+            normalized.text_bytes = size  # `_charge_text` within the budget, written out
+            state.text_bytes += size
+        else:
+            self._charge_text(state, normalized)
         steps = tuple(state.builder.add(normalized))
         results: list[EvaluationResult] = []
         info = state.info

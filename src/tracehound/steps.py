@@ -241,8 +241,7 @@ class TrajectoryBuilder:
         if span.operation in _STATEFUL_OPERATIONS:
             self._stateful.append(span)
         drafts.sort(key=_draft_key)
-        make = _make_step
-        return [make(Step, d[1], d[0][2], "") for d in drafts]
+        return _steps_of(drafts, None, "")
 
     def build(
         self,
@@ -271,7 +270,10 @@ def _same_spans(a: list[NormalizedSpan], b: list[NormalizedSpan]) -> bool:
 
 
 def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
-    return any(span.operation == "agent" and span.history for span in spans)
+    for span in spans:  # a loop, not any() over a generator: once per trace, over every span
+        if span.history and span.operation == "agent":
+            return True
+    return False
 
 
 def _span_order(span: NormalizedSpan) -> tuple[int, str]:
@@ -331,9 +333,7 @@ def _assemble(
 
     runs, run_of_span = _runs(ordered, parent_of, names or {})
     default_run = runs[0].run_id if runs else ""
-    get_run = run_of_span.get
-    make = _make_step
-    steps = tuple([make(Step, d[1], d[0][2], get_run(d[0][2], default_run)) for d in drafts])
+    steps = tuple(_steps_of(drafts, run_of_span, default_run))
     conventions = tuple(sorted({s.convention for s in ordered}))
     problems = tuple(
         [
@@ -409,6 +409,22 @@ def _step_from_fields(cls: type[Step], fields: dict[str, Any], span_id: str, run
 _make_step: Callable[[type[Step], dict[str, Any], str, str], Step] = (
     _wire._native.step_from_fields if _wire._native is not None else _step_from_fields
 )
+
+
+def _steps_of(
+    drafts: list[_Draft], run_of_span: dict[str, str] | None, default_run: str
+) -> list[Step]:
+    """The steps of drafts: each in the run of its span (`default_run` when not in
+    `run_of_span`, or when that is None)."""
+    native = _wire._native
+    if native is not None:  # the same steps, made in one call
+        made: list[Step] = native.steps_from_drafts(Step, drafts, run_of_span, default_run)
+        return made
+    make = _make_step
+    if run_of_span is None:
+        return [make(Step, d[1], d[0][2], default_run) for d in drafts]
+    get_run = run_of_span.get
+    return [make(Step, d[1], d[0][2], get_run(d[0][2], default_run)) for d in drafts]
 
 
 # Each draft's fields are written out in one dict display (no keyword-argument call): the fields

@@ -216,7 +216,8 @@ _INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 
 
-# What the C accelerator's `genai_extract` maps with (see `extract`): the classes' makers.
+# What the C accelerator's `genai_extract` maps with (see `extract`): the classes' makers, and
+# `error_of` for the spans that report an error.
 _NATIVE_CONFIG = (
     slots_maker(NormalizedSpan),
     slots_maker(Part),
@@ -225,6 +226,7 @@ _NATIVE_CONFIG = (
     NAME,
     LEGACY_NAME,
     MAX_JSON_BYTES,
+    error_of,
 )
 
 
@@ -235,7 +237,6 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         # the same NormalizedSpan as the code below; None for anything else.
         mapped: NormalizedSpan | None = native.genai_extract(view, view.attributes, _NATIVE_CONFIG)
         if mapped is not None:
-            mapped.error = error_of(view)
             return mapped
     attrs = view.attributes
     get = attrs.get
