@@ -533,6 +533,19 @@ check_messages(PyObject *messages, PyObject *message_type, PyObject *part_type)
 
 /* --- drafts --------------------------------------------------------------------------------- */
 
+/* A tuple of strings, ints and None (or of such tuples and of dicts of such values), left
+ * untracked by the cycle collector: it can be in no reference cycle, and the drafts and dedupe
+ * keys of a trace are held as long as the trace (the collector would walk them all that time).
+ * CPython untracks such tuples itself, but only when a collection first walks them. */
+static ALWAYS_INLINE PyObject *
+untracked(PyObject *tuple)
+{
+    if (tuple != NULL && PyObject_GC_IsTracked(tuple)) {
+        PyObject_GC_UnTrack(tuple);
+    }
+    return tuple;
+}
+
 /* A new dict of n (key index, value) pairs, in that order (a value NULL stands for None). */
 static PyObject *
 fields_dict(int n, const int *keys, PyObject *const *values)
@@ -559,7 +572,7 @@ make_draft(const drafting_t *d, PyObject *at, PyObject *seq, PyObject *fields)
     if (fields == NULL) {
         return NULL;
     }
-    key = PyTuple_Pack(4, at, d->start, d->span_id, seq);
+    key = untracked(PyTuple_Pack(4, at, d->start, d->span_id, seq));
     if (key == NULL) {
         Py_DECREF(fields);
         return NULL;
@@ -572,7 +585,7 @@ make_draft(const drafting_t *d, PyObject *at, PyObject *seq, PyObject *fields)
     }
     PyTuple_SET_ITEM(draft, 0, key);
     PyTuple_SET_ITEM(draft, 1, fields);
-    return draft;
+    return untracked(draft);
 }
 
 /* Appends a draft made of `seq` (a C integer) and `fields` (stolen) to the output. */
@@ -603,7 +616,7 @@ append_draft(drafting_t *d, PyObject *at, long long seq, PyObject *fields)
 static PyObject *
 key2(PyObject *a, PyObject *b)
 {
-    return PyTuple_Pack(2, a, b);
+    return untracked(PyTuple_Pack(2, a, b));
 }
 
 /* dict.get(key, 0) as a C integer; -1 on error. */
@@ -747,7 +760,8 @@ tool_call_from_part(drafting_t *d, PyObject *part, PyObject *at, long long seq,
         if (args_true < 0) {
             goto done;
         }
-        ckey = PyTuple_Pack(3, ss[V_TOOL_CALL], or_empty(name), args_true ? args : ss[V_EMPTY]);
+        ckey = untracked(
+            PyTuple_Pack(3, ss[V_TOOL_CALL], or_empty(name), args_true ? args : ss[V_EMPTY]));
         if (ckey == NULL) {
             goto done;
         }
@@ -875,7 +889,7 @@ tool_result_from_part(drafting_t *d, PyObject *part, PyObject *at, long long seq
     if (!truthy(call_id)) {
         PyObject *adopted;
         int is_new;
-        key = PyTuple_Pack(3, ss[V_TOOL_RESULT], or_empty(name), or_empty(content));
+        key = untracked(PyTuple_Pack(3, ss[V_TOOL_RESULT], or_empty(name), or_empty(content)));
         if (key == NULL || new_occurrence(d, occurrences, key, &is_new) != ST_OK) {
             goto done;
         }
@@ -997,7 +1011,7 @@ message_drafts(drafting_t *d, PyObject *messages, PyObject *at, long long seq,
             }
             else if ((kind == P_CONTENT || kind == P_REASONING) &&
                      (st = get(part, A_CONTENT, &content)) == ST_OK && truthy(content)) {
-                PyObject *key = PyTuple_Pack(3, role, ptype, content), *fields;
+                PyObject *key = untracked(PyTuple_Pack(3, role, ptype, content)), *fields;
                 int is_new = 1;
                 if (key == NULL) {
                     st = ST_ERROR;
@@ -1059,7 +1073,7 @@ llm_drafts(drafting_t *d, PyObject *instructions, PyObject *inputs, PyObject *ou
 
     for (i = 0; st == ST_OK && i < PyList_GET_SIZE(instructions); i++) {
         PyObject *text = PyList_GET_ITEM(instructions, i);
-        PyObject *key = PyTuple_Pack(3, ss[V_SYSTEM], ss[V_TEXT], text);
+        PyObject *key = untracked(PyTuple_Pack(3, ss[V_SYSTEM], ss[V_TEXT], text));
         long long seen = key != NULL ? count_of(d->counts, key) : -1;
         if (seen < 0) {
             st = ST_ERROR;

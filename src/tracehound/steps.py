@@ -270,10 +270,7 @@ def _same_spans(a: list[NormalizedSpan], b: list[NormalizedSpan]) -> bool:
 
 
 def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
-    for span in spans:  # a loop, not any() over a generator: once per trace, over every span
-        if span.history and span.operation == "agent":
-            return True
-    return False
+    return any(span.operation == "agent" and span.history for span in spans)
 
 
 def _span_order(span: NormalizedSpan) -> tuple[int, str]:
@@ -343,9 +340,7 @@ def _assemble(
             for p in s.problems
         ]
     )
-    return _new_trajectory(
-        trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems)
-    )
+    return _new_trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
 
 
 def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan]) -> list[str]:

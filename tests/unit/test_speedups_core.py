@@ -87,15 +87,16 @@ def test_maker_makes_what_the_class_makes() -> None:
         (NormalizedSpan, (view, "otel_genai", "llm")),
         (Part, ("text", "hello")),
         (Message, ("user", [Part("text", "x")])),
+        (EvaluationResult, ("n", "e", "1", None, 0.5, "low", "why", {"k": 1}, None)),
     ]
     for cls, values in cases:
         made = slots_maker(cls)(*values)
         names = _fields(cls)[: len(values)]
-        want = cls(**dict(zip(names, values)))
+        want = cls(**dict(zip(names, values, strict=True)))
         assert type(made) is cls
         assert made == want
         assert repr(made) == repr(want)
-        if cls.__hash__ is not None and cls is not FinalizedTrace:  # its dict: no hash
+        if cls.__hash__ is not None and cls not in (FinalizedTrace, EvaluationResult):  # dicts
             assert hash(made) == hash(want)
 
 
@@ -219,7 +220,9 @@ json_scalars = (
 )
 json_data = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 argument_values = (
@@ -565,7 +568,11 @@ def test_span_drafts_no_leaks() -> None:
             "operation": "llm",
             "system": ["s"],
             "inputs": [
-                ("user", [("text", "q", None, None, None), ("tool_call", None, "", "x", "[1]")], None),
+                (
+                    "user",
+                    [("text", "q", None, None, None), ("tool_call", None, "", "x", "[1]")],
+                    None,
+                ),
                 ("tool", [("tool_call_response", "r", "", "x", None)], None),
             ],
             "outputs": [("assistant", [("tool_call", None, "c1", "search", '{"q": 1}')], "stop")],
@@ -592,3 +599,82 @@ def test_span_drafts_no_leaks() -> None:
         expecting(lambda: _speedups.span_drafts(spans[0], state, ()), TypeError)()
 
     assert_leak_free(call, [*spans], 10_000)
+
+
+def test_genai_extract_error_spans() -> None:
+    view = SpanView.from_json(
+        {
+            "traceId": "a" * 32,
+            "spanId": "2" * 16,
+            "name": "chat m",
+            "status": {"code": 2, "message": "rate limited"},
+        }
+    )
+    view._attributes = dict(CHAT)
+    got, want = _extract_both(dict(CHAT), view)
+    assert got == want and got.error == "rate limited"
+    view._attributes = {**CHAT, "error.type": "Timeout"}
+    got, want = _extract_both(view._attributes, view)
+    assert got == want and got.error == "rate limited"
+
+
+# --- steps_from_drafts ---------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.lists(span_specs, max_size=5), st.booleans())
+def test_steps_from_drafts_parity(specs: list[dict[str, Any]], with_runs: bool) -> None:
+    builder = TrajectoryBuilder("t")
+    for i, spec in enumerate(specs):
+        builder.add(build_span(spec, i))
+    drafts = list(builder._drafts)
+    run_of_span = {f"{1:016x}": "run-1"} if with_runs else None
+    got = _speedups.steps_from_drafts(Step, drafts, run_of_span, "default")
+    with pure_python():
+        want = steps._steps_of(drafts, run_of_span, "default")
+    assert [list(vars(s).items()) for s in got] == [list(vars(s).items()) for s in want]
+
+
+def test_steps_from_drafts_errors_and_leaks() -> None:
+    drafts = [((1, 1, "s", 0), {"kind": "user", "text": "x", "start_ns": 1, "end_ns": 1})]
+    for bad in ([(1, 2)], [((1,), {})], ("not", "a list")):
+        with pytest.raises(TypeError):
+            _speedups.steps_from_drafts(Step, bad, None, "")
+    with pytest.raises(TypeError):
+        _speedups.steps_from_drafts(int, drafts, None, "")
+
+    def call() -> None:
+        _speedups.steps_from_drafts(Step, drafts, {"s": "r"}, "")
+        _speedups.steps_from_drafts(Step, drafts, None, "")
+        expecting(lambda: _speedups.steps_from_drafts(Step, [(1, 2)], None, ""), TypeError)()
+
+    assert_leak_free(call, [Step, *drafts[0]], 20_000)
+
+
+@needs_native
+def test_steps_are_made_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    native = _speedups.steps_from_drafts
+
+    def counting(*args: Any) -> Any:
+        calls.append(len(args[1]))
+        return native(*args)
+
+    monkeypatch.setattr(_speedups, "steps_from_drafts", counting)
+    builder = TrajectoryBuilder("t")
+    builder.add(
+        build_span(
+            {
+                "operation": "tool",
+                "tool_name": "s",
+                "call_id": "c",
+                "arguments": None,
+                "result": "r",
+                "error": None,
+                "start": 1,
+            },
+            0,
+        )
+    )
+    builder.build()
+    assert calls == [2, 2]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tracehound import _wire
 from tracehound.spans import LogView, SpanView
@@ -151,7 +151,13 @@ class Convention:
     extract: Callable[[SpanView, list[LogView]], NormalizedSpan]
 
 
-def slots_maker(cls: type[Any]) -> Callable[..., Any]:
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_T = TypeVar("_T", bound="DataclassInstance")
+
+
+def slots_maker(cls: type[_T]) -> Callable[..., _T]:
     """What makes `cls` instances from their fields' values, positionally (the last ones may be
     left to their defaults): the C accelerator's `SlotsMaker`, which stores the values in the
     instance's slots without running the dataclass's generated __init__ (Python code per
@@ -175,18 +181,18 @@ def slots_maker(cls: type[Any]) -> Callable[..., Any]:
             # another factory, or a field without a default after one with (keyword-only
             # fields): only the class knows how to make it
             return _positional(cls)
-    maker: Callable[..., Any] = native.SlotsMaker(cls, tuple(names), tuple(defaults))
+    maker: Callable[..., _T] = native.SlotsMaker(cls, tuple(names), tuple(defaults))
     return maker
 
 
-def _positional(cls: type[Any]) -> Callable[..., Any]:
+def _positional(cls: type[_T]) -> Callable[..., _T]:
     """`cls` called with positional values, also when its fields are keyword-only."""
     if not any(f.kw_only for f in fields(cls)):
         return cls
     names = tuple(f.name for f in fields(cls))
 
-    def make(*values: Any) -> Any:
-        return cls(**dict(zip(names, values)))
+    def make(*values: Any) -> _T:
+        return cls(**dict(zip(names, values, strict=False)))  # the last ones: defaults
 
     return make
 
