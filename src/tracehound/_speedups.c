@@ -3229,8 +3229,9 @@ json_plain_run(const jtext_t *t, Py_ssize_t i)
             __m128i stop = _mm_or_si128(
                 _mm_or_si128(_mm_cmpeq_epi8(x, quote8), _mm_cmpeq_epi8(x, backslash8)),
                 _mm_cmpeq_epi8(_mm_subs_epu8(x, control8), _mm_setzero_si128()));
-            if (_mm_movemask_epi8(stop)) {
-                break;
+            unsigned mask = (unsigned)_mm_movemask_epi8(stop);
+            if (mask) {
+                return i + __builtin_ctz(mask); /* the first stop of the 16 */
             }
             i += 16;
         }
@@ -3257,8 +3258,9 @@ json_plain_run(const jtext_t *t, Py_ssize_t i)
             __m128i stop = _mm_or_si128(
                 _mm_or_si128(_mm_cmpeq_epi16(x, quote16), _mm_cmpeq_epi16(x, backslash16)),
                 _mm_cmpeq_epi16(_mm_subs_epu16(x, control16), _mm_setzero_si128()));
-            if (_mm_movemask_epi8(stop)) {
-                break;
+            unsigned mask = (unsigned)_mm_movemask_epi8(stop); /* two bits per character */
+            if (mask) {
+                return i + (__builtin_ctz(mask) >> 1); /* the first stop of the 8 */
             }
             i += 8;
         }

@@ -236,11 +236,19 @@ class TrajectoryBuilder:
         if span_id in spans:
             return []
         spans[span_id] = span
-        drafts = _span_drafts(span, self._state)
-        self._drafts.extend(drafts)
+        native = _wire._native
+        drafts = None
         if span.operation in _STATEFUL_OPERATIONS:
             self._stateful.append(span)
+            if native is not None:  # `_span_drafts`' C path, without its call
+                drafts = native.span_drafts(span, self._state, _NATIVE_DRAFTING)
+        if drafts is None:
+            drafts = _span_drafts(span, self._state)
+        self._drafts.extend(drafts)
         drafts.sort(key=_draft_key)
+        if native is not None:  # `_steps_of`, without its call
+            made: list[Step] = native.steps_from_drafts(Step, drafts, None, "")
+            return made
         return _steps_of(drafts, None, "")
 
     def build(
