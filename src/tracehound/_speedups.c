@@ -3777,6 +3777,154 @@ json_loads(PyObject *module, PyObject *text)
     return result;
 }
 
+/* The length of the common prefix of two strings of the same kind, in characters. */
+static Py_ssize_t
+common_prefix(const jtext_t *a, const jtext_t *b)
+{
+    Py_ssize_t n = a->len < b->len ? a->len : b->len, i = 0;
+    size_t width = (size_t)a->kind, bytes = (size_t)n * width, k = 0;
+    const uint8_t *x = a->data, *y = b->data;
+    uint64_t wx, wy;
+    while (k + 8 <= bytes) {
+        memcpy(&wx, x + k, 8);
+        memcpy(&wy, y + k, 8);
+        if (wx != wy) {
+            break;
+        }
+        k += 8;
+    }
+    i = (Py_ssize_t)(k / width);
+    while (i < n && jread(a, i) == jread(b, i)) {
+        i++;
+    }
+    return i;
+}
+
+PyObject *
+tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_type,
+                              PyObject *message_type, PyObject *memo)
+{
+    jtext_t t, prev;
+    Py_ssize_t pos, reuse = 0, k;
+    PyObject *messages = NULL, *ends = NULL, *prev_messages = NULL, *prev_ends = NULL, *raw;
+    PyObject *message, *end;
+    int st = ST_OK;
+
+    t.state = PyModule_GetState(module);
+    if (t.state == NULL) {
+        PyErr_SetString(PyExc_SystemError, "messages_from_json(): no module state");
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(text) || !PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3) {
+        Py_RETURN_NONE;
+    }
+    t.text = text;
+    t.kind = PyUnicode_KIND(text);
+    t.data = PyUnicode_DATA(text);
+    t.len = PyUnicode_GET_LENGTH(text);
+    pos = json_skip_ws(&t, 0);
+    if (pos >= t.len || jread(&t, pos) != '[') {
+        Py_RETURN_NONE; /* not an array: json_loads and the Python code decide */
+    }
+    pos = json_skip_ws(&t, pos + 1);
+    /* the messages the previous text ended within the common prefix: the same characters
+     * from the same start, so the same JSON and the same messages */
+    prev.text = PyList_GET_ITEM(memo, 0);
+    prev_messages = PyList_GET_ITEM(memo, 1);
+    prev_ends = PyList_GET_ITEM(memo, 2);
+    if (PyUnicode_CheckExact(prev.text) && PyUnicode_KIND(prev.text) == t.kind &&
+        PyList_CheckExact(prev_messages) && PyList_CheckExact(prev_ends) &&
+        PyList_GET_SIZE(prev_messages) == PyList_GET_SIZE(prev_ends)) {
+        Py_ssize_t same;
+        prev.kind = t.kind;
+        prev.data = PyUnicode_DATA(prev.text);
+        prev.len = PyUnicode_GET_LENGTH(prev.text);
+        same = common_prefix(&t, &prev);
+        while (reuse < PyList_GET_SIZE(prev_ends)) {
+            Py_ssize_t prev_end = PyLong_AsSsize_t(PyList_GET_ITEM(prev_ends, reuse));
+            if (prev_end < 0 || prev_end > same) {
+                PyErr_Clear();
+                break;
+            }
+            reuse++;
+        }
+    }
+    Py_INCREF(memo);
+    messages = PyList_New(0);
+    ends = PyList_New(0);
+    if (messages == NULL || ends == NULL) {
+        st = ST_ERROR;
+    }
+    for (k = 0; st == ST_OK && k < reuse; k++) {
+        if (PyList_Append(messages, PyList_GET_ITEM(prev_messages, k)) < 0 ||
+            PyList_Append(ends, PyList_GET_ITEM(prev_ends, k)) < 0) {
+            st = ST_ERROR;
+        }
+    }
+    if (st == ST_OK && reuse > 0) {
+        pos = PyLong_AsSsize_t(PyList_GET_ITEM(ends, reuse - 1));
+    }
+    else if (st == ST_OK && pos < t.len && jread(&t, pos) == ']') {
+        pos++; /* [] */
+        goto closed;
+    }
+    while (st == ST_OK) {
+        if (PyList_GET_SIZE(messages) > 0) { /* after an element: ',' or the closing ']' */
+            pos = json_skip_ws(&t, pos);
+            if (pos >= t.len) {
+                st = ST_UNHANDLED;
+                break;
+            }
+            if (jread(&t, pos) == ']') {
+                pos++;
+                break;
+            }
+            if (jread(&t, pos) != ',') {
+                st = ST_UNHANDLED;
+                break;
+            }
+            pos = json_skip_ws(&t, pos + 1);
+        }
+        st = json_value(&t, &pos, 1, &raw);
+        if (st != ST_OK) {
+            break;
+        }
+        st = convert_message(t.state, part_type, message_type, raw, &message);
+        Py_DECREF(raw);
+        if (st != ST_OK) {
+            break;
+        }
+        end = PyLong_FromSsize_t(pos);
+        if (end == NULL || PyList_Append(messages, message) < 0 || PyList_Append(ends, end) < 0) {
+            st = ST_ERROR;
+        }
+        Py_DECREF(message);
+        Py_XDECREF(end);
+    }
+closed:
+    if (st == ST_OK && json_skip_ws(&t, pos) != t.len) {
+        st = ST_UNHANDLED; /* extra data */
+    }
+    if (st == ST_OK) { /* the memo now holds this text's messages */
+        untrack(messages);
+        if (PyList_SetItem(memo, 0, Py_NewRef(text)) < 0 ||
+            PyList_SetItem(memo, 1, Py_NewRef(messages)) < 0 ||
+            PyList_SetItem(memo, 2, Py_NewRef(ends)) < 0) {
+            st = ST_ERROR;
+        }
+    }
+    Py_DECREF(memo);
+    Py_XDECREF(ends);
+    if (st == ST_OK) {
+        return messages;
+    }
+    Py_XDECREF(messages);
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 PyObject *
 tracehound_json_loads(PyObject *module, PyObject *text)
 {

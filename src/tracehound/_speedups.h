@@ -38,6 +38,13 @@ PyObject *tracehound_slot_get(slot_cache *cache, PyObject *obj, PyObject *name);
 /* obj.<name> = value: 0, or -1 with an exception set. */
 int tracehound_slot_set(slot_cache *cache, PyObject *obj, PyObject *name, PyObject *value);
 
+/* The messages of `text`, a JSON array of messages, as convert_messages(json_loads(text))
+ * makes them (None when either would not answer), reusing those of the text before: `memo`
+ * is [text, messages, end offsets] of the last text converted, updated to this one. The
+ * messages that text ended within the prefix both texts share are taken as they are. */
+PyObject *tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_type,
+                                        PyObject *message_type, PyObject *memo);
+
 /* Is the non-ASCII character c one of the typographic characters of tracehound.text's
  * _TYPOGRAPHIC? The tokenizer's ASCII path takes them (as separators), and so does text_units. */
 static inline int

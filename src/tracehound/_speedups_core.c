@@ -694,7 +694,7 @@ finish_reasons_of(PyObject *value, PyObject **out)
  * str (json_loads) or a list, converted by convert_messages (a new reference). */
 static int
 parse_messages(PyObject *module, PyObject *value, PyObject *part_type, PyObject *message_type,
-               Py_ssize_t max_json, PyObject **out)
+               Py_ssize_t max_json, PyObject *memo, PyObject **out)
 {
     PyObject *data, *decoded = NULL;
     *out = NULL;
@@ -705,6 +705,14 @@ parse_messages(PyObject *module, PyObject *value, PyObject *part_type, PyObject 
     if (PyUnicode_CheckExact(value)) {
         if (PyUnicode_GET_LENGTH(value) > max_json) {
             return ST_UNHANDLED; /* a problem */
+        }
+        if (memo != Py_None) { /* the messages the trace's last input already had: reused */
+            *out = tracehound_messages_from_json(module, value, part_type, message_type, memo);
+            if (*out == Py_None) {
+                Py_CLEAR(*out);
+                return ST_UNHANDLED;
+            }
+            return *out != NULL ? ST_OK : ST_ERROR;
         }
         decoded = tracehound_json_loads(module, value);
         if (decoded == NULL) {
@@ -831,14 +839,17 @@ set_error(PyObject *view, PyObject *attributes, PyObject *error_of, PyObject *sp
 }
 
 PyDoc_STRVAR(genai_extract_doc,
-"genai_extract($module, view, attributes, config, /)\n"
+"genai_extract($module, view, attributes, config, memo=None, /)\n"
 "--\n"
 "\n"
 "tracehound.conventions.genai.extract(view, []): `attributes` is view.attributes, `config`\n"
 "the tuple (NormalizedSpan, Part, Message, OPERATION_MAP, NAME, LEGACY_NAME, MAX_JSON_BYTES,\n"
 "error_of). The span is made by calling NormalizedSpan(view, convention, operation), its\n"
 "other fields set as setattr sets them; error_of(view) is called for a span whose status is\n"
-"ERROR or that has an `error.type`.\n"
+"ERROR or that has an `error.type`. `memo`, a list [text, messages, end offsets] kept per\n"
+"trace (first [None, None, None]), holds the last input messages converted: an input that\n"
+"starts with the same messages (chat spans resend the conversation) reuses those objects\n"
+"rather than decoding them again, and the memo is updated.\n"
 "\n"
 "None, with nothing made, for what the Python code would map with a problem or through\n"
 "another conversion than the C paths': attributes not an exact dict, system instructions,\n"
@@ -848,20 +859,25 @@ PyDoc_STRVAR(genai_extract_doc,
 static PyObject *
 genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *view, *attributes, *config, *operation = NULL, *span = NULL, *value;
+    PyObject *view, *attributes, *config, *memo, *operation = NULL, *span = NULL, *value;
     PyObject *values[X_COUNT] = {NULL};
     PyObject *call_args[4];
     Py_ssize_t max_json;
     int legacy, has, st = ST_OK, k;
 
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "genai_extract() takes exactly 3 arguments (%zd given)",
+    if (nargs != 3 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "genai_extract() takes 3 or 4 arguments (%zd given)",
                      nargs);
         return NULL;
     }
     view = args[0];
     attributes = args[1];
     config = args[2];
+    memo = nargs == 4 ? args[3] : Py_None;
+    if (memo != Py_None && (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3)) {
+        PyErr_SetString(PyExc_TypeError, "genai_extract(): memo is None or a list of 3");
+        return NULL;
+    }
     if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 8 ||
         !PyDict_CheckExact(PyTuple_GET_ITEM(config, 3))) {
         PyErr_SetString(PyExc_TypeError, "genai_extract(): config is a tuple of 8, see its doc");
@@ -936,7 +952,7 @@ genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (value != NULL) {
             Py_INCREF(value);
             st = parse_messages(module, value, PyTuple_GET_ITEM(config, 1),
-                                PyTuple_GET_ITEM(config, 2), max_json,
+                                PyTuple_GET_ITEM(config, 2), max_json, k == 0 ? memo : Py_None,
                                 &values[X_INPUT_MESSAGES + k]);
             Py_DECREF(value);
         }

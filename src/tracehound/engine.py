@@ -146,6 +146,7 @@ class _TraceState:
         "info",
         "last_seen",
         "logs",
+        "messages_memo",
         "names",
         "parents",
         "relog",
@@ -164,6 +165,8 @@ class _TraceState:
         self.views: dict[str, SpanView] = {}
         self.logs: dict[str, list[LogView]] = {}
         self.relog: set[str] = set()  # GenAI spans whose log events arrived after them
+        # The last input messages the accelerator converted (see `genai.extract`)
+        self.messages_memo: list[Any] = [None, None, None]
         self.first_seen = now
         self.last_seen = now
         self.root_ended: float | None = None
@@ -232,7 +235,7 @@ class Engine:
             state.info.truncated = True
             return SpanOutcome(trace_id, span_id, genai=False, evaluated=False)
 
-        normalized = normalize(view, state.logs.get(span_id))
+        normalized = normalize(view, state.logs.get(span_id), state.messages_memo)
         if normalized is None:
             return SpanOutcome(trace_id, span_id, genai=False)
         stats.spans_genai += 1

@@ -678,3 +678,74 @@ def test_steps_are_made_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     builder.build()
     assert calls == [2, 2]
+
+
+# --- the trace's message memo ----------------------------------------------------------------
+
+history_message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool"]),
+        "parts": st.lists(
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["text", "tool_call"]), "content": texts}
+            ),
+            max_size=2,
+        ),
+    }
+)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[str]:
+    """Input message texts of successive chat spans: each mostly the last one and more."""
+    history: list[Any] = []
+    texts_out: list[str] = []
+    for _ in range(draw(st.integers(1, 5))):
+        if history and draw(st.booleans()):
+            history = history[: draw(st.integers(0, len(history)))]  # a shorter context
+        history = history + draw(st.lists(history_message, max_size=2))
+        indent = draw(st.sampled_from([None, None, 1]))
+        text = json.dumps(history, ensure_ascii=draw(st.booleans()), indent=indent)
+        texts_out.append(text + draw(st.sampled_from(["", " ", "\n", "x", ",]"])))
+    return texts_out
+
+
+@SETTINGS
+@given(conversations())
+def test_genai_extract_memo_parity(inputs: list[str]) -> None:
+    memo: list[Any] = [None, None, None]
+    for text in inputs:
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": text}
+        view = make_view(attributes)
+        got = genai.extract(view, [], memo)
+        with pure_python():
+            want = genai.extract(view, [])
+        assert got == want
+        assert got.problems == want.problems
+
+
+@needs_native
+def test_genai_extract_memo_reuses_messages() -> None:
+    first = json.loads(CHAT["gen_ai.input.messages"])
+    memo: list[Any] = [None, None, None]
+    a = genai.extract(make_view(dict(CHAT)), [], memo)
+    more = [*first, {"role": "user", "parts": []}]
+    longer = {**CHAT, "gen_ai.input.messages": json.dumps(more, ensure_ascii=False)}
+    b = genai.extract(make_view(longer), [], memo)
+    assert b.input_messages[0] is a.input_messages[0]
+    assert b.input_messages[1] is a.input_messages[1]
+    assert len(b.input_messages) == 3 and memo[1] is b.input_messages
+
+
+def test_genai_extract_memo_no_leaks() -> None:
+    longer = {**CHAT, "gen_ai.input.messages": CHAT["gen_ai.input.messages"][:-1] + ", {}]"}
+    views = [make_view(dict(CHAT)), make_view(longer)]
+    config = genai._NATIVE_CONFIG
+
+    def call() -> None:
+        memo: list[Any] = [None, None, None]
+        for view in views:
+            _speedups.genai_extract(view, view.attributes, config, memo)
+        expecting(lambda: _speedups.genai_extract(views[0], {}, config, [1]), TypeError)()
+
+    assert_leak_free(call, [*views, *config], 10_000)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from operator import methodcaller
+from typing import Any
 
 from tracehound._wire import GENAI_KEY_PREFIXES
 from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
@@ -116,11 +117,14 @@ def detect_convention(view: SpanView) -> Convention | None:
     return None
 
 
-def normalize(view: SpanView, logs: list[LogView] | None = None) -> NormalizedSpan | None:
+def normalize(
+    view: SpanView, logs: list[LogView] | None = None, memo: list[Any] | None = None
+) -> NormalizedSpan | None:
     """Map one span (and the log events joined to it) to its GenAI facts; None if not GenAI.
 
     Never raises: a mapping that fails is reported as a problem on an `other` span, so the span
-    still passes through and the failure is counted.
+    still passes through and the failure is counted. `memo` is the trace's message memo (see
+    `genai.extract`), for OTel GenAI spans.
     """
     convention = detect_convention(view)
     if convention is None:
@@ -129,6 +133,8 @@ def normalize(view: SpanView, logs: list[LogView] | None = None) -> NormalizedSp
         else:
             return None
     try:
+        if memo is not None and convention is _GENAI_CONVENTION:
+            return genai.extract(view, logs or [], memo)
         return convention.extract(view, logs or [])
     except Exception as exc:  # a mapping bug or hostile value must not stop the pipeline
         _logger.debug("mapping %s span %s failed", convention.name, view.span_id, exc_info=True)

@@ -230,12 +230,17 @@ _NATIVE_CONFIG = (
 )
 
 
-def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
+def extract(view: SpanView, logs: list[LogView], memo: list[Any] | None = None) -> NormalizedSpan:
+    """The span's GenAI facts. `memo` (kept per trace by the engine, first `[None, None, None]`)
+    lets the C accelerator reuse the input messages the trace's last LLM span already had (chat
+    spans resend the conversation): the same objects, rather than equal ones decoded again."""
     native = _wire._native
     if native is not None and not logs:
         # The usual span (no log events, attributes of the usual types) mapped in one call, to
         # the same NormalizedSpan as the code below; None for anything else.
-        mapped: NormalizedSpan | None = native.genai_extract(view, view.attributes, _NATIVE_CONFIG)
+        mapped: NormalizedSpan | None = native.genai_extract(
+            view, view.attributes, _NATIVE_CONFIG, memo
+        )
         if mapped is not None:
             return mapped
     attrs = view.attributes
