@@ -50,7 +50,9 @@ class MemoryStore:
             new, result = apply_update(key, self._baselines.get(key), delta, half_life_runs)
             if new is not None:
                 self._set(key, new)
-            return UpdateResult(result.key, result.outcome, result.baseline.copy())
+            # stored baselines are replaced, never modified (see `_set_pinned`): the copy the
+            # result owes its caller can wait until it is read
+            return UpdateResult.copying(result.key, result.outcome, result.baseline)
 
     def put(self, key: str, baseline: Baseline) -> None:
         check_key(key)
@@ -107,6 +109,8 @@ class MemoryStore:
                 raise KeyError(f"no baseline for agent {key!r}")
             if stored.pinned == pinned:
                 return False
-            stored.pinned = pinned
-            self._updated[key] = time.time()
+            # a new object: update results may still share the old one
+            changed = stored.copy()
+            changed.pinned = pinned
+            self._set(key, changed)
             return True

@@ -573,8 +573,28 @@ class DriftScorer:
         recent = baseline.recent
         if not recent:
             return (), None
-        w_tool, w_sem, w_cx = self._weights
         cap = self._z_cap
+        native_recent = getattr(_wire._native, "recent_divergences", None)
+        if native_recent is not None:
+            answer = native_recent(
+                recent,
+                x,
+                sigmas,
+                cap,
+                run_shares,
+                baseline.centroid_sum,
+                features.embedding if has_text else None,
+                baseline.blocks,
+                self._weights,
+                top,
+            )
+            if answer is not None:  # None: input the C code leaves to the code below
+                first, typical = answer
+                return tuple(
+                    Divergence(trace_id, run_id, divergence, recent[i].sample)
+                    for trace_id, run_id, divergence, i in first
+                ), typical
+        w_tool, w_sem, w_cx = self._weights
         native = getattr(_wire._native, "complexity_distances", None)
         complexity = None
         if native is not None:
