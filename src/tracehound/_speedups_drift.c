@@ -219,8 +219,34 @@ dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
  * spacing at x, 2^(e - 11) for 2^(e - 1) <= |x| < 2^e, 2^-24 for its subnormals), the
  * subtraction being exact; beyond the largest binary16 (65504) it is infinite; the sign of a
  * zero is kept. The exponents come from the bits (frexp and ldexp cost more than the rest). */
+static inline double round_to_float16_slow(double x);
+
+/* round_to_float16, quicker for zeros and the binary16 normal range (2^-14 <= |x| < 2^16),
+ * where the value keeps 10 bits of mantissa: adding half a unit of the last kept bit (less one,
+ * plus that bit: ties to even) and clearing the 42 dropped bits rounds the double's bits
+ * directly, a carry moving into the exponent as it should. */
 static inline double
 round_to_float16(double x)
+{
+    uint64_t bits, exponent;
+    double r;
+
+    memcpy(&bits, &x, sizeof bits);
+    exponent = (bits >> 52) & 0x7ff;
+    if (exponent >= 1023 - 14 && exponent <= 1023 + 15) {
+        bits += (UINT64_C(1) << 41) - 1 + ((bits >> 42) & 1);
+        bits &= ~((UINT64_C(1) << 42) - 1);
+        memcpy(&r, &bits, sizeof r);
+        return fabs(r) > 65504.0 ? copysign(HUGE_VAL, x) : r;
+    }
+    if (x == 0.0) {
+        return x; /* the sign of a zero is kept */
+    }
+    return round_to_float16_slow(x);
+}
+
+static inline double
+round_to_float16_slow(double x)
 {
     uint64_t bits;
     int e, s;
@@ -301,6 +327,39 @@ round_float16(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     Py_RETURN_TRUE;
+}
+
+/* --- any_nonzero --------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(any_nonzero_doc,
+"any_nonzero($module, vector, /)\n"
+"--\n"
+"\n"
+"`bool(vector.any())` for a 1-D C-contiguous float64 buffer (NaN counts as non-zero, as in\n"
+"numpy); None for anything else.");
+
+static PyObject *
+any_nonzero(PyObject *module, PyObject *vector)
+{
+    Py_buffer view;
+    const double *x;
+    Py_ssize_t i, n;
+    int found = 0;
+
+    (void)module;
+    if (!get_vector(vector, &view, -1)) {
+        Py_RETURN_NONE;
+    }
+    x = (const double *)view.buf;
+    n = view.shape[0];
+    for (i = 0; i < n; i++) {
+        if (x[i] != 0.0) {
+            found = 1;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(found);
 }
 
 /* --- embedding_distance ------------------------------------------------------------------ */
@@ -961,7 +1020,7 @@ PyDoc_STRVAR(recent_divergences_doc,
 "`run_shares` (tool_mixes, the summary's tool_shares()), and the semantic distances to the\n"
 "centroid and to `run` (ring_distances); the composite `weights` (tool mix, semantic,\n"
 "complexity) of those give each recent run's divergence. Returns (top, typical): the `top`\n"
-"first [trace_id, run_id, divergence, index] by divergence (largest first), then ids and\n"
+"first (trace_id, run_id, divergence, index) by divergence (largest first), then ids and\n"
 "index; and the mean distance of the recent runs with text to the centroid (None: none).\n"
 "Sums in index order, as the kernels it shares (within 1e-12 of the Python code).\n"
 "\n"
@@ -1284,6 +1343,7 @@ merge_moments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef drift_methods[] = {
     {"round_float16", (PyCFunction)(void (*)(void))round_float16, METH_FASTCALL,
      round_float16_doc},
+    {"any_nonzero", any_nonzero, METH_O, any_nonzero_doc},
     {"embedding_distance", (PyCFunction)(void (*)(void))embedding_distance, METH_FASTCALL,
      embedding_distance_doc},
     {"ring_distances", (PyCFunction)(void (*)(void))ring_distances, METH_FASTCALL,
