@@ -62,6 +62,8 @@ class UpdateResult:
 
     key: str
     outcome: Outcome
+    _baseline: Baseline | None
+    _source: Baseline | None
 
     def __init__(self, key: str, outcome: Outcome, baseline: Baseline) -> None:
         object.__setattr__(self, "key", key)
@@ -109,7 +111,9 @@ class UpdateResult:
     __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: its Baseline is not hashable
 
     def __repr__(self) -> str:
-        return f"UpdateResult(key={self.key!r}, outcome={self.outcome!r}, baseline={self.baseline!r})"
+        return (
+            f"UpdateResult(key={self.key!r}, outcome={self.outcome!r}, baseline={self.baseline!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
