@@ -227,12 +227,13 @@ def embed_run(
     """The mean of the texts' embeddings, each block normalized (zeros without text)."""
     if not texts:
         return np.zeros(embedder.dim, dtype=np.float64)
+    total: FloatArray
     if texts_cache is not None and isinstance(embedder, HashingEmbedder):
         # `embed(texts)` is `embed_tokens` of each text's informative tokens: the same rows
-        rows = embedder.embed_tokens([texts_cache.informative(t) if t else () for t in texts])
+        informative = texts_cache.informative
+        total = embedder.embed_tokens_sum([informative(t) if t else () for t in texts])
     else:
-        rows = embedder.embed(texts)
-    total: FloatArray = np.add.reduce(np.asarray(rows, dtype=np.float64), axis=0)
+        total = np.add.reduce(np.asarray(embedder.embed(texts), dtype=np.float64), axis=0)
     _normalize_blocks_in_place(total, embedder.blocks)
     return total
 
