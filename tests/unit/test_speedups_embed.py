@@ -456,7 +456,15 @@ def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(result)
         return result
 
+    sums: list[bool | None] = []
+
+    def summing(*args: Any) -> bool | None:
+        result = embed_hashed_sum(*args)
+        sums.append(result)
+        return result
+
     monkeypatch.setattr(_speedups, "embed_hashed", counting)
+    monkeypatch.setattr(_speedups, "embed_hashed_sum", summing)
     text = "Maybe the tool failed; not sure, retrying the search again."
     rows = [informative_tokens(text), ()]
     for embedder in (HashingEmbedder(), HashingEmbedder(stance_weight=0.0, bigrams=False)):
@@ -467,14 +475,7 @@ def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
         assert embedder.embed([text, ""]).tobytes() == expected.tobytes()
         assert calls == [True, True]
         calls.clear()
-        sums: list[bool | None] = []
-
-        def summing(*args: Any) -> bool | None:
-            result = embed_hashed_sum(*args)
-            sums.append(result)
-            return result
-
-        monkeypatch.setattr(_speedups, "embed_hashed_sum", summing)
+        sums.clear()
         total = embedder.embed_tokens_sum(rows)
         assert total.tobytes() == np.add.reduce(expected, axis=0).tobytes()
         assert sums == [True] and calls == []  # one call, no rows made
