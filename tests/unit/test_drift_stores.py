@@ -242,3 +242,18 @@ def test_memory_update_results_are_private_copies_fixed_at_the_update() -> None:
     with pytest.raises(AttributeError):
         second.outcome = "pinned"  # type: ignore[misc]
     assert store.update("svc/a", delta(2)).outcome == "pinned"
+
+
+def test_memory_get_shared_lends_the_stored_baseline_unchanged_by_updates() -> None:
+    store = MemoryStore()
+    assert store.get_shared("svc/a") is None
+    store.update("svc/a", delta(0))
+    lent = store.get_shared("svc/a")
+    assert lent is not None and lent is store.get_shared("svc/a")
+    before = lent.to_dict()
+    store.update("svc/a", delta(1))
+    store.pin("svc/a")
+    assert lent.to_dict() == before  # replaced, not modified
+    now = store.get_shared("svc/a")
+    assert now is not None and now.runs == 2 and now.pinned
+    assert now.to_dict() == store.get("svc/a").to_dict()  # type: ignore[union-attr]

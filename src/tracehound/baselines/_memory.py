@@ -24,7 +24,8 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """A `BaselineStore` in process memory; thread-safe; copies in and out."""
+    """A `BaselineStore` in process memory; thread-safe; copies in and out (`get_shared`
+    lends the stored baseline to a reader instead)."""
 
     __slots__ = ("_baselines", "_lock", "_updated")
 
@@ -41,6 +42,13 @@ class MemoryStore:
         with self._lock:
             stored = self._baselines.get(check_key(key))
             return None if stored is None else stored.copy()
+
+    def get_shared(self, key: str) -> Baseline | None:
+        """The stored baseline itself, not a copy (None: none), for a caller that only reads
+        it: never modify it. It stays as it was read: the store replaces its baselines (update,
+        pin, import) rather than modifying them."""
+        with self._lock:
+            return self._baselines.get(check_key(key))
 
     def update(
         self, key: str, delta: Baseline, *, half_life_runs: float | None = None
