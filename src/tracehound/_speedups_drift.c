@@ -329,6 +329,86 @@ round_float16(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* --- joined_words ---------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(joined_words_doc,
+"joined_words($module, text, stop, /)\n"
+"--\n"
+"\n"
+"`\" \".join(text[:stop].split())`: the words of the text's first `stop` characters (runs of\n"
+"characters that are not whitespace, as str.split() finds them) joined by single spaces; the\n"
+"same string. `text`: an exact str; `stop`: an int (the slice's rules: clamped, negative from\n"
+"the end). None for anything else.");
+
+static PyObject *
+joined_words(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text, *out;
+    Py_ssize_t n, stop, i, length = 0;
+    const void *data;
+    void *buffer;
+    int kind;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "joined_words() takes exactly 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    text = args[0];
+    if (!PyUnicode_CheckExact(text) || !PyLong_CheckExact(args[1])) {
+        Py_RETURN_NONE;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    stop = PyLong_AsSsize_t(args[1]);
+    if (stop == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    n = PyUnicode_GET_LENGTH(text);
+    if (stop < 0) {
+        stop = stop + n < 0 ? 0 : stop + n;
+    }
+    if (stop > n) {
+        stop = n;
+    }
+    kind = PyUnicode_KIND(text);
+    data = PyUnicode_DATA(text);
+    /* the result is never longer than the slice, and of its kind at most */
+    buffer = PyMem_Malloc(stop > 0 ? (size_t)stop * (size_t)kind : 1);
+    if (buffer == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (i = 0; i < stop;) {
+        Py_ssize_t start;
+
+        while (i < stop && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+            i++;
+        }
+        if (i == stop) {
+            break;
+        }
+        if (length > 0) {
+            PyUnicode_WRITE(kind, buffer, length, ' ');
+            length++;
+        }
+        start = i;
+        while (i < stop && !Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i))) {
+            i++;
+        }
+        memcpy((char *)buffer + length * kind, (const char *)data + start * kind,
+               (size_t)(i - start) * (size_t)kind);
+        length += i - start;
+    }
+    out = PyUnicode_FromKindAndData(kind, buffer, length);
+    PyMem_Free(buffer);
+    return out;
+}
+
 /* --- any_nonzero --------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(any_nonzero_doc,
@@ -1344,6 +1424,8 @@ static PyMethodDef drift_methods[] = {
     {"round_float16", (PyCFunction)(void (*)(void))round_float16, METH_FASTCALL,
      round_float16_doc},
     {"any_nonzero", any_nonzero, METH_O, any_nonzero_doc},
+    {"joined_words", (PyCFunction)(void (*)(void))joined_words, METH_FASTCALL,
+     joined_words_doc},
     {"embedding_distance", (PyCFunction)(void (*)(void))embedding_distance, METH_FASTCALL,
      embedding_distance_doc},
     {"ring_distances", (PyCFunction)(void (*)(void))ring_distances, METH_FASTCALL,

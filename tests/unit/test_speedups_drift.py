@@ -9,7 +9,8 @@
   whole score within 1e-12 on every number, with the same severities, labels, primary drivers
   and explanations. Its `recent_divergences` (the recent-runs comparison in one call) against
   the scorer's Python code, within 1e-12 and with the same ranking; `merge_moments` (the
-  Welford/Chan merge) and `any_nonzero` against the Python and numpy code: the same bits.
+  Welford/Chan merge), `any_nonzero` and `joined_words` (the text sample's words) against the
+  Python and numpy code: the same bits and strings.
 """
 
 from __future__ import annotations
@@ -599,8 +600,6 @@ def test_the_scorer_and_baselines_take_the_one_call_c_paths(
 def test_recent_divergences_in_c_are_the_python_ranking(seed: int, n_runs: int, top: int) -> None:
     rng = random.Random(seed)
     runs = [features_of(rng, i) for i in range(n_runs + 1)]
-    if rng.random() < 0.3:  # ties: the same run again under other ids
-        runs += [replace_ids(runs[-1], f"again{i}") for i in range(2)]
     baseline = Baseline.from_run(runs[0], EMBEDDER)
     for features in runs[1:-1]:
         baseline = baseline.with_run(features, EMBEDDER)
@@ -620,6 +619,28 @@ def test_recent_divergences_in_c_are_the_python_ranking(seed: int, n_runs: int, 
     ]
     assert all(close(a.divergence, b.divergence) for a, b in zip(got[0], expected[0], strict=True))
     assert close(got[1], expected[1])
+
+
+@compares_both_paths
+def test_recent_divergences_break_ties_by_ids() -> None:
+    """The same run under other ids diverges by exactly as much in C (the same sums), and the
+    ids order them, as the Python code's sort would (its numpy sums may differ by a rounding
+    from row to row: a tie is a rounding boundary, where the two paths may differ)."""
+    rng = random.Random(3)
+    runs = [features_of(rng, i) for i in range(4)]
+    runs += [replace_ids(runs[-1], run_id) for run_id in ("b", "a", "c")]
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:]:
+        baseline = baseline.with_run(features, EMBEDDER)
+    scorer = DriftScorer()
+    features = runs[0]
+    sigmas = scorer._sigma_list(baseline)
+    x = [float(v) for v in features.complexity]
+    shares = tool_shares_of(features.tools)
+    got, _ = scorer._recent_runs(features, baseline, x, sigmas, features.has_text, shares, 8)
+    same = [d for d in got if d.run_id in ("a", "b", "c", "r3")]
+    assert len({d.divergence for d in same}) == 1
+    assert [d.run_id for d in same] == ["a", "b", "c", "r3"]
 
 
 def replace_ids(features: RunFeatures, run_id: str) -> RunFeatures:
@@ -709,6 +730,43 @@ def test_merge_moments_leaves_other_input_to_python() -> None:
 
 @compares_both_paths
 @SETTINGS
+@given(texts, st.integers(-400, 400))
+def test_joined_words_in_c_are_pythons(text: str, stop: int) -> None:
+    assert native("joined_words")(text, stop) == " ".join(text[:stop].split())
+
+
+@compares_both_paths
+def test_the_sample_takes_the_c_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Would fail if the text sample silently split and joined in Python."""
+    joined = native("joined_words")
+    calls: list[object] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(joined(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(_wire, "_native", SimpleNamespace(joined_words=spy))
+    text = "word  " * 100
+    assert make_sample(["", text]) == ("word " * 24)[: SAMPLE_CHARS - 1] + "…"
+    assert calls and all(isinstance(c, str) for c in calls)
+
+
+@compares_both_paths
+def test_joined_words_edges_and_other_input() -> None:
+    joined = native("joined_words")
+    for text in ("", " ", "a", " a  b ", "\u3000x\u00a0y\x1cz\x85", "\U0001f600 a", "é " * 200):
+        for stop in (0, 1, 2, 3, 239, 240, 10**6, -1, -(10**6)):
+            assert joined(text, stop) == " ".join(text[:stop].split()), (text, stop)
+    assert joined("a b", 2**70) is None  # beyond a Py_ssize_t: the slice takes it
+    assert joined(b"a b", 3) is None
+    assert joined("a b", 1.0) is None
+    assert joined("a b", True) is None  # a bool is an int subclass
+    with pytest.raises(TypeError):
+        joined("a b")
+
+
+@compares_both_paths
+@SETTINGS
 @given(st.lists(st.sampled_from([0.0, -0.0, 1.0, -2.5, math.nan, math.inf, 1e-300]), max_size=9))
 def test_any_nonzero_is_numpys_any(values: list[float]) -> None:
     vector = np.array(values, dtype=np.float64)
@@ -726,6 +784,7 @@ _BLOCKS = EMBEDDER.blocks
 _X = (1.0, 2.0, 0.0)
 _S = np.array([0.5, 1.0, 2.0])
 _SHARES = {"a": 0.25, "b": 0.75}
+_TEXT = "A run's  first\ttext, \u00e9t\u00e9 \U0001f600 " * 20
 _M = np.empty(3)
 _M2 = np.empty(3)
 _W = (0.35, 0.4, 0.25)
@@ -770,6 +829,8 @@ _RECENT = tuple(
         ),
         pytest.param(lambda: native("tool_mixes")(_SHARES, [_SHARES, None, {}]), id="mixes"),
         pytest.param(lambda: native("tool_mixes")(_SHARES, [{"a": 1}]), id="mixes-unhandled"),
+        pytest.param(lambda: native("joined_words")(_TEXT, 240), id="words"),
+        pytest.param(lambda: native("joined_words")(_TEXT, 2**70), id="words-unhandled"),
         pytest.param(lambda: native("any_nonzero")(_V), id="any"),
         pytest.param(lambda: native("any_nonzero")(_X), id="any-unhandled"),
         pytest.param(
@@ -795,5 +856,5 @@ _RECENT = tuple(
 )
 def test_no_leaks(call: Callable[[], object]) -> None:
     watched = [_V, _OUT, _ROWS, _BLOCKS, *_BLOCKS, _X, *_X, _S, _SHARES, *_SHARES.values()]
-    watched += [_M, _M2, _W, _RECENT, *_RECENT, *(r.trace_id for r in _RECENT)]
+    watched += [_M, _M2, _W, _RECENT, *_RECENT, *(r.trace_id for r in _RECENT), _TEXT]
     assert_leak_free(call, watched, 20_000)

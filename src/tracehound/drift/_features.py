@@ -269,8 +269,19 @@ def _one_line_start(text: str) -> str:
     while size < len(text):
         # the words of text[:size] joined are a prefix of the whole text's (a word cut at the
         # end of the prefix is a prefix of that word)
-        line = " ".join(text[:size].split())
+        line = _joined_words(text, size)
         if len(line) > SAMPLE_CHARS:
             return line
         size *= 4
-    return " ".join(text.split())
+    return _joined_words(text, len(text))
+
+
+def _joined_words(text: str, stop: int) -> str:
+    """`" ".join(text[:stop].split())` (the C accelerator's `joined_words`, the same string,
+    when built: no list of words)."""
+    native = getattr(_wire._native, "joined_words", None)
+    if native is not None:
+        line = native(text, stop)
+        if line is not None:  # None: input it leaves to Python
+            return cast("str", line)
+    return " ".join(text[:stop].split())
