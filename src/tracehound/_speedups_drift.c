@@ -16,6 +16,11 @@
  *   order), the recent runs' complexity distances (sums in index order) and tool-mix distances
  *   (over the run's tools, then the others', where Python iterates the union set of both: an
  *   order that even changes with the process's string hashing).
+ * - recent_divergences is the scorer's whole comparison with the recent runs (_recent_runs):
+ *   the three distances above for each RunSummary, read from its attributes, their composite,
+ *   the ranking and the mean distance to the centroid, in one call (the same kernels).
+ * - merge_moments (Chan's merge of weighted moments), any_nonzero (numpy's any) and
+ *   joined_words (" ".join(text[:stop].split())) give exactly what the Python code gives.
  *
  * Over unit vectors, centroid sums, shares and capped z-scores these differences are far below
  * 1e-12 (the test suite checks that bound on random inputs, and that severities, labels,

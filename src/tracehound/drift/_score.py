@@ -35,7 +35,8 @@ distance with a sample of the run's text, the recent baseline runs the run diver
 
 With the C accelerator, the block cosine distances (`embedding_distance`, and the recent runs'
 distances to the centroid and to the run), the complexity component and the recent runs'
-complexity and tool-mix distances come from `tracehound._speedups`, whose sums run in another
+complexity and tool-mix distances come from `tracehound._speedups` (the recent runs' comparison,
+ranking included, in one `recent_divergences` call), whose sums run in another
 order than numpy's (and than Python's iteration over a set of tool names): every score,
 component, distance, z-score and divergence is then within 1e-12 of the pure-Python path's
 (about 1e-16 in practice), not the same bits, and severities, labels, primary drivers and
