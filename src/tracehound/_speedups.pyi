@@ -43,8 +43,18 @@ def embed_hashed(
     stance_index: dict[str, int] | None,
     /,
 ) -> bool | None: ...
+def embed_hashed_sum(
+    token_lists: Sequence[Sequence[str]],
+    out: WriteableBuffer,
+    lexical_dim: int,
+    bigrams: bool,
+    stance_index: dict[str, int] | None,
+    /,
+) -> bool | None: ...
 def crc32_utf8(text: str, /) -> int | None: ...
 def round_float16(vector: ReadableBuffer, out: WriteableBuffer, /) -> bool | None: ...
+def any_nonzero(vector: object, /) -> bool | None: ...
+def joined_words(text: str, stop: int, /) -> str | None: ...
 def embedding_distance(
     a: ReadableBuffer, b: ReadableBuffer, blocks: Sequence[tuple[int, int, float]], /
 ) -> float | NotImplementedType | None: ...
@@ -71,6 +81,30 @@ def complexity_distances(
 def tool_mixes(
     run: dict[str, float] | None, baselines: Sequence[dict[str, float] | None], /
 ) -> list[float] | None: ...
+def recent_divergences(
+    recent: tuple[Any, ...],
+    x: Sequence[float],
+    sigmas: Sequence[float],
+    cap: float,
+    run_shares: dict[str, float] | None,
+    centroid: ReadableBuffer,
+    run: ReadableBuffer | None,
+    blocks: Sequence[tuple[int, int, float]],
+    weights: tuple[float, float, float],
+    top: int,
+    /,
+) -> tuple[list[tuple[str, str, float, int]], float | None] | None: ...
+def merge_moments(
+    mean_a: ReadableBuffer,
+    m2_a: ReadableBuffer,
+    mean_b: ReadableBuffer,
+    m2_b: ReadableBuffer,
+    ratio: float,
+    spread: float,
+    out_mean: WriteableBuffer,
+    out_m2: WriteableBuffer,
+    /,
+) -> bool | None: ...
 
 class EvidenceCore:
     """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""

@@ -498,6 +498,42 @@ embed_rows(const embed_t *e, PyObject *token_lists, double *out, Py_ssize_t n_ro
     return PySequence_Fast_GET_SIZE(token_lists) == n_rows ? ST_OK : ST_UNHANDLED;
 }
 
+/* The sum of the rows of token_lists into out (dim zeros on entry), in row order as numpy's
+ * np.add.reduce(rows, axis=0): each row is made in `scratch` (dim zeros on entry and on
+ * return), then its non-zero elements are added to out. A row's other elements are zeros,
+ * whose addition changes nothing (no sum here is ever -0.0). */
+static int
+embed_rows_sum(const embed_t *e, PyObject *token_lists, double *out, double *scratch)
+{
+    Py_ssize_t r, w, i;
+    uint64_t bits;
+    int st = ST_OK;
+
+    for (r = 0; r < PySequence_Fast_GET_SIZE(token_lists) && st == ST_OK; r++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(token_lists, r);
+
+        if (!PyList_CheckExact(row) && !PyTuple_CheckExact(row)) {
+            return ST_UNHANDLED;
+        }
+        Py_INCREF(row);
+        st = embed_row(e, row, scratch);
+        Py_DECREF(row);
+        /* the touched buckets and the stance block: all the row's non-zero elements */
+        for (w = 0; w < e->n_touched; w++) {
+            for (bits = e->touched[w]; bits; bits &= bits - 1) {
+                i = 64 * w + LOWEST_BIT(bits);
+                out[i] += scratch[i];
+                scratch[i] = 0.0;
+            }
+        }
+        for (i = e->lexical_dim; i < e->dim; i++) {
+            out[i] += scratch[i];
+            scratch[i] = 0.0;
+        }
+    }
+    return st;
+}
+
 PyDoc_STRVAR(embed_hashed_doc,
 "embed_hashed($module, token_lists, out, lexical_dim, bigrams, stance_index, /)\n"
 "--\n"
@@ -519,20 +555,31 @@ PyDoc_STRVAR(embed_hashed_doc,
 "for bad arguments (out not such a buffer or of another shape, lexical_dim not in [1, dim],\n"
 "stance_index not a dict or None).");
 
+PyDoc_STRVAR(embed_hashed_sum_doc,
+"embed_hashed_sum($module, token_lists, out, lexical_dim, bigrams, stance_index, /)\n"
+"--\n"
+"\n"
+"np.add.reduce(embed_hashed's rows, axis=0) into `out`, a writable C-contiguous 1-D float64\n"
+"buffer of dim elements: the rows of embed_hashed(token_lists, ...) added in order, the same\n"
+"bits, without the rows' matrix. Returns True, or None with `out` all zeros for the input\n"
+"embed_hashed leaves to numpy; raises as it does for bad arguments.");
+
+/* embed_hashed (sum: 0) and embed_hashed_sum (sum: 1). */
 static PyObject *
-embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+embed_common(PyObject *const *args, Py_ssize_t nargs, int sum)
 {
+    const char *name = sum ? "embed_hashed_sum" : "embed_hashed";
     PyObject *token_lists;
     Py_buffer view;
     Py_ssize_t lexical_dim, n_rows;
     uint64_t touched_stack[64];
+    double scratch_stack[1024], *scratch = NULL;
     stance_t stance; /* about 7 kB */
     embed_t e;
     int bigrams, st;
 
-    (void)module;
     if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "embed_hashed() takes exactly 5 arguments (%zd given)",
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly 5 arguments (%zd given)", name,
                      nargs);
         return NULL;
     }
@@ -546,32 +593,31 @@ embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (args[4] != Py_None && !PyDict_CheckExact(args[4])) {
-        PyErr_Format(PyExc_TypeError,
-                     "embed_hashed() stance_index must be a dict or None, not %.100s",
-                     Py_TYPE(args[4])->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s() stance_index must be a dict or None, not %.100s",
+                     name, Py_TYPE(args[4])->tp_name);
         return NULL;
     }
     if (PyObject_GetBuffer(args[1], &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) <
         0) {
         return NULL;
     }
-    if (view.ndim != 2 || view.itemsize != (Py_ssize_t)sizeof(double) || view.format == NULL ||
-        strcmp(view.format, "d") != 0) {
-        PyErr_SetString(PyExc_TypeError,
-                        "embed_hashed() out must be a 2-D C-contiguous float64 buffer");
+    if (view.ndim != (sum ? 1 : 2) || view.itemsize != (Py_ssize_t)sizeof(double) ||
+        view.format == NULL || strcmp(view.format, "d") != 0) {
+        PyErr_Format(PyExc_TypeError, "%s() out must be a %d-D C-contiguous float64 buffer",
+                     name, sum ? 1 : 2);
         PyBuffer_Release(&view);
         return NULL;
     }
-    n_rows = view.shape[0];
-    e.dim = view.shape[1];
+    n_rows = sum ? 1 : view.shape[0];
+    e.dim = view.shape[sum ? 0 : 1];
     if (lexical_dim < 1 || lexical_dim > e.dim) {
         PyErr_Format(PyExc_ValueError,
-                     "embed_hashed() lexical_dim must be within [1, %zd] (out's columns), got %zd",
+                     "%s() lexical_dim must be within [1, %zd] (out's columns), got %zd", name,
                      e.dim, lexical_dim);
         PyBuffer_Release(&view);
         return NULL;
     }
-    if ((PyList_CheckExact(token_lists) || PyTuple_CheckExact(token_lists)) &&
+    if (!sum && (PyList_CheckExact(token_lists) || PyTuple_CheckExact(token_lists)) &&
         PySequence_Fast_GET_SIZE(token_lists) != n_rows) {
         PyErr_Format(PyExc_ValueError, "embed_hashed() out has %zd rows for %zd token lists",
                      n_rows, PySequence_Fast_GET_SIZE(token_lists));
@@ -603,7 +649,20 @@ embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     e.stance = NULL;
     st = ST_OK;
-    if (args[4] != Py_None) {
+    if (sum) {
+        scratch = scratch_stack;
+        if (e.dim > (Py_ssize_t)(sizeof(scratch_stack) / sizeof(double))) {
+            scratch = PyMem_Calloc((size_t)e.dim, sizeof(double));
+            if (scratch == NULL) {
+                PyErr_NoMemory();
+                st = ST_ERROR;
+            }
+        }
+        else {
+            memset(scratch, 0, (size_t)e.dim * sizeof(double));
+        }
+    }
+    if (st == ST_OK && args[4] != Py_None) {
         st = stance_init(&stance, args[4]);
         e.stance = &stance;
     }
@@ -611,12 +670,20 @@ embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         /* held, as the rows: Python code run by a dict lookup could drop them */
         Py_INCREF(token_lists);
         Py_INCREF(args[4]);
-        st = embed_rows(&e, token_lists, (double *)view.buf, n_rows);
+        if (sum) {
+            st = embed_rows_sum(&e, token_lists, (double *)view.buf, scratch);
+        }
+        else {
+            st = embed_rows(&e, token_lists, (double *)view.buf, n_rows);
+        }
         Py_DECREF(args[4]);
         Py_DECREF(token_lists);
     }
     if (e.touched != touched_stack) {
         PyMem_Free(e.touched);
+    }
+    if (scratch != NULL && scratch != scratch_stack) {
+        PyMem_Free(scratch);
     }
     if (st != ST_OK) {
         memset(view.buf, 0, (size_t)view.len);
@@ -631,10 +698,26 @@ embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+static PyObject *
+embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return embed_common(args, nargs, 0);
+}
+
+static PyObject *
+embed_hashed_sum(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return embed_common(args, nargs, 1);
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef embed_methods[] = {
     {"embed_hashed", (PyCFunction)(void (*)(void))embed_hashed, METH_FASTCALL, embed_hashed_doc},
+    {"embed_hashed_sum", (PyCFunction)(void (*)(void))embed_hashed_sum, METH_FASTCALL,
+     embed_hashed_sum_doc},
     {"crc32_utf8", crc32_utf8, METH_O, crc32_utf8_doc},
     {NULL, NULL, 0, NULL},
 };

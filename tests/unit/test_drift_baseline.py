@@ -21,8 +21,10 @@ from tracehound.drift import (
     HashingEmbedder,
     RunFeatures,
     RunningStats,
+    RunSummary,
     embed_run,
 )
+from tracehound.drift._baseline import _merge_recent
 
 EMBEDDER = HashingEmbedder(64)
 TEXTS = (
@@ -298,3 +300,32 @@ def test_mixing_embedders_is_refused_with_a_clear_message() -> None:
         store.update("k", Baseline.from_run(other_run, other))
     stored = store.get("k")
     assert stored is not None and stored.runs == 1 and stored.embedder == EMBEDDER.name
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.sampled_from("ab"), st.sampled_from("xy")), max_size=9
+    ),
+    st.tuples(st.integers(0, 7), st.sampled_from("abc"), st.sampled_from("xyz")),
+    st.integers(0, 9),
+)
+def test_merge_recent_appends_exactly_as_it_sorts(
+    ring: list[tuple[int, str, str]], run: tuple[int, str, str], limit: int
+) -> None:
+    """The shortcut for a ring that the run extends gives what the sort and dedupe give."""
+
+    def summary(end_ns: int, trace_id: str, run_id: str) -> RunSummary:
+        return RunSummary(trace_id=trace_id, run_id=run_id, end_ns=end_ns)
+
+    a = tuple(summary(*r) for r in ring)
+    b = (summary(*run),)
+    got = _merge_recent(a, b, limit)
+    by_id: dict[tuple[str, str], RunSummary] = {}
+    for r in (*a, *b):
+        kept = by_id.get((r.trace_id, r.run_id))
+        if kept is None or r.order_key > kept.order_key:
+            by_id[(r.trace_id, r.run_id)] = r
+    expected = sorted(by_id.values(), key=lambda r: r.order_key)
+    assert [r.order_key for r in got] == ([r.order_key for r in expected[-limit:]] if limit else [])
+    assert all(any(g is r for r in (*a, *b)) for g in got)

@@ -234,3 +234,39 @@ def test_bad_evaluator_configuration() -> None:
         DriftEvaluatorConfig(no_update_at="high")
     with pytest.raises(ValueError, match="half_life_runs"):
         DriftEvaluatorConfig(half_life_runs=0)
+
+
+class _CopyingOnly(MemoryStore):
+    """A store without `get_shared`: the evaluator reads it through `get`."""
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "get_shared":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_the_evaluator_borrows_memory_baselines_and_copies_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same results whether the store lends its baseline or hands out copies; a
+    `MemoryStore`'s is borrowed (no copy per run)."""
+    gets: list[str] = []
+    original_get = MemoryStore.get
+
+    def counting_get(self: MemoryStore, key: str) -> Any:
+        gets.append(key)
+        return original_get(self, key)
+
+    monkeypatch.setattr(MemoryStore, "get", counting_get)
+    shared, copying = MemoryStore(), _CopyingOnly()
+    results = []
+    for store in (shared, copying):
+        engine = Engine([DriftEvaluator(store)])
+        results.append([evaluate(engine, trace(i)) for i in range(4)])
+        if store is shared:
+            assert gets == []
+    assert len(gets) == 4
+    assert results[0] == results[1]
+    assert shared.export_baselines()["baselines"] == copying.export_baselines()["baselines"]

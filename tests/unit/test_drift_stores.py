@@ -223,3 +223,37 @@ def test_default_path_and_open_store(tmp_path: Path, monkeypatch: pytest.MonkeyP
     from_env.close()
     with pytest.raises(BaselineStoreError, match="is closed"):
         from_env.get("k")
+
+
+def test_memory_update_results_are_private_copies_fixed_at_the_update() -> None:
+    """The result's baseline is copied when first read: still the state right after the update
+    (a later pin does not show in it) and never the stored object itself."""
+    store = MemoryStore()
+    first = store.update("svc/a", delta(0))
+    second = store.update("svc/a", delta(1))
+    store.pin("svc/a")
+    assert first.applied and second.applied and not second.baseline.pinned
+    assert second.baseline.runs == 2 and first.baseline.runs == 1
+    second.baseline.tools["mutated"] = 1.0
+    stored = store.get("svc/a")
+    assert stored is not None and "mutated" not in stored.tools and stored.pinned
+    assert second.baseline is second.baseline  # copied once
+    assert second != first and first == first.__class__("svc/a", "created", first.baseline)
+    with pytest.raises(AttributeError):
+        second.outcome = "pinned"  # type: ignore[misc]
+    assert store.update("svc/a", delta(2)).outcome == "pinned"
+
+
+def test_memory_get_shared_lends_the_stored_baseline_unchanged_by_updates() -> None:
+    store = MemoryStore()
+    assert store.get_shared("svc/a") is None
+    store.update("svc/a", delta(0))
+    lent = store.get_shared("svc/a")
+    assert lent is not None and lent is store.get_shared("svc/a")
+    before = lent.to_dict()
+    store.update("svc/a", delta(1))
+    store.pin("svc/a")
+    assert lent.to_dict() == before  # replaced, not modified
+    now = store.get_shared("svc/a")
+    assert now is not None and now.runs == 2 and now.pinned
+    assert now.to_dict() == store.get("svc/a").to_dict()  # type: ignore[union-attr]

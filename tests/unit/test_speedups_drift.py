@@ -7,7 +7,10 @@
 - Its `embedding_distance` and `ring_distances` against the numpy code: their sums run in
   another order than BLAS's and einsum's, so they agree within 1e-12 (not to the bit), and the
   whole score within 1e-12 on every number, with the same severities, labels, primary drivers
-  and explanations.
+  and explanations. Its `recent_divergences` (the recent-runs comparison in one call) against
+  the scorer's Python code, within 1e-12 and with the same ranking; `merge_moments` (the
+  Welford/Chan merge), `any_nonzero` and `joined_words` (the text sample's words) against the
+  Python and numpy code: the same bits and strings.
 """
 
 from __future__ import annotations
@@ -558,6 +561,220 @@ def test_the_scorer_takes_the_c_paths(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(r is not None and r is not NotImplemented for n in names for r in calls[n])
 
 
+@compares_both_paths
+def test_the_scorer_and_baselines_take_the_one_call_c_paths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Would fail if the recent runs, the merge or the text test silently ran Python code."""
+    module = _wire._native
+    calls: dict[str, list[Any]] = {}
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            function = getattr(module, name)
+
+            def call(*args: Any) -> Any:
+                result = function(*args)
+                calls.setdefault(name, []).append(result)
+                return result
+
+            return call
+
+    names = ["recent_divergences", "merge_moments", "any_nonzero"]
+    rng = random.Random(11)
+    runs = [r for r in (features_of(rng, i) for i in range(8)) if r.has_text]
+    monkeypatch.setattr(_wire, "_native", Spy())
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:]:
+        DriftScorer().score(features, baseline, embedder=EMBEDDER)
+        baseline = baseline.with_run(features, EMBEDDER)
+    assert all(calls.get(n) for n in names), calls
+    assert all(r is not None for n in names for r in calls[n])
+    # the recent runs come from one call: the kernels it replaces are not called for them
+    assert "ring_distances" not in calls and "complexity_distances" not in calls
+
+
+@compares_both_paths
+@SETTINGS
+@given(st.integers(0, 2**32), st.integers(1, 12), st.integers(0, 4))
+def test_recent_divergences_in_c_are_the_python_ranking(seed: int, n_runs: int, top: int) -> None:
+    rng = random.Random(seed)
+    runs = [features_of(rng, i) for i in range(n_runs + 1)]
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:-1]:
+        baseline = baseline.with_run(features, EMBEDDER)
+    scorer = DriftScorer()
+    features = runs[-1]
+    stats = baseline.complexity
+    sigmas = scorer._sigma_list(baseline)
+    x = [float(v) for v in features.complexity]
+    has_text = features.has_text
+    run_shares = tool_shares_of(features.tools)
+    got = scorer._recent_runs(features, baseline, x, sigmas, has_text, run_shares, top)
+    with pure_python():
+        expected = scorer._recent_runs(features, baseline, x, sigmas, has_text, run_shares, top)
+    assert stats is baseline.complexity
+    assert [(d.trace_id, d.run_id, d.sample) for d in got[0]] == [
+        (d.trace_id, d.run_id, d.sample) for d in expected[0]
+    ]
+    assert all(close(a.divergence, b.divergence) for a, b in zip(got[0], expected[0], strict=True))
+    assert close(got[1], expected[1])
+
+
+@compares_both_paths
+def test_recent_divergences_break_ties_by_ids() -> None:
+    """The same run under other ids diverges by exactly as much in C (the same sums), and the
+    ids order them, as the Python code's sort would (its numpy sums may differ by a rounding
+    from row to row: a tie is a rounding boundary, where the two paths may differ)."""
+    rng = random.Random(3)
+    runs = [features_of(rng, i) for i in range(4)]
+    runs += [replace_ids(runs[-1], run_id) for run_id in ("b", "a", "c")]
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:]:
+        baseline = baseline.with_run(features, EMBEDDER)
+    scorer = DriftScorer()
+    features = runs[0]
+    sigmas = scorer._sigma_list(baseline)
+    x = [float(v) for v in features.complexity]
+    shares = tool_shares_of(features.tools)
+    got, _ = scorer._recent_runs(features, baseline, x, sigmas, features.has_text, shares, 8)
+    same = [d for d in got if d.run_id in ("a", "b", "c", "r3")]
+    assert len({d.divergence for d in same}) == 1
+    assert [d.run_id for d in same] == ["a", "b", "c", "r3"]
+
+
+def replace_ids(features: RunFeatures, run_id: str) -> RunFeatures:
+    return RunFeatures(
+        run_id=run_id,
+        trace_id=features.trace_id,
+        start_ns=features.start_ns + 1,
+        end_ns=features.end_ns + 1,
+        tools=features.tools,
+        complexity=features.complexity,
+        embedding=features.embedding,
+        sample=features.sample,
+    )
+
+
+@compares_both_paths
+def test_recent_divergences_leave_other_input_to_python() -> None:
+    call = native("recent_divergences")
+    summary = SimpleNamespace(
+        trace_id="t",
+        run_id="r",
+        complexity=(1.0, 2.0),
+        embedding=None,
+        _shares=None,
+        tool_shares=lambda: {"a": 1.0},
+        sample="",
+    )
+    c = np.ones(4)
+    blocks = ((0, 4, 1.0),)
+    w = (0.35, 0.4, 0.25)
+    args = [(summary,), [1.0, 2.0], [1.0, 1.0], 3.0, {"a": 1.0}, c, None, blocks, w, 3]
+    assert call(*args) == ([("t", "r", 0.35 * 0.0 + (0.4 * 0.0 + 0.25 * 0.0), 0)], None)
+    for index, value in [
+        (0, [summary]),  # a list
+        (1, [1.0, 2]),  # an int
+        (2, [1.0]),
+        (3, 3),
+        (4, {"a": 1}),
+        (5, np.ones(4, dtype=np.float32)),
+        (6, np.ones(3)),
+        (7, ((0, 5, 1.0),)),
+        (8, (0.35, 0.4)),
+        (9, -1),
+    ]:
+        changed = list(args)
+        changed[index] = value
+        assert call(*changed) is None, index
+    for name, value in [
+        ("trace_id", 1),
+        ("complexity", (1.0,)),
+        ("embedding", np.ones(3)),
+        ("_shares", {"a": 1}),
+    ]:
+        odd = SimpleNamespace(**{**vars(summary), name: value})
+        assert call((odd, *args[0][1:]), *args[1:]) is None, name
+    with pytest.raises(TypeError):
+        call()
+
+
+@compares_both_paths
+@SETTINGS
+@given(running_stats(), running_stats())
+def test_chan_merge_in_c_is_pythons_bit_for_bit(a: RunningStats, b: RunningStats) -> None:
+    if a.mean.shape != b.mean.shape:
+        return
+    got = a.merged(b)
+    with pure_python():
+        expected = a.merged(b)
+    assert got.weight == expected.weight
+    assert got.mean.tobytes() == expected.mean.tobytes()
+    assert got.m2.tobytes() == expected.m2.tobytes()
+
+
+@compares_both_paths
+def test_merge_moments_leaves_other_input_to_python() -> None:
+    merge = native("merge_moments")
+    v = np.ones(3)
+    assert merge(v, v, v, v, 0.5, 0.25, np.empty(3), np.empty(3)) is True
+    assert merge(v, v, v, v, 1, 0.25, np.empty(3), np.empty(3)) is None
+    assert merge(v, v, v[:2], v, 0.5, 0.25, np.empty(3), np.empty(3)) is None
+    assert merge(v, v, v, v, 0.5, 0.25, np.empty(2), np.empty(3)) is None
+    assert merge(v, v, v, v, 0.5, 0.25, np.empty(3), b"x" * 24) is None  # read-only
+    assert merge(v, v, v, v.astype(np.float32), 0.5, 0.25, np.empty(3), np.empty(3)) is None
+    with pytest.raises(TypeError):
+        merge(v)
+
+
+@compares_both_paths
+@SETTINGS
+@given(texts, st.integers(-400, 400))
+def test_joined_words_in_c_are_pythons(text: str, stop: int) -> None:
+    assert native("joined_words")(text, stop) == " ".join(text[:stop].split())
+
+
+@compares_both_paths
+def test_the_sample_takes_the_c_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Would fail if the text sample silently split and joined in Python."""
+    joined = native("joined_words")
+    calls: list[object] = []
+
+    def spy(*args: Any) -> Any:
+        calls.append(joined(*args))
+        return calls[-1]
+
+    monkeypatch.setattr(_wire, "_native", SimpleNamespace(joined_words=spy))
+    text = "word  " * 100
+    assert make_sample(["", text]) == ("word " * 24)[: SAMPLE_CHARS - 1] + "…"
+    assert calls and all(isinstance(c, str) for c in calls)
+
+
+@compares_both_paths
+def test_joined_words_edges_and_other_input() -> None:
+    joined = native("joined_words")
+    for text in ("", " ", "a", " a  b ", "\u3000x\u00a0y\x1cz\x85", "\U0001f600 a", "é " * 200):
+        for stop in (0, 1, 2, 3, 239, 240, 10**6, -1, -(10**6)):
+            assert joined(text, stop) == " ".join(text[:stop].split()), (text, stop)
+    assert joined("a b", 2**70) is None  # beyond a Py_ssize_t: the slice takes it
+    assert joined(b"a b", 3) is None
+    assert joined("a b", 1.0) is None
+    assert joined("a b", True) is None  # a bool is an int subclass
+    with pytest.raises(TypeError):
+        joined("a b")
+
+
+@compares_both_paths
+@SETTINGS
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.0, -2.5, math.nan, math.inf, 1e-300]), max_size=9))
+def test_any_nonzero_is_numpys_any(values: list[float]) -> None:
+    vector = np.array(values, dtype=np.float64)
+    assert native("any_nonzero")(vector) is (bool(vector.size) and bool(vector.any()))
+    assert native("any_nonzero")(vector.astype(np.float32)) is None
+    assert native("any_nonzero")("abc") is None
+
+
 # --- leaks ---------------------------------------------------------------------------------------
 
 _V = np.linspace(-1.0, 1.0, 64)
@@ -567,6 +784,21 @@ _BLOCKS = EMBEDDER.blocks
 _X = (1.0, 2.0, 0.0)
 _S = np.array([0.5, 1.0, 2.0])
 _SHARES = {"a": 0.25, "b": 0.75}
+_TEXT = "A run's  first\ttext, \u00e9t\u00e9 \U0001f600 " * 20
+_M = np.empty(3)
+_M2 = np.empty(3)
+_W = (0.35, 0.4, 0.25)
+_RECENT = tuple(
+    SimpleNamespace(
+        trace_id=f"t{i}",
+        run_id="r",
+        complexity=_X,
+        embedding=None if i == 1 else _V,
+        _shares=_SHARES,
+        sample="",
+    )
+    for i in range(3)
+)
 
 
 @compares_both_paths
@@ -597,8 +829,32 @@ _SHARES = {"a": 0.25, "b": 0.75}
         ),
         pytest.param(lambda: native("tool_mixes")(_SHARES, [_SHARES, None, {}]), id="mixes"),
         pytest.param(lambda: native("tool_mixes")(_SHARES, [{"a": 1}]), id="mixes-unhandled"),
+        pytest.param(lambda: native("joined_words")(_TEXT, 240), id="words"),
+        pytest.param(lambda: native("joined_words")(_TEXT, 2**70), id="words-unhandled"),
+        pytest.param(lambda: native("any_nonzero")(_V), id="any"),
+        pytest.param(lambda: native("any_nonzero")(_X), id="any-unhandled"),
+        pytest.param(
+            lambda: native("merge_moments")(_S, _S, _S, _S, 0.5, 0.25, _M, _M2), id="merge"
+        ),
+        pytest.param(
+            lambda: native("merge_moments")(_S, _S, _S, _S, 0.5, 0.25, _M, _OUT),
+            id="merge-unhandled",
+        ),
+        pytest.param(
+            lambda: native("recent_divergences")(
+                _RECENT, _X, _X, 3.0, _SHARES, _V, _V, _BLOCKS, _W, 2
+            ),
+            id="recent",
+        ),
+        pytest.param(
+            lambda: native("recent_divergences")(
+                _RECENT, _X, _X, 3.0, _SHARES, _V, _V[:3], _BLOCKS, _W, 2
+            ),
+            id="recent-unhandled",
+        ),
     ],
 )
 def test_no_leaks(call: Callable[[], object]) -> None:
     watched = [_V, _OUT, _ROWS, _BLOCKS, *_BLOCKS, _X, *_X, _S, _SHARES, *_SHARES.values()]
+    watched += [_M, _M2, _W, _RECENT, *_RECENT, *(r.trace_id for r in _RECENT), _TEXT]
     assert_leak_free(call, watched, 20_000)

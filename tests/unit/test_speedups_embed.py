@@ -6,6 +6,9 @@ buckets, the same norms and divisions. For input it does not handle (other seque
 that are not exact strs, lone surrogates, odd stance categories) it answers None with `out` all
 zeros, and `embed_tokens` runs the numpy code. The reference here is `embed_tokens` with the
 accelerator switched off (`_wire._native = None`).
+
+`embed_hashed_sum` is the sum of those rows (`np.add.reduce(rows, axis=0)`, which adds them in
+order), to the bit, without the rows' matrix: `HashingEmbedder.embed_tokens_sum`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tracehound.drift._embed import _N_STANCE, _STANCE_INDEX, HashingEmbedder
 from tracehound.text import informative_tokens
 
 embed_hashed = _speedups.embed_hashed
+embed_hashed_sum = _speedups.embed_hashed_sum
 crc32_utf8 = _speedups.crc32_utf8
 
 SETTINGS = settings(
@@ -70,13 +74,22 @@ def native(
 
 
 def check(embedder: HashingEmbedder, token_lists: Sequence[Sequence[str]]) -> np.ndarray:
-    """The C answer is True and the numpy code's rows, bit for bit."""
+    """The C answer is True and the numpy code's rows, bit for bit; and the C sum of the rows
+    is numpy's sum of them, bit for bit."""
     expected = reference(embedder, token_lists)
     result, out = native(embedder, token_lists)
     assert result is True
     assert out.dtype == expected.dtype and out.shape == expected.shape
     assert np.array_equal(out, expected)
     assert out.tobytes() == expected.tobytes()
+    total = np.full(embedder.dim, np.nan)  # whatever it holds
+    index = _embed._STANCE_INDEX if embedder._stance_weight > 0 else None
+    lexical_dim, bigrams = embedder._lexical_dim, embedder._bigrams
+    assert embed_hashed_sum(token_lists, total, lexical_dim, bigrams, index) is True
+    with pure_python():
+        expected_total = embedder.embed_tokens_sum(token_lists)
+    assert expected_total.tobytes() == np.add.reduce(expected, axis=0).tobytes()
+    assert total.tobytes() == expected_total.tobytes()
     return out
 
 
@@ -346,6 +359,9 @@ def test_unhandled_input_is_none(token_lists: Any, stance: bool) -> None:
     index = _STANCE_INDEX if stance else None
     assert embed_hashed(token_lists, out, 59 if stance else 64, True, index) is None
     assert not out.any()
+    total = np.full(64, np.nan)
+    assert embed_hashed_sum(token_lists, total, 59 if stance else 64, True, index) is None
+    assert not total.any()
 
 
 @pytest.mark.parametrize("token_lists", _unhandled()[1:], ids=repr)
@@ -360,6 +376,9 @@ def test_embed_tokens_falls_back(token_lists: Any) -> None:
         return
     got = embedder.embed_tokens(token_lists)
     assert got.tobytes() == expected.tobytes()
+    assert embedder.embed_tokens_sum(token_lists).tobytes() == (
+        np.add.reduce(expected, axis=0).tobytes()
+    )
 
 
 def test_huge_lexical_block_is_none() -> None:
@@ -396,6 +415,25 @@ def test_bad_arguments() -> None:
         embed_hashed(rows, np.zeros((1, 10)), 5, True, SimpleNamespace())  # type: ignore[arg-type]
 
 
+def test_bad_arguments_of_the_sum() -> None:
+    rows = [["a"]]
+    with pytest.raises(TypeError):
+        embed_hashed_sum(rows, np.zeros(10), 5, True)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        embed_hashed_sum(rows, np.zeros((1, 10)), 5, True, None)
+    with pytest.raises(TypeError):
+        embed_hashed_sum(rows, np.zeros(10, np.float32), 5, True, None)
+    for lexical_dim in (0, 11):
+        with pytest.raises(ValueError):
+            embed_hashed_sum(rows, np.zeros(10), lexical_dim, True, None)
+    with pytest.raises(TypeError):
+        embed_hashed_sum(rows, np.zeros(10), 5, True, [])  # type: ignore[arg-type]
+    # any number of rows: one vector (the numpy sum of no rows is zeros)
+    out = np.full(10, np.nan)
+    assert embed_hashed_sum([], out, 5, True, None) is True and not out.any()
+    assert embed_hashed_sum([["a"], ["b"], []], out, 5, True, None) is True
+
+
 def test_documented() -> None:
     assert str(inspect.signature(embed_hashed)) == (
         "(token_lists, out, lexical_dim, bigrams, stance_index, /)"
@@ -418,7 +456,15 @@ def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(result)
         return result
 
+    sums: list[bool | None] = []
+
+    def summing(*args: Any) -> bool | None:
+        result = embed_hashed_sum(*args)
+        sums.append(result)
+        return result
+
     monkeypatch.setattr(_speedups, "embed_hashed", counting)
+    monkeypatch.setattr(_speedups, "embed_hashed_sum", summing)
     text = "Maybe the tool failed; not sure, retrying the search again."
     rows = [informative_tokens(text), ()]
     for embedder in (HashingEmbedder(), HashingEmbedder(stance_weight=0.0, bigrams=False)):
@@ -429,6 +475,10 @@ def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
         assert embedder.embed([text, ""]).tobytes() == expected.tobytes()
         assert calls == [True, True]
         calls.clear()
+        sums.clear()
+        total = embedder.embed_tokens_sum(rows)
+        assert total.tobytes() == np.add.reduce(expected, axis=0).tobytes()
+        assert sums == [True] and calls == []  # one call, no rows made
         # the numpy code when the accelerator is off, or built without embed_hashed
         for off in (None, SimpleNamespace()):
             monkeypatch.setattr(_wire, "_native", off)
@@ -469,6 +519,8 @@ _ROWS = [
     list(STANCE_WORDS),
 ]
 _OUT = np.zeros((len(_ROWS), 1024))
+_TOTAL = np.zeros(1024)
+_WIDE_TOTAL = np.zeros(5005)  # its scratch row on the heap
 _BAD_TOKEN = [["a", "b"], ["c", None]]
 _SURROGATE = [["a", "b"], ["c", "\ud800"]]
 _GENERIC = {**_STANCE_INDEX, 1: 0}
@@ -506,10 +558,24 @@ def test_leak_inputs_take_the_intended_paths() -> None:
             50_000,
             id="value-error",
         ),
+        pytest.param(
+            lambda: embed_hashed_sum(_ROWS, _TOTAL, 1019, True, _STANCE_INDEX), 20_000, id="sum"
+        ),
+        pytest.param(
+            lambda: embed_hashed_sum(_ROWS, _WIDE_TOTAL, 5000, True, _STANCE_INDEX),
+            5_000,
+            id="sum-wide",
+        ),
+        pytest.param(
+            lambda: embed_hashed_sum(_BAD_TOKEN, _TOTAL, 1019, True, _STANCE_INDEX),
+            50_000,
+            id="sum-bad",
+        ),
         pytest.param(lambda: crc32_utf8("caf\u00e9 \U0001f600"), 100_000, id="crc"),
         pytest.param(lambda: crc32_utf8("a\ud800"), 100_000, id="crc-none"),
     ],
 )
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
     tokens = [t for row in _ROWS for t in row]
-    assert_leak_free(call, [_ROWS, _OUT, _STANCE_INDEX, _GENERIC, _ODD, *_ROWS, *tokens], n)
+    watched = [_ROWS, _OUT, _TOTAL, _WIDE_TOTAL, _STANCE_INDEX, _GENERIC, _ODD, *_ROWS, *tokens]
+    assert_leak_free(call, watched, n)

@@ -52,18 +52,68 @@ class BaselineStoreError(Exception):
     """A store that cannot be opened or used (foreign or corrupt file, newer schema, I/O)."""
 
 
-@dataclass(frozen=True, slots=True)
+Outcome = Literal["created", "updated", "pinned"]
+
+
 class UpdateResult:
-    """What `update` did: `created`, `updated`, or `pinned` (left unchanged)."""
+    """What `update` did: `created`, `updated`, or `pinned` (left unchanged). Immutable."""
+
+    __slots__ = ("_baseline", "_source", "key", "outcome")
 
     key: str
-    outcome: Literal["created", "updated", "pinned"]
-    baseline: Baseline
-    """The stored baseline after the operation."""
+    outcome: Outcome
+    _baseline: Baseline | None
+    _source: Baseline | None
+
+    def __init__(self, key: str, outcome: Outcome, baseline: Baseline) -> None:
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "outcome", outcome)
+        object.__setattr__(self, "_baseline", baseline)
+        object.__setattr__(self, "_source", None)
+
+    @classmethod
+    def copying(cls, key: str, outcome: Outcome, stored: Baseline) -> UpdateResult:
+        """A result whose `baseline` is a copy of `stored`, made when first read: `stored` must
+        not change afterwards (a store that replaces its baselines rather than modifying them).
+        Most callers only look at the outcome."""
+        out = cls(key, outcome, stored)
+        object.__setattr__(out, "_baseline", None)
+        object.__setattr__(out, "_source", stored)
+        return out
+
+    @property
+    def baseline(self) -> Baseline:
+        """The stored baseline after the operation."""
+        baseline = self._baseline
+        if baseline is None:
+            source = self._source
+            assert source is not None
+            baseline = source.copy()
+            object.__setattr__(self, "_baseline", baseline)
+            object.__setattr__(self, "_source", None)
+        return baseline
 
     @property
     def applied(self) -> bool:
         return self.outcome != "pinned"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of an UpdateResult")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of an UpdateResult")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, UpdateResult):
+            return NotImplemented
+        return (self.key, self.outcome, self.baseline) == (other.key, other.outcome, other.baseline)
+
+    __hash__ = None  # type: ignore[assignment]  # as the dataclass it was: its Baseline is not hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"UpdateResult(key={self.key!r}, outcome={self.outcome!r}, baseline={self.baseline!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """A `BaselineStore` in process memory; thread-safe; copies in and out."""
+    """A `BaselineStore` in process memory; thread-safe; copies in and out (`get_shared`
+    lends the stored baseline to a reader instead)."""
 
     __slots__ = ("_baselines", "_lock", "_updated")
 
@@ -42,6 +43,13 @@ class MemoryStore:
             stored = self._baselines.get(check_key(key))
             return None if stored is None else stored.copy()
 
+    def get_shared(self, key: str) -> Baseline | None:
+        """The stored baseline itself, not a copy (None: none), for a caller that only reads
+        it: never modify it. It stays as it was read: the store replaces its baselines (update,
+        pin, import) rather than modifying them."""
+        with self._lock:
+            return self._baselines.get(check_key(key))
+
     def update(
         self, key: str, delta: Baseline, *, half_life_runs: float | None = None
     ) -> UpdateResult:
@@ -50,7 +58,9 @@ class MemoryStore:
             new, result = apply_update(key, self._baselines.get(key), delta, half_life_runs)
             if new is not None:
                 self._set(key, new)
-            return UpdateResult(result.key, result.outcome, result.baseline.copy())
+            # stored baselines are replaced, never modified (see `_set_pinned`): the copy the
+            # result owes its caller can wait until it is read
+            return UpdateResult.copying(result.key, result.outcome, result.baseline)
 
     def put(self, key: str, baseline: Baseline) -> None:
         check_key(key)
@@ -107,6 +117,8 @@ class MemoryStore:
                 raise KeyError(f"no baseline for agent {key!r}")
             if stored.pinned == pinned:
                 return False
-            stored.pinned = pinned
-            self._updated[key] = time.time()
+            # a new object: update results may still share the old one
+            changed = stored.copy()
+            changed.pinned = pinned
+            self._set(key, changed)
             return True

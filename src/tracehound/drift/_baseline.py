@@ -104,6 +104,14 @@ class RunningStats:
         total = self.weight + other.weight
         ratio = other.weight / total
         spread = self.weight * other.weight / total
+        native = getattr(_wire._native, "merge_moments", None)
+        if native is not None:
+            size = self.mean.shape[0]
+            out_mean = np.empty(size, dtype=np.float64)
+            out_m2 = np.empty(size, dtype=np.float64)
+            if native(self.mean, self.m2, other.mean, other.m2, ratio, spread, out_mean, out_m2):
+                return RunningStats(total, out_mean, out_m2)
+            # None: input the C code leaves to Python
         # numpy's elementwise `mean + delta * ratio`, `m2 + m2' + delta * delta * spread`, on
         # Python floats (the same operations, so the same bits; fewer calls on short vectors)
         mean: list[float] = []
@@ -646,6 +654,10 @@ def _merge_recent(
     a: Iterable[RunSummary], b: Iterable[RunSummary], limit: int
 ) -> tuple[RunSummary, ...]:
     """The `limit` latest runs of both rings (by end time, then ids); a run kept once."""
+    if limit > 0 and type(a) is tuple and type(b) is tuple and len(b) == 1:
+        appended = _appended(a, b[0])
+        if appended is not None:
+            return appended[-limit:]
     by_id: dict[tuple[str, str], tuple[tuple[int, str, str], RunSummary]] = {}
     for run in (*a, *b):
         order = (run.end_ns, run.trace_id, run.run_id)  # `run.order_key`
@@ -655,6 +667,26 @@ def _merge_recent(
             by_id[key] = (order, run)
     ordered = sorted(by_id.values(), key=itemgetter(0))
     return tuple(run for _, run in ordered[-limit:]) if limit > 0 else ()
+
+
+def _appended(ring: tuple[RunSummary, ...], run: RunSummary) -> tuple[RunSummary, ...] | None:
+    """`ring + (run,)` when that is already what `_merge_recent` sorts and dedupes to: the ring
+    in strictly increasing order without a repeated run, and `run` later than all of it and not
+    in it (a baseline updated run after run); None otherwise."""
+    key = (run.trace_id, run.run_id)
+    previous = None
+    ids = set()
+    for kept in ring:
+        order = (kept.end_ns, kept.trace_id, kept.run_id)
+        if previous is not None and not previous < order:
+            return None
+        previous = order
+        ids.add(order[1:])
+    if key in ids or len(ids) != len(ring):
+        return None
+    if previous is not None and not previous < (run.end_ns, *key):
+        return None
+    return (*ring, run)
 
 
 _VALID_BLOCKS: set[tuple[Blocks, int]] = set()

@@ -304,6 +304,23 @@ class HashingEmbedder:
         out[:, lexical_dim:] = stance / np.where(stance_norms > 0.0, stance_norms, 1.0)[:, None]
         return out
 
+    def embed_tokens_sum(self, token_lists: Sequence[Sequence[str]]) -> FloatArray:
+        """The sum of the rows of `embed_tokens(token_lists)` (a vector of `dim`).
+
+        `np.add.reduce` over the rows, which adds them in order; with the C accelerator,
+        `embed_hashed_sum` adds them in that order too, without the rows' matrix: the same bits.
+        """
+        native = getattr(_wire._native, "embed_hashed_sum", None)
+        if native is not None:
+            out = np.empty(self._dim, dtype=np.float64)
+            stance_index = _STANCE_INDEX if self._stance_weight > 0 else None
+            if native(token_lists, out, self._lexical_dim, self._bigrams, stance_index):
+                return out
+            # None: input the C code does not handle
+        rows = np.asarray(self.embed_tokens(token_lists), dtype=np.float64)
+        total: FloatArray = np.add.reduce(rows, axis=0)
+        return total
+
     def _hash_miss(self, token: str) -> int:
         cache = self._cache
         if len(cache) >= _TOKEN_CACHE_LIMIT:

@@ -7,12 +7,13 @@ the cost of its subtree), or the whole trace for the implicit run of a trace wit
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
+from tracehound import _wire
 from tracehound.drift._embed import Blocks, Embedder, FloatArray, HashingEmbedder
 from tracehound.steps import Run, Step, Trajectory
 from tracehound.text import TextCache
@@ -73,7 +74,18 @@ class RunFeatures:
 
     @property
     def has_text(self) -> bool:
-        return bool(self.embedding.size) and bool(self.embedding.any())
+        return has_nonzero(self.embedding)
+
+
+def has_nonzero(vector: FloatArray) -> bool:
+    """`bool(vector.size) and bool(vector.any())` (the C accelerator's `any_nonzero` when built:
+    a numpy reduction costs more than the scan)."""
+    native = getattr(_wire._native, "any_nonzero", None)
+    if native is not None:
+        found = native(vector)
+        if found is not None:  # None: input it leaves to numpy
+            return cast("bool", found)
+    return bool(vector.size) and bool(vector.any())
 
 
 def run_texts(steps: Sequence[Step]) -> list[str]:
@@ -142,19 +154,71 @@ def run_features(
     embedder reads tokens from instead of tokenizing the texts again.
     """
     steps = trajectory.run_steps(run.run_id, nested=True)
-    tools = Counter(s.tool or "" for s in steps if s.kind == "tool_call")
-    texts = run_texts(steps)
+    tools, texts, complexity = _profile(run, steps, trajectory.runs)
     embedding = embed_run(texts, embedder, texts_cache)
     return RunFeatures(
         run_id=run.run_id,
         trace_id=trajectory.trace_id,
         start_ns=run.start_ns,
         end_ns=run.end_ns,
-        tools=dict(tools),
-        complexity=complexity_vector(run, steps, trajectory.runs),
+        tools=tools,
+        complexity=complexity,
         embedding=embedding,
         sample=make_sample(texts),
     )
+
+
+def _profile(
+    run: Run, steps: Sequence[Step], runs: Sequence[Run]
+) -> tuple[dict[str, int], list[str], tuple[float, ...]]:
+    """The run's tool counts (by first call), `run_texts(steps)` and `complexity_vector(run,
+    steps, runs)`, in one pass over the steps (the same values: a pass costs more than the
+    arithmetic)."""
+    llm_calls = tool_calls = errors = retries = n_steps = 0
+    input_tokens = output_tokens = 0
+    tools: dict[str, int] = {}
+    texts: list[str] = []
+    seen_calls: set[tuple[str, str]] = set()
+    for step in steps:
+        kind = step.kind
+        if kind == "agent":
+            continue
+        n_steps += 1
+        if kind == "llm":
+            llm_calls += 1
+            input_tokens += step.input_tokens or 0
+            output_tokens += step.output_tokens or 0
+        elif kind == "tool_call":
+            tool_calls += 1
+            name = step.tool or ""
+            tools[name] = tools.get(name, 0) + 1
+            if step.arguments is not None:
+                key = (name, step.arguments)
+                if key in seen_calls:
+                    retries += 1
+                else:
+                    seen_calls.add(key)
+        elif kind in ("reasoning", "assistant"):
+            if step.text:
+                texts.append(step.text)
+        elif kind == "error" or (kind == "tool_result" and step.error):
+            errors += 1
+    inside = _subtree_run_ids(run, runs)
+    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
+    duration = max(0, run.end_ns - run.start_ns) / 1e9
+    complexity = (
+        float(llm_calls),
+        float(tool_calls),
+        float(len(tools)),
+        float(n_steps),
+        float(input_tokens),
+        float(output_tokens),
+        float(errors),
+        float(retries),
+        duration,
+        float(depth),
+    )
+    return tools, texts, complexity
 
 
 def embed_run(
@@ -163,12 +227,13 @@ def embed_run(
     """The mean of the texts' embeddings, each block normalized (zeros without text)."""
     if not texts:
         return np.zeros(embedder.dim, dtype=np.float64)
+    total: FloatArray
     if texts_cache is not None and isinstance(embedder, HashingEmbedder):
         # `embed(texts)` is `embed_tokens` of each text's informative tokens: the same rows
-        rows = embedder.embed_tokens([texts_cache.informative(t) if t else () for t in texts])
+        informative = texts_cache.informative
+        total = embedder.embed_tokens_sum([informative(t) if t else () for t in texts])
     else:
-        rows = embedder.embed(texts)
-    total: FloatArray = np.add.reduce(np.asarray(rows, dtype=np.float64), axis=0)
+        total = np.add.reduce(np.asarray(embedder.embed(texts), dtype=np.float64), axis=0)
     _normalize_blocks_in_place(total, embedder.blocks)
     return total
 
@@ -204,8 +269,19 @@ def _one_line_start(text: str) -> str:
     while size < len(text):
         # the words of text[:size] joined are a prefix of the whole text's (a word cut at the
         # end of the prefix is a prefix of that word)
-        line = " ".join(text[:size].split())
+        line = _joined_words(text, size)
         if len(line) > SAMPLE_CHARS:
             return line
         size *= 4
-    return " ".join(text.split())
+    return _joined_words(text, len(text))
+
+
+def _joined_words(text: str, stop: int) -> str:
+    """`" ".join(text[:stop].split())` (the C accelerator's `joined_words`, the same string,
+    when built: no list of words)."""
+    native = getattr(_wire._native, "joined_words", None)
+    if native is not None:
+        line = native(text, stop)
+        if line is not None:  # None: input it leaves to Python
+            return cast("str", line)
+    return " ".join(text[:stop].split())

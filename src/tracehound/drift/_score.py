@@ -35,7 +35,8 @@ distance with a sample of the run's text, the recent baseline runs the run diver
 
 With the C accelerator, the block cosine distances (`embedding_distance`, and the recent runs'
 distances to the centroid and to the run), the complexity component and the recent runs'
-complexity and tool-mix distances come from `tracehound._speedups`, whose sums run in another
+complexity and tool-mix distances come from `tracehound._speedups` (the recent runs' comparison,
+ranking included, in one `recent_divergences` call), whose sums run in another
 order than numpy's (and than Python's iteration over a set of tool names): every score,
 component, distance, z-score and divergence is then within 1e-12 of the pure-Python path's
 (about 1e-16 in practice), not the same bits, and severities, labels, primary drivers and
@@ -56,7 +57,7 @@ import numpy as np
 from tracehound import _wire
 from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
-from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
+from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures, has_nonzero
 
 __all__ = [
     "COMPONENTS",
@@ -444,7 +445,7 @@ class DriftScorer:
                 f"run embedding has {embedding.size} dimensions, baseline "
                 f"({baseline.embedder!r}) has {baseline.dim}"
             )
-        has_text = bool(embedding.size) and bool(embedding.any())
+        has_text = has_nonzero(embedding)
         run_shares = tool_shares_of(features.tools)
         tool = _tool_mixes(run_shares, [tool_shares_of(baseline.tools)])[0]
         distance = None
@@ -573,8 +574,28 @@ class DriftScorer:
         recent = baseline.recent
         if not recent:
             return (), None
-        w_tool, w_sem, w_cx = self._weights
         cap = self._z_cap
+        native_recent = getattr(_wire._native, "recent_divergences", None)
+        if native_recent is not None:
+            answer = native_recent(
+                recent,
+                x,
+                sigmas,
+                cap,
+                run_shares,
+                baseline.centroid_sum,
+                features.embedding if has_text else None,
+                baseline.blocks,
+                self._weights,
+                top,
+            )
+            if answer is not None:  # None: input the C code leaves to the code below
+                first, typical = answer
+                return tuple(
+                    Divergence(trace_id, run_id, divergence, recent[i].sample)
+                    for trace_id, run_id, divergence, i in first
+                ), typical
+        w_tool, w_sem, w_cx = self._weights
         native = getattr(_wire._native, "complexity_distances", None)
         complexity = None
         if native is not None:

@@ -104,7 +104,9 @@ class DriftEvaluator(Evaluator):
         embedder = self.embedder
         features = run_features(trajectory, run, embedder, trace.texts)
         try:
-            baseline = self.store.get(key)
+            # the scorer only reads the baseline: a store that can lend it saves the copy
+            get_shared = getattr(self.store, "get_shared", None)
+            baseline = self.store.get(key) if get_shared is None else get_shared(key)
             score = self.scorer.score(features, baseline, embedder=embedder)
             updated = False
             if self._should_update(score, baseline, trace):
