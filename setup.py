@@ -20,7 +20,7 @@ setup(
                 "src/tracehound/_speedups_evidence.c",
                 "src/tracehound/_speedups_text.c",
             ],
-            depends=["src/tracehound/_speedups.h"],
+            depends=["src/tracehound/_speedups.h", "src/tracehound/_speedups_tokens.h"],
             optional=True,
         )
     ]
