@@ -39,7 +39,7 @@ from tracehound.evaluators._evidence_index import (
     summarize,
 )
 from tracehound.spans import iter_proto_spans
-from tracehound.text import TextCache, Unit
+from tracehound.text import STOP_WORDS, TextCache, Unit
 
 EvidenceCore = _speedups.EvidenceCore
 
@@ -62,8 +62,10 @@ Step = tuple[str, str]  # (role, text): "evidence" | "target" | "other"
 
 
 def astuple(source: EvidenceSource) -> tuple[Any, ...]:
-    """Every field, lists copied (`dataclasses.astuple` would turn the units into tuples too)."""
-    values = (getattr(source, f.name) for f in fields(source))
+    """Every field that compares, lists copied (`dataclasses.astuple` would turn the units into
+    tuples too), and the units (made by the C core when first asked for)."""
+    values = [getattr(source, f.name) for f in fields(source) if f.compare]
+    values.insert(6, source.units)  # where they were a field, as the tests below read them
     return tuple(list(v) if isinstance(v, list) else v for v in values)
 
 
@@ -388,7 +390,7 @@ def test_reuse_positions_are_read_from_the_source_at_each_match() -> None:
 
 
 def test_units_must_be_consistent() -> None:
-    core = EvidenceCore()
+    core = EvidenceCore(STOP_WORDS, Unit)
     bad = Unit("a b", "a b", ("a", "b"), frozenset({"a"}))
     with pytest.raises(ValueError, match="token_set"):
         core.add_units(0, [bad])
@@ -410,28 +412,32 @@ def test_units_must_be_consistent() -> None:
 
 
 def test_a_call_from_inside_a_call_is_refused() -> None:
-    """Python code run during a call (here a token's `__eq__`) cannot change the core under it."""
-    core = EvidenceCore()
+    """Python code run during a call (here a source's `reuse_positions`, read as a match records
+    its reuse) cannot change the core under it."""
+    core = EvidenceCore(STOP_WORDS, Unit)
     core.add_units(0, TextCache().units("alpha beta"))
     inner: list[BaseException] = []
 
-    class Token(str):
-        __hash__ = str.__hash__
-
-        def __eq__(self, other: object) -> bool:
+    class Source:
+        @property
+        def reuse_positions(self) -> list[tuple[int, ...]]:
             try:
                 core.add_units(1, TextCache().units("gamma delta"))
             except RuntimeError as error:
                 inner.append(error)
                 raise
-            return False
+            return [()]
 
     with pytest.raises(RuntimeError, match="re-entered"):
-        core.match({Token("alpha"), "beta"}, "alpha beta", 1, [])
+        core.match(("alpha", "beta"), "alpha beta", 1, [Source()])
     assert len(inner) == 1
-    sources = [EvidenceSource("e", 0, "k", "retrieval", None, None, [], [0], [()])]
+    with pytest.raises(RuntimeError, match="re-entered"):
+        core.match_text("alpha beta", 1, [Source()])
+    assert len(inner) == 2
+    sources = [EvidenceSource("e", 0, "k", "retrieval", None, None, range(1), [()], [])]
     assert core.match(frozenset(("alpha", "beta")), "alpha beta", 2, sources) == [0]
-    assert sources[0].reuse_positions == [(2,)]
+    assert core.match_text("beta alpha", 3, sources) == [0]
+    assert sources[0].reuse_positions == [(2, 3)]
 
 
 def test_owner_and_unit_index_as_lists_do() -> None:
@@ -477,14 +483,17 @@ def _sources(every: int = 1) -> list[EvidenceSource]:
     sources = []
     for i in range(every * (len(_UNITS) - 1) + 1):
         units = _UNITS[i // every] if i % every == 0 else []
-        sources.append(EvidenceSource(f"e{i}", i, "k", "retrieval", None, None, units))
-        sources[-1].reuse_positions = [()] * len(units)
+        sources.append(
+            EvidenceSource(
+                f"e{i}", i, "k", "retrieval", None, None, range(len(units)), [()] * len(units), units
+            )
+        )
     return sources
 
 
 def _whole_index() -> None:
     """A core's life: made, fed, matched, asked, dropped."""
-    core = EvidenceCore()
+    core = EvidenceCore(STOP_WORDS, Unit)
     sources = _sources(2)
     for i, units in enumerate(_UNITS):
         core.add_units(2 * i, units)
@@ -495,7 +504,7 @@ def _whole_index() -> None:
     core.unit(-1)
 
 
-_CORE = EvidenceCore()
+_CORE = EvidenceCore(STOP_WORDS, Unit)
 for _i, _units in enumerate(_UNITS):
     _CORE.add_units(_i, _units)
 _SOURCES = _sources()
@@ -523,7 +532,7 @@ def test_a_tuple_with_repeats_matches_as_the_set_does() -> None:
         normalized, informative = _CACHE.normalized_informative(target)
         answers = []
         for tokens in (informative, frozenset(informative), informative * 2, list(informative)):
-            core = EvidenceCore()
+            core = EvidenceCore(STOP_WORDS, Unit)
             sources = _sources()
             for i, units in enumerate(_UNITS):
                 core.add_units(i, units)
@@ -557,7 +566,7 @@ def test_leak_inputs_take_the_intended_paths() -> None:
         pytest.param(expecting(lambda: _CORE.unit(99), IndexError), 100_000, id="index-error"),
         pytest.param(
             expecting(
-                lambda: EvidenceCore().add_units(0, [_UNITS[0][0], 1]),  # type: ignore[list-item]
+                lambda: EvidenceCore(STOP_WORDS, Unit).add_units(0, [_UNITS[0][0], 1]),  # type: ignore[list-item]
                 AttributeError,
             ),
             20_000,

@@ -252,7 +252,7 @@ def _summary(
     per_source: dict[str, list[int]] = {}
     for label, src in zip(labels, index.sources, strict=True):
         positions_of = src.reuse_positions
-        unit_count = len(src.units)
+        unit_count = len(src.unit_ids)
         # most units are reused by nothing: counted at C speed, the others looked at
         src_reused = sum(map(bool, positions_of))
         src_final = 0
