@@ -115,6 +115,7 @@ typedef struct {
 
     /* per token id */
     Py_ssize_t n_tokens, cap_tokens;
+    uint64_t *word_key;   /* its first 8 bytes (see first_bytes) */
     Py_ssize_t *word_off; /* its characters: chars[word_off:word_off + word_len * word_kind] */
     int32_t *word_len;
     uint8_t *word_kind;
@@ -156,33 +157,59 @@ typedef struct {
     ivec_t candidates, matched, rarest, seq, informative;
     uint64_t *keys; /* sort keys of `_rarest` */
     Py_ssize_t cap_keys;
-    char *scratch;  /* a token's characters, lower-cased */
+    char *scratch;  /* a token's characters, lower-cased, then 8 zero bytes */
     Py_ssize_t cap_scratch;
+    char scratch8[8];
+    const char *scan_end; /* the end of the characters being tokenized */
     int32_t n_informative; /* scratch: informative tokens of the current segment */
     int busy;
 } EvidenceCore;
 
 /* --- arrays ---------------------------------------------------------------------------------- */
 
+/* Room for `more` ids past v->len; -1 with MemoryError. */
 static int
+ivec_grow(ivec_t *v, int32_t more)
+{
+    int32_t cap = v->cap ? v->cap : 4, *items;
+    while (cap - v->len < more) {
+        if (cap > INT32_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    items = PyMem_Realloc(v->items, (size_t)cap * sizeof(int32_t));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->items = items;
+    v->cap = cap;
+    return 0;
+}
+
+static ALWAYS_INLINE int
 ivec_push(ivec_t *v, int32_t x)
 {
-    if (v->len == v->cap) {
-        int32_t cap, *items;
-        if (v->cap > INT32_MAX / 2) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap = v->cap ? 2 * v->cap : 4;
-        items = PyMem_Realloc(v->items, (size_t)cap * sizeof(int32_t));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->items = items;
-        v->cap = cap;
+    if (v->len == v->cap && ivec_grow(v, 1) < 0) {
+        return -1;
     }
     v->items[v->len++] = x;
+    return 0;
+}
+
+/* Append ids[0:n]. */
+static int
+ivec_extend(ivec_t *v, const int32_t *ids, int32_t n)
+{
+    if (v->cap - v->len < n && ivec_grow(v, n) < 0) {
+        return -1;
+    }
+    if (n > 0) {
+        memcpy(v->items + v->len, ids, (size_t)n * sizeof(int32_t));
+    }
+    v->len += n;
     return 0;
 }
 
@@ -278,6 +305,7 @@ reserve_token(EvidenceCore *self)
     if (cap == old) {
         return 0;
     }
+    GROW(word_key);
     GROW(word_off);
     GROW(word_len);
     GROW(word_kind);
@@ -455,34 +483,44 @@ table_free(table_t *t)
 
 /* --- the vocabulary -------------------------------------------------------------------------- */
 
-/* A hash of `n` bytes, eight at a time (tokens are short), and of the kind of their string. */
-static ALWAYS_INLINE uint32_t
-hash_chars(const char *p, Py_ssize_t n, int kind)
+/* A token's key: the first 8 bytes of its characters (zero-padded), which hold most tokens
+ * whole, compared at once. */
+static ALWAYS_INLINE uint64_t
+first_bytes(const char *p, Py_ssize_t nbytes)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)n << 8) ^ (uint64_t)kind, w;
-    while (n >= 8) {
-        memcpy(&w, p, 8);
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)(nbytes < 8 ? nbytes : 8));
+    return w;
+}
+
+/* A hash of a token of `nbytes` bytes (of a str of `kind`) whose first 8 are `first` (see
+ * first_bytes) and whose others are at `rest`, eight at a time. */
+static ALWAYS_INLINE uint32_t
+hash_word(uint64_t first, const char *rest, Py_ssize_t nbytes, int kind)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)nbytes << 8) ^ (uint64_t)kind, w;
+    Py_ssize_t n = nbytes - 8;
+    h = (h ^ first) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+    for (; n > 0; n -= 8, rest += 8) {
+        w = first_bytes(rest, n);
         h = (h ^ w) * 0xff51afd7ed558ccdULL;
         h ^= h >> 32;
-        p += 8;
-        n -= 8;
-    }
-    if (n > 0) {
-        w = 0;
-        memcpy(&w, p, (size_t)n);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
     }
     h ^= h >> 29;
     h *= 0xc4ceb9fe1a85ec53ULL;
     return (uint32_t)(h >> 32);
 }
 
-/* The id of the token of `len` characters of `kind` (a str's canonical kind) at `chars`, whose
- * hash is `hash`; -1 if it is not in the vocabulary. */
+/* The id of the token of `len` characters of `kind` (a str's canonical kind) whose bytes are
+ * `first` (see first_bytes) then those at `rest`, and whose hash is `hash`; -1 if it is not in
+ * the vocabulary. */
 static ALWAYS_INLINE int32_t
-word_find(const EvidenceCore *self, const char *chars, Py_ssize_t len, int kind, uint32_t hash)
+word_find(const EvidenceCore *self, uint64_t first, const char *rest, Py_ssize_t len, int kind,
+          uint32_t hash)
 {
     const table_t *t = &self->words;
+    Py_ssize_t nbytes = len * kind;
     size_t i;
     if (t->slots == NULL) {
         return -1;
@@ -493,16 +531,20 @@ word_find(const EvidenceCore *self, const char *chars, Py_ssize_t len, int kind,
         if (id < 0) {
             return -1;
         }
-        if (e->hash == hash && self->word_len[id] == len && self->word_kind[id] == kind &&
-            memcmp(self->chars + self->word_off[id], chars, (size_t)(len * kind)) == 0) {
+        if (e->hash == hash && self->word_key[id] == first && self->word_len[id] == len &&
+            self->word_kind[id] == kind &&
+            (nbytes <= 8 ||
+             memcmp(self->chars + self->word_off[id] + 8, rest, (size_t)(nbytes - 8)) == 0)) {
             return id;
         }
     }
 }
 
-/* Add the token (absent; see word_find) to the vocabulary: its id, or -1 with an exception. */
+/* Add the token of `len` characters of `kind` at `chars` (absent; `first` and `hash` as in
+ * word_find) to the vocabulary: its id, or -1 with an exception. */
 static int32_t
-word_add(EvidenceCore *self, const char *chars, Py_ssize_t len, int kind, uint32_t hash, int stop)
+word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, int kind,
+         uint32_t hash, int stop)
 {
     Py_ssize_t bytes = len * kind;
     int32_t id;
@@ -534,6 +576,7 @@ word_add(EvidenceCore *self, const char *chars, Py_ssize_t len, int kind, uint32
     }
     id = (int32_t)self->n_tokens++; /* its arrays were zeroed by reserve_token */
     memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
+    self->word_key[id] = first;
     self->word_off[id] = self->n_chars;
     self->word_len[id] = (int32_t)len;
     self->word_kind[id] = (uint8_t)kind;
@@ -548,9 +591,10 @@ word_add(EvidenceCore *self, const char *chars, Py_ssize_t len, int kind, uint32
 static int32_t
 str_token(EvidenceCore *self, PyObject *token, int add, int stop)
 {
-    const char *chars;
+    const char *chars, *rest;
     Py_ssize_t len;
     int kind;
+    uint64_t first;
     uint32_t hash;
     int32_t id;
 
@@ -567,12 +611,14 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     chars = PyUnicode_DATA(token);
     len = PyUnicode_GET_LENGTH(token);
     kind = PyUnicode_KIND(token);
-    hash = hash_chars(chars, len * kind, kind);
-    id = word_find(self, chars, len, kind, hash);
+    first = first_bytes(chars, len * kind);
+    rest = len * kind > 8 ? chars + 8 : NULL;
+    hash = hash_word(first, rest, len * kind, kind);
+    id = word_find(self, first, rest, len, kind, hash);
     if (id >= 0 || !add) {
         return id;
     }
-    id = word_add(self, chars, len, kind, hash, stop);
+    id = word_add(self, first, chars, len, kind, hash, stop);
     return id < 0 ? -2 : id;
 }
 
@@ -908,10 +954,8 @@ add_class(EvidenceCore *self, int32_t u, int32_t source, const int32_t *full, in
         PyErr_SetString(PyExc_ValueError, "unit.token_set is not frozenset(unit.tokens)");
         goto undo;
     }
-    for (k = 0; k < n_full; k++) {
-        if (ivec_push(&self->full_tokens, full[k]) < 0) {
-            goto undo;
-        }
+    if (ivec_extend(&self->full_tokens, full, n_full) < 0) {
+        goto undo;
     }
     t = unit_threshold(n);
     table_put(&self->class_of, hash, c);
@@ -984,36 +1028,58 @@ add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *ful
 
 /* --- tokens of a text ------------------------------------------------------------------------ */
 
-/* The token of `len` characters at data[start] (of the tokenizer's ASCII path: [A-Za-z0-9.-]),
- * lower-cased as 1-byte characters into self->scratch; NULL with MemoryError. */
-static ALWAYS_INLINE const char *
-lowered(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
+/* The id of the token of `len` characters at data[start] (of the tokenizer's ASCII path:
+ * [A-Za-z0-9.-]), lower-cased, as ASCII; with `add`, interned if new. -1: absent (without
+ * `add`), -2 with an exception. Most tokens are of at most 8 characters: read at once from a
+ * text of the 1-byte kind (but at its very end, see scan_end), compared at once. */
+static ALWAYS_INLINE int32_t
+text_token(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t len,
+           int add)
 {
+    const char *chars = NULL, *rest = NULL; /* (no bytes past the first 8: none) */
+    uint64_t first;
+    uint32_t hash;
+    int32_t id;
     Py_ssize_t j;
-    char *out;
-    if (len > self->cap_scratch) {
-        char *grown = PyMem_Realloc(self->scratch, (size_t)len);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return NULL;
-        }
-        self->scratch = grown;
-        self->cap_scratch = len;
-    }
-    out = self->scratch;
-    /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *chars = (const Py_UCS1 *)data + start;
-        for (j = 0; j < len; j++) {
-            out[j] = (char)(chars[j] | 0x20);
-        }
+
+    if (kind == PyUnicode_1BYTE_KIND && len <= 8 &&
+        (const char *)data + start + 8 <= self->scan_end) {
+        /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
+        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
+        memcpy(&first, (const char *)data + start, 8);
+        first = (first | 0x2020202020202020ULL) & mask;
     }
     else {
+        char *out;
+        if (len + 8 > self->cap_scratch) {
+            char *grown = PyMem_Realloc(self->scratch, (size_t)(len + 8));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -2;
+            }
+            self->scratch = grown;
+            self->cap_scratch = len + 8;
+        }
+        out = self->scratch;
         for (j = 0; j < len; j++) {
             out[j] = (char)(PyUnicode_READ(kind, data, start + j) | 0x20);
         }
+        memset(out + len, 0, 8);
+        memcpy(&first, out, 8);
+        chars = out;
+        rest = len > 8 ? out + 8 : NULL;
     }
-    return out;
+    hash = hash_word(first, rest, len, PyUnicode_1BYTE_KIND);
+    id = word_find(self, first, rest, len, PyUnicode_1BYTE_KIND, hash);
+    if (id >= 0 || !add) {
+        return id;
+    }
+    if (chars == NULL) {
+        memcpy(self->scratch8, &first, 8);
+        chars = self->scratch8;
+    }
+    id = word_add(self, first, chars, len, PyUnicode_1BYTE_KIND, hash, 0);
+    return id < 0 ? -2 : id;
 }
 
 /* The sink of add_text: each token interned, its id appended to self->seq, and to
@@ -1022,19 +1088,9 @@ static ALWAYS_INLINE int
 intern_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
 {
     EvidenceCore *self = ctx;
-    const char *chars = lowered(self, kind, data, start, len);
-    uint32_t hash;
-    int32_t id;
+    int32_t id = text_token(self, kind, data, start, len, 1);
 
-    if (chars == NULL) {
-        return ST_ERROR;
-    }
-    hash = hash_chars(chars, len, PyUnicode_1BYTE_KIND);
-    id = word_find(self, chars, len, PyUnicode_1BYTE_KIND, hash);
-    if (id < 0 && (id = word_add(self, chars, len, PyUnicode_1BYTE_KIND, hash, 0)) < 0) {
-        return ST_ERROR;
-    }
-    if (ivec_push(&self->seq, id) < 0 ||
+    if (id < 0 || ivec_push(&self->seq, id) < 0 ||
         (!self->word_stop[id] && ivec_push(&self->informative, id) < 0)) {
         return ST_ERROR;
     }
@@ -1049,15 +1105,9 @@ static ALWAYS_INLINE int
 lookup_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
 {
     EvidenceCore *self = ctx;
-    const char *chars = lowered(self, kind, data, start, len);
-    int32_t id;
+    int32_t id = text_token(self, kind, data, start, len, 0);
 
-    if (chars == NULL) {
-        return ST_ERROR;
-    }
-    id = word_find(self, chars, len, PyUnicode_1BYTE_KIND,
-                   hash_chars(chars, len, PyUnicode_1BYTE_KIND));
-    if (ivec_push(&self->seq, id) < 0) {
+    if (id < -1 || ivec_push(&self->seq, id) < 0) {
         return ST_ERROR;
     }
     if (id >= 0 && self->token_mark[id] != self->stamp) {
@@ -1076,6 +1126,7 @@ scan_range(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_
 {
     const char *at = (const char *)data + start * kind;
     Py_ssize_t n = end - start;
+    self->scan_end = (const char *)data + (end - start) * kind + start * kind;
     if (intern) {
         return kind == PyUnicode_1BYTE_KIND
                    ? scan_tokens(PyUnicode_1BYTE_KIND, at, n, intern_sink, self)
@@ -1992,6 +2043,7 @@ core_dealloc(EvidenceCore *self)
     table_free(&self->words);
     table_free(&self->class_of);
     PyMem_Free(self->chars);
+    PyMem_Free(self->word_key);
     PyMem_Free(self->word_off);
     PyMem_Free(self->word_len);
     PyMem_Free(self->word_kind);

@@ -372,6 +372,22 @@ static const unsigned char MATCH_START[128] = {
     ['.'] = 1, ['!'] = 1, ['?'] = 1, ['\n'] = 1, ['\r'] = 1,
 };
 
+#if TOKENS_SSE2
+/* The characters of the 16 at p that may start a match (MATCH_START) or are not ASCII, as a
+ * 16-bit mask (bit i: p[i]). */
+static ALWAYS_INLINE unsigned
+may_break16(const Py_UCS1 *p)
+{
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    const __m128i hit = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')), _mm_cmpeq_epi8(x, _mm_set1_epi8('!'))),
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('?')),
+                                  _mm_cmpeq_epi8(x, _mm_set1_epi8('\n'))),
+                     _mm_cmpeq_epi8(x, _mm_set1_epi8('\r'))));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(hit, x)); /* x: its high bits, non-ASCII */
+}
+#endif
+
 /* text._segments(text.strip()) for the `n` characters at `data` of the given kind, as pairs of
  * indexes into the text, in one pass: ST_UNHANDLED if a character is not of the ASCII path.
  * Every character of the stripped text is read by the main loop, but for those inside a match,
@@ -388,7 +404,19 @@ find_segments(int kind, const void *data, Py_ssize_t n, bounds_t *b)
     }
     start = lo;
     for (i = lo; i < hi;) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        Py_UCS4 c;
+#if TOKENS_SSE2
+        if (kind == PyUnicode_1BYTE_KIND && i + 16 <= hi) {
+            /* 16 characters at a time up to the next that may start a match or is not ASCII */
+            unsigned m = may_break16((const Py_UCS1 *)data + i);
+            if (m == 0) {
+                i += 16;
+                continue;
+            }
+            i += LOWEST_BIT(m);
+        }
+#endif
+        c = PyUnicode_READ(kind, data, i);
         if (c >= 0x80) {
             if (!is_typographic(c)) {
                 return ST_UNHANDLED;
