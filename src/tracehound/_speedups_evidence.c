@@ -161,7 +161,11 @@ typedef struct {
     Py_ssize_t cap_scratch;
     char scratch8[8];
     const char *scan_end; /* the end of the characters being tokenized */
-    int32_t n_informative; /* scratch: informative tokens of the current segment */
+    /* add_text's segments: pairs of start and end in the text, the current one, its source and
+     * that source's first unit id */
+    const Py_ssize_t *segments;
+    Py_ssize_t segment, segment_first;
+    int32_t segment_source;
     int busy;
 } EvidenceCore;
 
@@ -219,14 +223,27 @@ posting_ids(const posting_t *p)
     return p->cap ? p->ids.heap : p->ids.here;
 }
 
-static int
+static int posting_grow(posting_t *p, int32_t x);
+
+static ALWAYS_INLINE int
 posting_push(posting_t *p, int32_t x)
 {
     if (p->cap == 0 && p->len < POSTING_INLINE) {
         p->ids.here[p->len++] = x;
         return 0;
     }
-    if (p->cap == 0 || p->len == p->cap) {
+    if (p->cap != 0 && p->len < p->cap) {
+        p->ids.heap[p->len++] = x;
+        return 0;
+    }
+    return posting_grow(p, x);
+}
+
+/* posting_push, when the ids must move to a (larger) array of their own. */
+static int
+posting_grow(posting_t *p, int32_t x)
+{
+    {
         int32_t cap, *ids;
         if (p->cap > INT32_MAX / 2) {
             PyErr_NoMemory();
@@ -571,7 +588,8 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
         self->chars = grown;
         self->cap_chars = cap;
     }
-    if (reserve_token(self) < 0 || table_reserve(&self->words) < 0) {
+    if ((self->n_tokens >= self->cap_tokens && reserve_token(self) < 0) ||
+        (2 * (self->words.used + 1) > self->words.mask + 1 && table_reserve(&self->words) < 0)) {
         return -1;
     }
     id = (int32_t)self->n_tokens++; /* its arrays were zeroed by reserve_token */
@@ -784,7 +802,7 @@ overlap(const EvidenceCore *self, int32_t c, uint32_t stamp, int32_t needed, int
 }
 
 /* Add the classes under `posting` to the candidates not yet marked with `stamp`. */
-static int
+static ALWAYS_INLINE int
 add_candidates(EvidenceCore *self, const posting_t *posting, uint32_t stamp)
 {
     const int32_t *ids = posting_ids(posting);
@@ -1082,13 +1100,55 @@ text_token(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_
     return id < 0 ? -2 : id;
 }
 
-/* The sink of add_text: each token interned, its id appended to self->seq, and to
- * self->informative unless it is a stop word. */
+static int add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *full,
+                    int32_t n_full, const int32_t *info, int32_t n_info, Py_ssize_t n_set,
+                    PyObject *unit);
+
+/* The end of add_text's current segment (self->segment): its unit, if its tokens (in self->seq
+ * and self->informative) hold two informative ones, with the segment's bounds, stripped, as
+ * its text. */
+static int
+end_segment(EvidenceCore *self, int kind, const void *data)
+{
+    Py_ssize_t start = self->segments[2 * self->segment], end = self->segments[2 * self->segment + 1];
+    int32_t u = (int32_t)self->n_units;
+
+    if (self->informative.len >= 2) {
+        if (add_unit(self, self->segment_source, u - self->segment_first, self->seq.items,
+                     self->seq.len, self->informative.items, self->informative.len, -1,
+                     Py_None) < 0) {
+            return ST_ERROR;
+        }
+        /* its text, segment.strip() */
+        while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
+            start++;
+        }
+        while (end > start && char_class(PyUnicode_READ(kind, data, end - 1)) == C_SPACE) {
+            end--;
+        }
+        self->text_start[u] = start;
+        self->text_end[u] = end;
+    }
+    self->seq.len = self->informative.len = 0;
+    self->segment++;
+    return ST_OK;
+}
+
+/* The sink of add_text, over the whole text: each token interned, its id appended to self->seq,
+ * and to self->informative unless it is a stop word; the segments it is past ended first (a
+ * token is within one segment: the text between two is spaces and a sentence's end). */
 static ALWAYS_INLINE int
 intern_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
 {
     EvidenceCore *self = ctx;
-    int32_t id = text_token(self, kind, data, start, len, 1);
+    int32_t id;
+
+    while (start >= self->segments[2 * self->segment + 1]) {
+        if (end_segment(self, kind, data) != ST_OK) {
+            return ST_ERROR;
+        }
+    }
+    id = text_token(self, kind, data, start, len, 1);
 
     if (id < 0 || ivec_push(&self->seq, id) < 0 ||
         (!self->word_stop[id] && ivec_push(&self->informative, id) < 0)) {
@@ -1211,7 +1271,7 @@ static PyObject *
 add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *text;
-    Py_ssize_t source, first, i;
+    Py_ssize_t source, first;
     const void *data;
     bounds_t b;
     int kind, st;
@@ -1262,31 +1322,20 @@ add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     }
     first = self->n_units;
     st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? ST_ERROR : ST_OK;
-    for (i = 0; st == ST_OK && i < b.n; i += 2) {
-        Py_ssize_t start = b.items[i], end = b.items[i + 1];
-        int32_t u = (int32_t)self->n_units;
-        self->seq.len = self->informative.len = 0;
-        /* the segment's tokens (all of the ASCII path: find_segments checked every character) */
-        st = scan_range(self, kind, data, start, end, 1);
-        if (st != ST_OK || self->informative.len < 2) {
-            continue; /* fewer than two informative tokens: no unit */
-        }
-        st = add_unit(self, (int32_t)source, u - first, self->seq.items, self->seq.len,
-                      self->informative.items, self->informative.len, -1, Py_None) < 0
-                 ? ST_ERROR
-                 : ST_OK;
-        if (st == ST_OK) {
-            /* its text, segment.strip() */
-            while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
-                start++;
-            }
-            while (end > start && char_class(PyUnicode_READ(kind, data, end - 1)) == C_SPACE) {
-                end--;
-            }
-            self->text_start[u] = start;
-            self->text_end[u] = end;
-        }
+    /* the tokens of the whole text, one segment after the other (all of the ASCII path:
+     * find_segments checked every character) */
+    self->segments = b.items;
+    self->segment = 0;
+    self->segment_source = (int32_t)source;
+    self->segment_first = first;
+    self->seq.len = self->informative.len = 0;
+    if (st == ST_OK) {
+        st = scan_range(self, kind, data, 0, PyUnicode_GET_LENGTH(text), 1);
     }
+    while (st == ST_OK && 2 * self->segment < b.n) {
+        st = end_segment(self, kind, data);
+    }
+    self->segments = NULL;
     if (st == ST_OK && self->n_units > first && self->source_text[source] == NULL) {
         Py_INCREF(text);
         self->source_text[source] = text;
