@@ -1067,6 +1067,17 @@ text_token(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_
         memcpy(&first, (const char *)data + start, 8);
         first = (first | 0x2020202020202020ULL) & mask;
     }
+#if TOKENS_SSE2
+    else if (kind == PyUnicode_2BYTE_KIND && len <= 8 &&
+             (const char *)data + 2 * (start + 8) <= self->scan_end) {
+        /* (text with typographic punctuation) the 8 characters packed into bytes: the token's
+         * are ASCII */
+        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS2 *)data + start));
+        first = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(x, x));
+        first = (first | 0x2020202020202020ULL) & mask;
+    }
+#endif
     else {
         char *out;
         if (len + 8 > self->cap_scratch) {
@@ -1331,6 +1342,10 @@ add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     self->seq.len = self->informative.len = 0;
     if (st == ST_OK) {
         st = scan_range(self, kind, data, 0, PyUnicode_GET_LENGTH(text), 1);
+        if (st == ST_UNHANDLED) { /* cannot be: find_segments read every character */
+            PyErr_SetString(PyExc_SystemError, "add_text: a character off the ASCII path");
+            st = ST_ERROR;
+        }
     }
     while (st == ST_OK && 2 * self->segment < b.n) {
         st = end_segment(self, kind, data);

@@ -373,18 +373,36 @@ static const unsigned char MATCH_START[128] = {
 };
 
 #if TOKENS_SSE2
-/* The characters of the 16 at p that may start a match (MATCH_START) or are not ASCII, as a
- * 16-bit mask (bit i: p[i]). */
+/* The characters of the 16 at data[i] (of the 1-byte or 2-byte kind) that may start a match
+ * (MATCH_START) or are not ASCII, as a 16-bit mask (bit k: data[i + k]). */
 static ALWAYS_INLINE unsigned
-may_break16(const Py_UCS1 *p)
+may_break16(int kind, const void *data, Py_ssize_t i)
 {
-    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-    const __m128i hit = _mm_or_si128(
+    __m128i x, hit;
+    unsigned high;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + i));
+        high = (unsigned)_mm_movemask_epi8(x); /* the high bits: not ASCII */
+    }
+    else {
+        /* 2-byte characters packed into bytes (exact for ASCII), and those not ASCII, c & ~0x7f
+         * != 0 (as in classify64) */
+        const Py_UCS2 *p = (const Py_UCS2 *)data + i;
+        const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
+        const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
+        x = _mm_packus_epi16(lo, hi);
+        high = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(
+                   _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
+                   _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^
+               0xffffu;
+    }
+    hit = _mm_or_si128(
         _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')), _mm_cmpeq_epi8(x, _mm_set1_epi8('!'))),
         _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('?')),
                                   _mm_cmpeq_epi8(x, _mm_set1_epi8('\n'))),
                      _mm_cmpeq_epi8(x, _mm_set1_epi8('\r'))));
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(hit, x)); /* x: its high bits, non-ASCII */
+    return (unsigned)_mm_movemask_epi8(hit) | high;
 }
 #endif
 
@@ -406,9 +424,9 @@ find_segments(int kind, const void *data, Py_ssize_t n, bounds_t *b)
     for (i = lo; i < hi;) {
         Py_UCS4 c;
 #if TOKENS_SSE2
-        if (kind == PyUnicode_1BYTE_KIND && i + 16 <= hi) {
+        if (kind != PyUnicode_4BYTE_KIND && i + 16 <= hi) {
             /* 16 characters at a time up to the next that may start a match or is not ASCII */
-            unsigned m = may_break16((const Py_UCS1 *)data + i);
+            unsigned m = may_break16(kind, data, i);
             if (m == 0) {
                 i += 16;
                 continue;
