@@ -103,6 +103,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *stop_words; /* the set of stop words (strs) */
+    PyObject *vocabulary_from; /* the core whose stop words to copy (see `fresh`), or NULL */
     PyObject *unit_type;  /* tracehound.text.Unit */
     PyObject *units;      /* list: unit id -> Unit, or None until made */
     /* attribute names, interned (per instance: the module has no state of this file's) */
@@ -640,15 +641,56 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     return id < 0 ? -2 : id;
 }
 
-/* The stop words, interned first (once, before the first unit). */
+/* The stop words, interned first (once, before the first unit): copied from the vocabulary of
+ * the core this one was made `fresh` from, which holds only them, else interned here. */
 static int
 vocabulary_ready(EvidenceCore *self)
 {
+    EvidenceCore *from = (EvidenceCore *)self->vocabulary_from;
     PyObject *iter, *word;
     int st = 0;
 
     if (self->words.slots != NULL) {
         return 0;
+    }
+    if (from != NULL && vocabulary_ready(from) == 0 && from->n_units == 0) {
+        Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1;
+        while (st == 0 && self->cap_tokens < n) {
+            self->n_tokens = self->cap_tokens; /* as if full: reserve_token grows */
+            st = reserve_token(self);
+        }
+        self->n_tokens = 0;
+        if (st == 0 && (self->words.slots = PyMem_Malloc((size_t)cap * sizeof(slot_t))) == NULL) {
+            PyErr_NoMemory();
+            st = -1;
+        }
+        if (st == 0 && from->n_chars > 0 &&
+            (self->chars = PyMem_Malloc((size_t)from->cap_chars)) == NULL) {
+            PyErr_NoMemory();
+            st = -1;
+        }
+        if (st == 0) {
+            memcpy(self->words.slots, from->words.slots, (size_t)cap * sizeof(slot_t));
+            self->words.mask = from->words.mask;
+            self->words.used = from->words.used;
+            if (from->n_chars > 0) {
+                memcpy(self->chars, from->chars, (size_t)from->n_chars);
+                self->cap_chars = from->cap_chars;
+            }
+            self->n_chars = from->n_chars;
+            memcpy(self->word_key, from->word_key, (size_t)n * sizeof(uint64_t));
+            memcpy(self->word_off, from->word_off, (size_t)n * sizeof(Py_ssize_t));
+            memcpy(self->word_len, from->word_len, (size_t)n * sizeof(int32_t));
+            memcpy(self->word_kind, from->word_kind, (size_t)n);
+            memcpy(self->word_stop, from->word_stop, (size_t)n);
+            self->n_tokens = n; /* (their postings and marks: zeroed by reserve_token) */
+        }
+        Py_CLEAR(self->vocabulary_from);
+        return st;
+    }
+    Py_CLEAR(self->vocabulary_from);
+    if (PyErr_Occurred()) {
+        return -1;
     }
     if (table_reserve(&self->words) < 0 || (iter = PyObject_GetIter(self->stop_words)) == NULL) {
         return -1;
@@ -1992,12 +2034,59 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(fresh_doc,
+"fresh($self, /)\n"
+"--\n"
+"\n"
+"A new, empty EvidenceCore with the same stop words and unit type, which copies this one's\n"
+"interned stop words (when this one holds no unit) instead of interning them again: a core\n"
+"kept for that makes each trace's core cheaper to start.");
+
+static PyObject *fresh(EvidenceCore *self, PyObject *unused);
+
 /* --- type ------------------------------------------------------------------------------------ */
+
+/* A new core of `type` (zeroed), with its references; NULL with an exception. */
+static EvidenceCore *
+core_alloc(PyTypeObject *type, PyObject *stop_words, PyObject *unit_type)
+{
+    EvidenceCore *self = (EvidenceCore *)type->tp_alloc(type, 0); /* zeroed */
+    if (self == NULL) {
+        return NULL;
+    }
+    self->stop_words = Py_NewRef(stop_words);
+    self->unit_type = Py_NewRef(unit_type);
+    if ((self->units = PyList_New(0)) == NULL ||
+        (self->s_text = PyUnicode_InternFromString("text")) == NULL ||
+        (self->s_normalized = PyUnicode_InternFromString("normalized")) == NULL ||
+        (self->s_tokens = PyUnicode_InternFromString("tokens")) == NULL ||
+        (self->s_token_set = PyUnicode_InternFromString("token_set")) == NULL ||
+        (self->s_reuse_positions = PyUnicode_InternFromString("reuse_positions")) == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+static PyObject *
+fresh(EvidenceCore *self, PyObject *unused)
+{
+    EvidenceCore *core;
+    (void)unused;
+    if (self->stop_words == NULL || self->unit_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
+        return NULL;
+    }
+    core = core_alloc(Py_TYPE(self), self->stop_words, self->unit_type);
+    if (core != NULL) {
+        core->vocabulary_from = Py_NewRef((PyObject *)self);
+    }
+    return (PyObject *)core;
+}
 
 static PyObject *
 core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    EvidenceCore *self;
     PyObject *stop_words, *unit_type, *iter, *word;
     PyTypeObject *utype;
 
@@ -2041,22 +2130,7 @@ core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                         "statement, without a __new__ of its own");
         return NULL;
     }
-    self = (EvidenceCore *)type->tp_alloc(type, 0); /* zeroed */
-    if (self == NULL) {
-        return NULL;
-    }
-    self->stop_words = Py_NewRef(stop_words);
-    self->unit_type = Py_NewRef(unit_type);
-    if ((self->units = PyList_New(0)) == NULL ||
-        (self->s_text = PyUnicode_InternFromString("text")) == NULL ||
-        (self->s_normalized = PyUnicode_InternFromString("normalized")) == NULL ||
-        (self->s_tokens = PyUnicode_InternFromString("tokens")) == NULL ||
-        (self->s_token_set = PyUnicode_InternFromString("token_set")) == NULL ||
-        (self->s_reuse_positions = PyUnicode_InternFromString("reuse_positions")) == NULL) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    return (PyObject *)self;
+    return (PyObject *)core_alloc(type, stop_words, unit_type);
 }
 
 /* The containers may hold anything a unit holds; the sources' texts are strs, which refer to
@@ -2068,6 +2142,7 @@ core_traverse(EvidenceCore *self, visitproc visit, void *arg)
     Py_VISIT(self->units);
     Py_VISIT(self->unit_type);
     Py_VISIT(self->stop_words);
+    Py_VISIT(self->vocabulary_from);
     return 0;
 }
 
@@ -2077,6 +2152,7 @@ core_clear(EvidenceCore *self)
     Py_CLEAR(self->units);
     Py_CLEAR(self->unit_type);
     Py_CLEAR(self->stop_words);
+    Py_CLEAR(self->vocabulary_from);
     return 0;
 }
 
@@ -2155,6 +2231,7 @@ static PyMethodDef core_methods[] = {
     {"units", (PyCFunction)(void (*)(void))units, METH_FASTCALL, units_doc},
     {"repeated_groups", (PyCFunction)(void (*)(void))repeated_groups, METH_NOARGS,
      repeated_groups_doc},
+    {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -432,6 +432,24 @@ def test_the_core_reads_the_texts_of_the_ascii_path_itself() -> None:
         assert index.repeated_groups() == [[0, 1]]
 
 
+def test_fresh_cores_copy_the_stop_words() -> None:
+    """`fresh` cores take their stop words from the core they come from (interned there once),
+    or, if that one holds units, intern them themselves: the same units either way."""
+    template = EvidenceCore(STOP_WORDS, Unit)
+    used = EvidenceCore(STOP_WORDS, Unit)
+    used.add_text(0, "Alpha and beta.")
+    expected = TextCache().units("The alpha of the beta. Is it the gamma delta? A the.")
+    for core in (template.fresh(), template.fresh(), used.fresh(), used.fresh().fresh()):
+        assert core.add_text(0, "The alpha of the beta. Is it the gamma delta? A the.") == 2
+        assert core.units(0, 2) == expected
+        assert core.match_text(
+            "the beta, the alpha",
+            1,
+            [EvidenceSource("e", 0, "k", "retrieval", None, None, range(2), [(), ()], None)],
+        ) == [0]
+    assert template.units(0, 0) == [] and used.units(0, 1)[0].tokens == ("alpha", "beta")
+
+
 def test_a_core_without_units_matches_nothing() -> None:
     core = EvidenceCore(STOP_WORDS, Unit)
     assert core.match_text("alpha beta", 0, []) == []
@@ -540,6 +558,7 @@ def test_documented() -> None:
         "unit",
         "units",
         "repeated_groups",
+        "fresh",
     ):
         assert getattr(EvidenceCore, name).__doc__, name
     assert "EvidenceIndex" in (EvidenceCore.__doc__ or "")
@@ -637,7 +656,8 @@ def _match_tuple() -> None:
         source.reuse_positions = [()] * len(source.units)
 
 
-_TEXT_CORE = EvidenceCore(STOP_WORDS, Unit)
+_TEMPLATE = EvidenceCore(STOP_WORDS, Unit)
+_TEXT_CORE = _TEMPLATE.fresh()
 for _i, _text in enumerate(_TEXTS):
     _TEXT_CORE.add_text(_i, _text)
 
@@ -686,6 +706,10 @@ def test_leak_inputs_take_the_intended_paths() -> None:
         pytest.param(_whole_index, 10_000, id="whole-index"),
         pytest.param(_whole_text_index, 10_000, id="whole-text-index"),
         pytest.param(_match_text, 50_000, id="match-text"),
+        pytest.param(lambda: _CORE.fresh().add_text(0, _TEXTS[1]), 10_000, id="fresh-of-used"),
+        pytest.param(
+            lambda: _TEMPLATE.fresh().add_text(0, _TEXTS[1]), 10_000, id="fresh-of-template"
+        ),
         pytest.param(lambda: _TEXT_CORE.units(0, 5), 20_000, id="units"),
         pytest.param(_match, 50_000, id="match"),
         pytest.param(_match_tuple, 50_000, id="match-tuple"),
@@ -709,4 +733,4 @@ def test_leak_inputs_take_the_intended_paths() -> None:
     ],
 )
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
-    assert_leak_free(call, [*_UNITS, *_TARGETS, _CORE, _TEXT_CORE, *_SOURCES], n)
+    assert_leak_free(call, [*_UNITS, *_TARGETS, _CORE, _TEXT_CORE, _TEMPLATE, *_SOURCES], n)

@@ -49,6 +49,21 @@ __all__ = [
 ]
 
 
+# An empty core per accelerator type, whose interned stop words each index's core copies.
+_CORE_TEMPLATES: dict[type[EvidenceCore], EvidenceCore] = {}
+
+
+def _new_core() -> EvidenceCore | None:
+    """A core for a new index with the accelerator in use, else None."""
+    core_type: type[EvidenceCore] | None = getattr(_wire._native, "EvidenceCore", None)
+    if core_type is None:
+        return None
+    template = _CORE_TEMPLATES.get(core_type)
+    if template is None:
+        template = _CORE_TEMPLATES[core_type] = core_type(STOP_WORDS, Unit)
+    return template.fresh()
+
+
 @dataclass(slots=True)
 class EvidenceSource:
     """One evidence source (a tool result, a retrieved document) and its reuse."""
@@ -117,11 +132,8 @@ class EvidenceIndex:
     def __init__(self, cache: TextCache | None = None) -> None:
         self._cache = cache or TextCache()
         self.sources: list[EvidenceSource] = []
-        core_type = getattr(_wire._native, "EvidenceCore", None)
         # The C core holds the state below itself; the rest of the index reads it from there.
-        self._core: EvidenceCore | None = (
-            core_type(STOP_WORDS, Unit) if core_type is not None else None
-        )
+        self._core = _new_core()
         self._unit_count = 0  # units so far (the next unit's id)
         if self._core is not None:
             return
@@ -241,9 +253,9 @@ class EvidenceIndex:
         core = self._core
         if core is not None:
             # the core tokenizes the texts of the tokenizer's ASCII path itself
-            matched = core.match_text(text, position, self.sources)
-            if matched is not None:
-                return matched
+            reused = core.match_text(text, position, self.sources)
+            if reused is not None:
+                return reused
             # the others: from the cache's tokens (informative ones as they are, repeats and
             # all: no set needed)
             normalized, informative = self._cache.normalized_informative(text)

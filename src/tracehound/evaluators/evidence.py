@@ -125,8 +125,8 @@ _PERCENT: dict[float, str] = {}
 
 
 def _entry_json(name: str, t: dict[str, Any]) -> str:
-    key = (t["final_reused"], t["final_survival"], t["reused"], t["sources"], t["survival"])
-    key += (t["units"],)
+    key: tuple[Any, ...] = (t["final_reused"], t["final_survival"], t["reused"], t["sources"])
+    key += (t["survival"], t["units"])
     text = _ENTRIES.get(key)
     if text is None:
         if len(_ENTRIES) >= _MEMO_SIZE:
@@ -229,7 +229,8 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     count = len(seen)
     canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
     labels: list[str] = []  # evidence id of each source, in order
-    last_target: dict[str, int] = {}  # target text -> position as fed of its last occurrence
+    answer = trajectory.final_answer()
+    final: int | None = None  # as fed: the last target whose text is the answer
     k = position = 0
     for step_index, step in enumerate(trajectory.steps):
         kind = step.kind
@@ -257,21 +258,18 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
             canonical[fed] = position
             if role == "evidence":
                 labels.append(step.call_id or f"{step.span_id}#{step_index}")
-            else:
-                last_target[text] = fed
+            elif text == answer:  # (compared, not hashed: outputs are long)
+                final = fed
             k += 1
         position += 1
     if k != count:
         return None
     index = state.index
-    final: int | None = None  # as fed
-    answer = trajectory.final_answer()
-    if answer is not None:
-        final = last_target.get(answer)
-        if final is None:  # the declared output, not a step: matched after everything else
-            final = state.position  # after every position fed
-            canonical[final] = position
-            index.match_output(answer, final)
+    if answer is not None and final is None:
+        # the declared output, not a step: matched after everything else
+        final = state.position  # after every position fed
+        canonical[final] = position
+        index.match_output(answer, final)
     return _summary(index, labels, canonical, final)
 
 
@@ -398,7 +396,7 @@ class EvidenceEvaluator(Evaluator):
             state.position = position  # (kept in step with `seen` should a step raise)
         if span.operation != "llm" or not outputs:
             return ()
-        origins = sorted({_origin(state.index, u) for u in reused})
+        origins = sorted({_origin(state.index, u) for u in reused}) if reused else []
         attributes: dict[str, Any] = {names.ATTR_EVIDENCE_REUSED_UNITS: len(reused)}
         if origins:
             attributes[names.ATTR_EVIDENCE_REUSED_FROM] = origins
