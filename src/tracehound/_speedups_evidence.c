@@ -653,7 +653,8 @@ vocabulary_ready(EvidenceCore *self)
     if (self->words.slots != NULL) {
         return 0;
     }
-    if (from != NULL && vocabulary_ready(from) == 0 && from->n_units == 0) {
+    if (from != NULL && from->units != NULL && vocabulary_ready(from) == 0 &&
+        from->n_units == 0) { /* (a core cleared by the garbage collector: not used) */
         Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1;
         while (st == 0 && self->cap_tokens < n) {
             self->n_tokens = self->cap_tokens; /* as if full: reserve_token grows */

@@ -22,8 +22,10 @@ a full index — skipping those already in its source's group.
 
 With the C accelerator, the index's state and loops are an `EvidenceCore`
 (`tracehound._speedups`, see `_speedups_evidence.c`): the same index with tokens interned to ints
-and postings in C arrays, making every decision this code makes. This code stays the reference
-and the path without the accelerator; each index picks one when it is made.
+and postings in C arrays, making every decision this code makes. It also cuts and tokenizes the
+texts of the tokenizer's ASCII path itself (the others come from the `TextCache`), and makes a
+source's `Unit` objects only when they are asked for (`EvidenceSource.units`). This code stays
+the reference and the path without the accelerator; each index picks one when it is made.
 """
 
 from __future__ import annotations
