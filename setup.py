@@ -22,7 +22,7 @@ setup(
                 "src/tracehound/_speedups_steps.c",
                 "src/tracehound/_speedups_text.c",
             ],
-            depends=["src/tracehound/_speedups.h"],
+            depends=["src/tracehound/_speedups.h", "src/tracehound/_speedups_tokens.h"],
             optional=True,
         )
     ]

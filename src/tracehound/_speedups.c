@@ -61,6 +61,8 @@
 #define ST_ERROR (-1)       /* a Python exception is set (MemoryError) */
 #define ST_UNHANDLED 1      /* no exception set: the caller gets None */
 
+#include "_speedups_tokens.h"
+
 /* One field read off the wire. */
 typedef struct {
     uint32_t num;        /* field number, >= 1 */
@@ -2394,39 +2396,6 @@ convert_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * string for that character.
  */
 
-/* TOKEN_BITS[c] for an ASCII character c: T_ALNUM for [A-Za-z0-9], a token character;
- * T_JOINER for '.' and '-'; 0 for the others, which separate tokens. */
-#define T_ALNUM 1
-#define T_JOINER 2
-#define A_ T_ALNUM
-static const uint8_t TOKEN_BITS[128] = {
-    ['-'] = T_JOINER, ['.'] = T_JOINER,
-    ['0'] = A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
-    ['A'] = A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
-            A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
-    ['a'] = A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
-            A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_, A_,
-};
-#undef A_
-
-/* The index of the lowest set bit of x != 0. */
-#if defined(__GNUC__) && !defined(TRACEHOUND_PORTABLE)
-#define LOWEST_BIT(x) ((Py_ssize_t)__builtin_ctzll(x))
-#else
-static inline Py_ssize_t
-LOWEST_BIT(uint64_t x)
-{
-    /* de Bruijn: the lowest bit, isolated, times the sequence has the index in its top 6 bits */
-    static const uint8_t index[64] = {
-        0,  1,  2,  53, 3,  7,  54, 27, 4,  38, 41, 8,  34, 55, 48, 28,
-        62, 5,  39, 46, 44, 42, 22, 9,  24, 35, 59, 56, 49, 18, 29, 11,
-        63, 52, 6,  26, 37, 40, 33, 47, 61, 45, 43, 21, 23, 58, 17, 10,
-        51, 25, 36, 32, 60, 20, 57, 16, 50, 31, 19, 15, 30, 14, 13, 12,
-    };
-    return (Py_ssize_t)index[((x & (~x + 1)) * 0x022fdd63cc95386dULL) >> 58];
-}
-#endif
-
 /* The tokens made so far: in `stack` up to its size, then in memory of their own. */
 #define TOKENS_ON_STACK 256
 typedef struct {
@@ -2563,171 +2532,11 @@ add_token(tokens_t *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t 
     return ST_OK;
 }
 
-/* The characters data[base:base + count] (count <= 64) as bit masks: bit k of *alnum for a
- * token character at base + k, of *joiner for a joiner there. ST_UNHANDLED if one is non-ASCII
- * and not typographic. */
+/* The sink of scan_tokens for ascii_tokens. */
 static ALWAYS_INLINE int
-classify_chars(int kind, const void *data, Py_ssize_t base, Py_ssize_t count, uint64_t *alnum,
-               uint64_t *joiner)
+add_token_sink(void *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
 {
-    uint64_t a = 0, j = 0, bits;
-    Py_ssize_t k;
-
-    for (k = 0; k < count; k++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, base + k);
-        if (c >= 0x80) {
-            if (!is_typographic(c)) {
-                return ST_UNHANDLED;
-            }
-            continue;
-        }
-        bits = TOKEN_BITS[c];
-        a |= (bits & T_ALNUM) << k;
-        j |= (bits >> 1) << k;
-    }
-    *alnum = a;
-    *joiner = j;
-    return ST_OK;
-}
-
-#if USE_SSE2
-/* Bytes 0-0x7f as ASCII characters; bytes 0x80-0xff are neither token characters nor joiners.
- * Signed compares give the unsigned ranges: c - lo + 0x80 < n - 0x80 is lo <= c < lo + n. */
-static ALWAYS_INLINE void
-classify16(__m128i x, uint64_t *alnum, uint64_t *joiner, int shift)
-{
-    const __m128i lower = _mm_or_si128(x, _mm_set1_epi8(0x20));
-    const __m128i letter = _mm_cmplt_epi8(_mm_add_epi8(lower, _mm_set1_epi8(0x80 - 'a')),
-                                          _mm_set1_epi8(26 - 0x80));
-    const __m128i digit = _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(0x80 - '0')),
-                                         _mm_set1_epi8(10 - 0x80));
-    const __m128i join = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')),
-                                      _mm_cmpeq_epi8(x, _mm_set1_epi8('-')));
-    *alnum |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_or_si128(letter, digit)) << shift;
-    *joiner |= (uint64_t)(unsigned)_mm_movemask_epi8(join) << shift;
-}
-
-/* classify_chars for 64 characters of the 1-byte or 2-byte kind, 16 at a time. Characters of
- * the 2-byte kind are packed into bytes (above 0xff: 0xff or 0, separators either way). The
- * non-ASCII ones are checked one by one. */
-static ALWAYS_INLINE int
-classify64(int kind, const void *data, Py_ssize_t base, uint64_t *alnum, uint64_t *joiner)
-{
-    uint64_t high = 0;
-    int i;
-
-    *alnum = *joiner = 0;
-    for (i = 0; i < 64; i += 16) {
-        __m128i x;
-        if (kind == PyUnicode_1BYTE_KIND) {
-            x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + base + i));
-            high |= (uint64_t)(unsigned)_mm_movemask_epi8(x) << i;
-        }
-        else {
-            const Py_UCS2 *p = (const Py_UCS2 *)data + base + i;
-            const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
-            const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
-            const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
-            x = _mm_packus_epi16(lo, hi);
-            /* the non-ASCII characters, c & ~0x7f != 0 (unsigned compares need SSE4.1) */
-            high |= (uint64_t)(unsigned)(_mm_movemask_epi8(_mm_packs_epi16(
-                        _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
-                        _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^ 0xffff)
-                    << i;
-        }
-        classify16(x, alnum, joiner, i);
-    }
-    for (; high; high &= high - 1) {
-        if (!is_typographic(PyUnicode_READ(kind, data, base + LOWEST_BIT(high)))) {
-            return ST_UNHANDLED;
-        }
-    }
-    return ST_OK;
-}
-#endif
-
-static ALWAYS_INLINE int
-classify(int kind, const void *data, Py_ssize_t base, Py_ssize_t count, uint64_t *alnum,
-         uint64_t *joiner)
-{
-#if USE_SSE2
-    if (count == 64 && kind != PyUnicode_4BYTE_KIND) {
-        return classify64(kind, data, base, alnum, joiner);
-    }
-#endif
-    return classify_chars(kind, data, base, count, alnum, joiner);
-}
-
-/*
- * The tokens of the `n` characters at `data`, of the given kind, added to `t`. Inlined once
- * per kind, so that the kind is a constant in the loops.
- *
- * The text is read 64 characters at a time into bit masks (bit k: the character at 64 w + k):
- * token characters (A) and joiners (J) of the current word w, with those of the words before
- * and after for the bits at the edges. A joiner is kept when a token character comes before
- * and after it; the kept characters are then T = A | (J & A<<1 & A>>1) (shifts across words),
- * a token starts at each bit of T whose previous bit is clear and ends after each bit of T whose
- * next bit is clear. Starts and ends alternate, so one pending start suffices across words.
- * Branches are per token (and per non-ASCII character), not per character: with SSE2, words of
- * the 1-byte and 2-byte kinds are classified 16 characters at a time.
- */
-static ALWAYS_INLINE int
-tokenize(int kind, const void *data, Py_ssize_t n, tokens_t *t)
-{
-    uint64_t prev_a = 0, prev_t = 0, a, j, next_a = 0, next_j = 0, keep, kept, next_kept0;
-    uint64_t starts, lasts;
-    Py_ssize_t base, start = -1;
-    int st;
-
-    if (n == 0) {
-        return ST_OK;
-    }
-    st = classify(kind, data, 0, n < 64 ? n : 64, &a, &j);
-    if (st != ST_OK) {
-        return st;
-    }
-    for (base = 0; base < n; base += 64) {
-        if (n - base > 64) {
-            st = classify(kind, data, base + 64, n - base - 64 < 64 ? n - base - 64 : 64,
-                          &next_a, &next_j);
-            if (st != ST_OK) {
-                return st;
-            }
-        }
-        else {
-            next_a = next_j = 0;
-        }
-        /* joiners with a token character on both sides */
-        keep = j & ((a << 1) | (prev_a >> 63)) & ((a >> 1) | (next_a << 63));
-        kept = a | keep;
-        /* is the first character of the next word kept (a token character, or a joiner kept)? */
-        next_kept0 = (next_a | (next_j & (a >> 63) & (next_a >> 1))) & 1;
-        starts = kept & ~((kept << 1) | (prev_t >> 63));
-        lasts = kept & ~((kept >> 1) | (next_kept0 << 63));
-        for (;;) {
-            if (start < 0) {
-                if (!starts) {
-                    break;
-                }
-                start = base + LOWEST_BIT(starts);
-                starts &= starts - 1;
-            }
-            if (!lasts) {
-                break; /* the token goes on in the next word */
-            }
-            st = add_token(t, kind, data, start, base + LOWEST_BIT(lasts) + 1 - start);
-            if (st != ST_OK) {
-                return st;
-            }
-            lasts &= lasts - 1;
-            start = -1;
-        }
-        prev_a = a;
-        prev_t = kept;
-        a = next_a;
-        j = next_j;
-    }
-    return ST_OK;
+    return add_token((tokens_t *)t, kind, data, start, len);
 }
 
 PyDoc_STRVAR(ascii_tokens_doc,
@@ -2775,13 +2584,13 @@ ascii_tokens(PyObject *module, PyObject *text)
     }
     switch (PyUnicode_KIND(text)) {
     case PyUnicode_1BYTE_KIND:
-        st = tokenize(PyUnicode_1BYTE_KIND, data, n, &t);
+        st = scan_tokens(PyUnicode_1BYTE_KIND, data, n, add_token_sink, &t);
         break;
     case PyUnicode_2BYTE_KIND:
-        st = tokenize(PyUnicode_2BYTE_KIND, data, n, &t);
+        st = scan_tokens(PyUnicode_2BYTE_KIND, data, n, add_token_sink, &t);
         break;
     default:
-        st = tokenize(PyUnicode_4BYTE_KIND, data, n, &t);
+        st = scan_tokens(PyUnicode_4BYTE_KIND, data, n, add_token_sink, &t);
         break;
     }
     if (st != ST_OK) {

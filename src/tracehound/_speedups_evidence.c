@@ -2,12 +2,13 @@
  * tracehound._speedups: EvidenceCore, the state and loops of the evidence index in C.
  *
  * tracehound.evaluators._evidence_index.EvidenceIndex (read its module docstring first) stays the
- * reference and the fallback. An EvidenceCore holds the same index with tokens interned to ints
- * (in a hash table of its own, see "interning"): prefix and full postings are arrays per token id
- * (a token's document frequency is the length of its full posting), a class (units of one
- * normalized text) is an array of unique token ids with its threshold, the union-find of sources
- * into repeated-evidence groups is two int arrays. Candidate sets and overlap counts use mark
- * arrays stamped per operation instead of Python sets. Every decision is the Python index's:
+ * reference and the fallback. An EvidenceCore holds the same index with tokens interned to ints:
+ * prefix and full postings are arrays per token id (a token's document frequency is the length
+ * of its full posting), a class (units of one normalized text) is an array of unique informative
+ * token ids with its threshold and the array of all its token ids (its normalized text), the
+ * union-find of sources into repeated-evidence groups is two int arrays. Candidate sets and
+ * overlap counts use mark arrays stamped per operation instead of Python sets. Every decision is
+ * the Python index's:
  *
  * - a new class indexes its n - t + 1 rarest tokens by current document frequency (the number of
  *   classes holding the token, this one included), ties in text order of first occurrence, as the
@@ -24,15 +25,29 @@
  *   Groups are the connected components of the pairs found to match, whatever the order of the
  *   checks, so the union-find's own choices (union by size, path halving) change nothing.
  *
+ * Tokens are interned by their characters (a vocabulary of the core's own: no str object per
+ * token), so texts of the tokenizer's ASCII path never become Python objects: add_text cuts a
+ * source's text into units and tokenizes them here (the segmenter and tokenizer of text_units
+ * and ascii_tokens, _speedups_tokens.h), match_text tokenizes an output and matches it in the
+ * same pass. A unit's Unit object (tracehound.text.Unit, equal to the one TextCache.units makes)
+ * is made only when asked for (`unit`, `units`), from the source's text, the unit's bounds in it
+ * and its class's tokens. Normalized texts are compared as sequences of token ids: normalized
+ * is " ".join(tokens), so two are equal exactly when their sequences are, and " a " is in " b "
+ * exactly when a's sequence is a run of b's (`contained`). Texts of other paths come as Unit
+ * objects (add_units) and as informative tokens and normalized text (match), made by the Python
+ * code; their tokens are interned by their characters too (a normalized text's tokens are its
+ * pieces between spaces), into the same vocabulary. The stop words are interned first, flagged:
+ * a token interned later is informative.
+ *
  * The reuse positions stay on the EvidenceSource objects, updated as the Python index does
  * (`reuse[slot] += (position,)` through the source's `reuse_positions` attribute, read at each
- * match: the evaluator replaces those lists). Units are read through their `normalized`, `tokens`
- * and `token_set` attributes; `token_set` must be `frozenset(tokens)` (checked by size).
+ * match). Units given as objects are read through their `normalized`, `tokens` and `token_set`
+ * attributes; `token_set` must be `frozenset(tokens)` (checked by size); tokens must be exact
+ * strs.
  *
- * The GIL is held throughout; the methods run no Python code for the str, tuple, frozenset, list
- * and dataclass objects the index passes. A call that re-enters the same core (only possible
- * through Python code of exotic objects, or of a finalizer run by a garbage collection that an
- * allocation triggers) raises RuntimeError rather than see arrays being changed.
+ * The GIL is held throughout. A call that re-enters the same core (only possible through Python
+ * code: the sources' attributes, or a finalizer run by a garbage collection that an allocation
+ * triggers) raises RuntimeError rather than see arrays being changed.
  *
  * Memory is allocated as the index grows (nothing before the first unit): the engine keeps one
  * index per trace, for up to thousands of traces at a time.
@@ -42,6 +57,19 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* Status codes (as in _speedups.c). */
+#define ST_OK 0
+#define ST_ERROR (-1)  /* a Python exception is set */
+#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
+
+#include "_speedups_tokens.h"
 
 /* A growable array of ids (scratch lists). */
 typedef struct {
@@ -60,44 +88,55 @@ typedef struct {
     } ids;
 } posting_t;
 
-/* A hash table of ids by key (see "interning" below). */
+/* A slot of the open-addressing tables (tokens by characters, classes by token ids). */
 typedef struct {
-    PyObject *key; /* a strong reference; NULL: an empty slot */
-    Py_hash_t hash;
-    int32_t id;
-} entry_t;
+    uint32_t hash;
+    int32_t id; /* -1: empty */
+} slot_t;
 
 typedef struct {
-    entry_t *entries;
+    slot_t *slots;
     Py_ssize_t mask; /* capacity - 1 (a power of 2), or 0 before the first key */
     Py_ssize_t used;
-    int other_keys;  /* a key is not an exact str (so it might refer to other objects) */
 } table_t;
 
 typedef struct {
     PyObject_HEAD
-    table_t token_ids; /* token -> token id */
-    table_t class_of;  /* normalized text -> class id */
-    PyObject *units;   /* list: unit id -> Unit */
+    PyObject *stop_words; /* the set of stop words (strs) */
+    PyObject *vocabulary_from; /* the core whose stop words to copy (see `fresh`), or NULL */
+    PyObject *unit_type;  /* tracehound.text.Unit */
+    PyObject *units;      /* list: unit id -> Unit, or None until made */
     /* attribute names, interned (per instance: the module has no state of this file's) */
-    PyObject *s_normalized, *s_tokens, *s_token_set, *s_reuse_positions;
+    PyObject *s_text, *s_normalized, *s_tokens, *s_token_set, *s_reuse_positions;
+
+    /* the vocabulary: token id by characters */
+    table_t words;
+    char *chars;          /* the tokens' characters, one after the other */
+    Py_ssize_t n_chars, cap_chars;
 
     /* per token id */
     Py_ssize_t n_tokens, cap_tokens;
+    uint64_t *word_key;   /* its first 8 bytes (see first_bytes) */
+    Py_ssize_t *word_off; /* its characters: chars[word_off:word_off + word_len * word_kind] */
+    int32_t *word_len;
+    uint8_t *word_kind;
+    uint8_t *word_stop;   /* a stop word (not informative) */
     posting_t *prefix;    /* classes indexed under the token */
     posting_t *full;      /* every class holding the token (its length: the token's df) */
     uint32_t *token_mark; /* == stamp: the token is in the current text or unit */
 
-    /* per class id */
+    /* per class id; classes by their token ids (their normalized text) */
+    table_t class_of;
     Py_ssize_t n_classes, cap_classes;
     int32_t *threshold;   /* Unit.threshold of its units */
-    int32_t *tok_start;   /* its unique token ids, in text order: */
+    int32_t *tok_start;   /* its unique informative token ids, in text order: */
     int32_t *tok_len;     /* class_tokens.items[tok_start:tok_start + tok_len] */
+    int32_t *full_start;  /* all its token ids, in order (the normalized text): */
+    int32_t *full_len;    /* full_tokens.items[full_start:full_start + full_len] */
     int32_t *first_unit;  /* its units: first_unit, then next_unit[...] until -1, ascending */
     int32_t *last_unit;
     uint32_t *class_mark; /* == stamp: already a candidate of the current operation */
-    PyObject **normalized; /* its normalized text (strong references) */
-    ivec_t class_tokens;
+    ivec_t class_tokens, full_tokens;
     int32_t max_threshold;
 
     /* per unit id */
@@ -105,40 +144,77 @@ typedef struct {
     int32_t *owner;       /* source index */
     int32_t *slot;        /* index within the source */
     int32_t *next_unit;   /* next unit of the same class, -1 at the end */
+    int32_t *unit_class;
+    Py_ssize_t *text_start; /* its text: source_text[owner][text_start:text_end] (add_text) */
+    Py_ssize_t *text_end;
 
-    /* per source: union-find */
+    /* per source: union-find; the text of add_text's sources (else NULL) */
     Py_ssize_t n_sources, cap_sources;
     int32_t *parent;
     int32_t *size;
+    PyObject **source_text;
 
     uint32_t stamp;
-    ivec_t candidates, matched, rarest;
+    ivec_t candidates, matched, rarest, seq, informative;
     uint64_t *keys; /* sort keys of `_rarest` */
     Py_ssize_t cap_keys;
+    char *scratch;  /* a token's characters, lower-cased, then 8 zero bytes */
+    Py_ssize_t cap_scratch;
+    char scratch8[8];
+    const char *scan_end; /* the end of the characters being tokenized */
+    /* add_text's segments: pairs of start and end in the text, the current one, its source and
+     * that source's first unit id */
+    const Py_ssize_t *segments;
+    Py_ssize_t segment, segment_first;
+    int32_t segment_source;
     int busy;
 } EvidenceCore;
 
 /* --- arrays ---------------------------------------------------------------------------------- */
 
+/* Room for `more` ids past v->len; -1 with MemoryError. */
 static int
+ivec_grow(ivec_t *v, int32_t more)
+{
+    int32_t cap = v->cap ? v->cap : 4, *items;
+    while (cap - v->len < more) {
+        if (cap > INT32_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    items = PyMem_Realloc(v->items, (size_t)cap * sizeof(int32_t));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    v->items = items;
+    v->cap = cap;
+    return 0;
+}
+
+static ALWAYS_INLINE int
 ivec_push(ivec_t *v, int32_t x)
 {
-    if (v->len == v->cap) {
-        int32_t cap, *items;
-        if (v->cap > INT32_MAX / 2) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        cap = v->cap ? 2 * v->cap : 4;
-        items = PyMem_Realloc(v->items, (size_t)cap * sizeof(int32_t));
-        if (items == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->items = items;
-        v->cap = cap;
+    if (v->len == v->cap && ivec_grow(v, 1) < 0) {
+        return -1;
     }
     v->items[v->len++] = x;
+    return 0;
+}
+
+/* Append ids[0:n]. */
+static int
+ivec_extend(ivec_t *v, const int32_t *ids, int32_t n)
+{
+    if (v->cap - v->len < n && ivec_grow(v, n) < 0) {
+        return -1;
+    }
+    if (n > 0) {
+        memcpy(v->items + v->len, ids, (size_t)n * sizeof(int32_t));
+    }
+    v->len += n;
     return 0;
 }
 
@@ -148,14 +224,27 @@ posting_ids(const posting_t *p)
     return p->cap ? p->ids.heap : p->ids.here;
 }
 
-static int
+static int posting_grow(posting_t *p, int32_t x);
+
+static ALWAYS_INLINE int
 posting_push(posting_t *p, int32_t x)
 {
     if (p->cap == 0 && p->len < POSTING_INLINE) {
         p->ids.here[p->len++] = x;
         return 0;
     }
-    if (p->cap == 0 || p->len == p->cap) {
+    if (p->cap != 0 && p->len < p->cap) {
+        p->ids.heap[p->len++] = x;
+        return 0;
+    }
+    return posting_grow(p, x);
+}
+
+/* posting_push, when the ids must move to a (larger) array of their own. */
+static int
+posting_grow(posting_t *p, int32_t x)
+{
+    {
         int32_t cap, *ids;
         if (p->cap > INT32_MAX / 2) {
             PyErr_NoMemory();
@@ -234,6 +323,11 @@ reserve_token(EvidenceCore *self)
     if (cap == old) {
         return 0;
     }
+    GROW(word_key);
+    GROW(word_off);
+    GROW(word_len);
+    GROW(word_kind);
+    GROW(word_stop);
     GROW(prefix);
     GROW(full);
     GROW(token_mark);
@@ -254,10 +348,11 @@ reserve_class(EvidenceCore *self)
     GROW(threshold);
     GROW(tok_start);
     GROW(tok_len);
+    GROW(full_start);
+    GROW(full_len);
     GROW(first_unit);
     GROW(last_unit);
     GROW(class_mark);
-    GROW(normalized);
     self->cap_classes = cap;
     return 0;
 }
@@ -275,6 +370,9 @@ reserve_unit(EvidenceCore *self)
     GROW(owner);
     GROW(slot);
     GROW(next_unit);
+    GROW(unit_class);
+    GROW(text_start);
+    GROW(text_end);
     self->cap_units = cap;
     return 0;
 }
@@ -291,7 +389,24 @@ reserve_source(EvidenceCore *self)
     }
     GROW(parent);
     GROW(size);
+    GROW(source_text);
     self->cap_sources = cap;
+    return 0;
+}
+
+/* Sources up to `source` (those skipped are sources without units), each its own group. */
+static int
+reserve_sources_to(EvidenceCore *self, Py_ssize_t source)
+{
+    while (self->n_sources <= source) {
+        Py_ssize_t s = self->n_sources;
+        if (reserve_source(self) < 0) {
+            return -1;
+        }
+        self->parent[s] = (int32_t)s;
+        self->size[s] = 1;
+        self->n_sources = s + 1;
+    }
     return 0;
 }
 
@@ -311,125 +426,324 @@ next_stamp(EvidenceCore *self)
     return self->stamp;
 }
 
-/* --- interning ------------------------------------------------------------------------------- */
+/* --- tables ---------------------------------------------------------------------------------- */
 
 /*
- * Tokens and normalized texts get their ids from hash tables with the semantics of the dicts of
- * the Python index: keys are the same if they are the same object, or have the same hash and
- * compare equal (exact strs compare as dict compares them: length, kind and characters). A dict
- * would do, but each new key would cost an int object and, as it grows, dict resizes, and most
- * tokens of a trace are new to it. Open addressing, linear probing, at most half full.
+ * Open addressing, linear probing, at most half full; a slot holds a key's hash and id, the key
+ * itself being found through the id (a token's characters, a class's token ids).
  */
 
-/* 1 if a == b, 0 if not, -1 with an exception (only for keys other than exact strs). */
-static int
-keys_equal(PyObject *a, PyObject *b)
+/* The slot for `hash` to probe first, then (i + 1) & mask. */
+static ALWAYS_INLINE size_t
+table_start(const table_t *t, uint32_t hash)
 {
-    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)
-#if PY_VERSION_HEX < 0x030C0000
-        && PyUnicode_IS_READY(a) && PyUnicode_IS_READY(b)
-#endif
-    ) {
-        Py_ssize_t n = PyUnicode_GET_LENGTH(a);
-        int kind = PyUnicode_KIND(a);
-        return n == PyUnicode_GET_LENGTH(b) && kind == (int)PyUnicode_KIND(b) &&
-               memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
-    }
-    return PyObject_RichCompareBool(a, b, Py_EQ);
+    return (size_t)hash & (size_t)t->mask;
 }
 
-/* The id of `key`, whose hash is `hash`; -1 if absent, -2 with an exception. */
-static int32_t
-table_find(const table_t *t, PyObject *key, Py_hash_t hash)
+/* Room for one more key; -1 with MemoryError. */
+static int
+table_reserve(table_t *t)
 {
+    Py_ssize_t cap, k;
+    slot_t *slots;
     size_t i;
-    if (t->entries == NULL) {
+
+    if (t->slots != NULL && 2 * (t->used + 1) <= t->mask + 1) {
+        return 0;
+    }
+    cap = t->slots == NULL ? 64 : 2 * (t->mask + 1);
+    if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(slot_t)) {
+        PyErr_NoMemory();
         return -1;
     }
-    for (i = (size_t)hash & (size_t)t->mask;; i = (i + 1) & (size_t)t->mask) {
-        const entry_t *e = &t->entries[i];
-        if (e->key == NULL) {
-            return -1;
-        }
-        if (e->key == key) {
-            return e->id;
-        }
-        if (e->hash == hash) {
-            int eq = keys_equal(e->key, key);
-            if (eq != 0) {
-                return eq > 0 ? e->id : -2;
+    slots = PyMem_Malloc((size_t)cap * sizeof(slot_t));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (k = 0; k < cap; k++) {
+        slots[k].id = -1;
+    }
+    for (k = 0; t->slots != NULL && k <= t->mask; k++) {
+        const slot_t *e = &t->slots[k];
+        if (e->id >= 0) {
+            for (i = (size_t)e->hash & (size_t)(cap - 1); slots[i].id >= 0;
+                 i = (i + 1) & (size_t)(cap - 1)) {
             }
+            slots[i] = *e;
         }
     }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->mask = cap - 1;
+    return 0;
 }
 
-/* Add `key` (absent, whose hash is `hash`) with `id`. */
-static int
-table_add(table_t *t, PyObject *key, Py_hash_t hash, int32_t id)
+/* Enter `id` under `hash` (room reserved, the key absent). */
+static void
+table_put(table_t *t, uint32_t hash, int32_t id)
 {
     size_t i;
-    if (2 * (t->used + 1) > t->mask + 1) {
-        Py_ssize_t cap = t->entries == NULL ? 32 : 2 * (t->mask + 1), k;
-        entry_t *entries;
-        if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(entry_t)) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        entries = PyMem_Calloc((size_t)cap, sizeof(entry_t));
-        if (entries == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (k = 0; t->entries != NULL && k <= t->mask; k++) {
-            const entry_t *e = &t->entries[k];
-            if (e->key != NULL) {
-                for (i = (size_t)e->hash & (size_t)(cap - 1); entries[i].key != NULL;
-                     i = (i + 1) & (size_t)(cap - 1)) {
-                }
-                entries[i] = *e;
-            }
-        }
-        PyMem_Free(t->entries);
-        t->entries = entries;
-        t->mask = cap - 1;
+    for (i = table_start(t, hash); t->slots[i].id >= 0; i = (i + 1) & (size_t)t->mask) {
     }
-    for (i = (size_t)hash & (size_t)t->mask; t->entries[i].key != NULL;
-         i = (i + 1) & (size_t)t->mask) {
-    }
-    Py_INCREF(key);
-    t->entries[i].key = key;
-    t->entries[i].hash = hash;
-    t->entries[i].id = id;
+    t->slots[i].hash = hash;
+    t->slots[i].id = id;
     t->used += 1;
-    if (!PyUnicode_CheckExact(key)) {
-        t->other_keys = 1;
-    }
-    return 0;
-}
-
-/* Strs refer to no other object: only tables with other keys need visiting. */
-static int
-table_traverse(const table_t *t, visitproc visit, void *arg)
-{
-    Py_ssize_t k;
-    for (k = 0; t->other_keys && t->entries != NULL && k <= t->mask; k++) {
-        Py_VISIT(t->entries[k].key);
-    }
-    return 0;
 }
 
 static void
-table_clear(table_t *t)
+table_free(table_t *t)
 {
-    entry_t *entries = t->entries;
-    Py_ssize_t k, mask = t->mask;
-    t->entries = NULL;
+    PyMem_Free(t->slots);
+    t->slots = NULL;
     t->mask = t->used = 0;
-    t->other_keys = 0;
-    for (k = 0; entries != NULL && k <= mask; k++) {
-        Py_XDECREF(entries[k].key);
+}
+
+/* --- the vocabulary -------------------------------------------------------------------------- */
+
+/* A token's key: the first 8 bytes of its characters (zero-padded), which hold most tokens
+ * whole, compared at once. */
+static ALWAYS_INLINE uint64_t
+first_bytes(const char *p, Py_ssize_t nbytes)
+{
+    uint64_t w = 0;
+    memcpy(&w, p, (size_t)(nbytes < 8 ? nbytes : 8));
+    return w;
+}
+
+/* A hash of a token of `nbytes` bytes (of a str of `kind`) whose first 8 are `first` (see
+ * first_bytes) and whose others are at `rest`, eight at a time. */
+static ALWAYS_INLINE uint32_t
+hash_word(uint64_t first, const char *rest, Py_ssize_t nbytes, int kind)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)nbytes << 8) ^ (uint64_t)kind, w;
+    Py_ssize_t n = nbytes - 8;
+    h = (h ^ first) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 32;
+    for (; n > 0; n -= 8, rest += 8) {
+        w = first_bytes(rest, n);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
     }
-    PyMem_Free(entries);
+    h ^= h >> 29;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    return (uint32_t)(h >> 32);
+}
+
+/* The id of the token of `len` characters of `kind` (a str's canonical kind) whose bytes are
+ * `first` (see first_bytes) then those at `rest`, and whose hash is `hash`; -1 if it is not in
+ * the vocabulary. */
+static ALWAYS_INLINE int32_t
+word_find(const EvidenceCore *self, uint64_t first, const char *rest, Py_ssize_t len, int kind,
+          uint32_t hash)
+{
+    const table_t *t = &self->words;
+    Py_ssize_t nbytes = len * kind;
+    size_t i;
+    if (t->slots == NULL) {
+        return -1;
+    }
+    for (i = table_start(t, hash);; i = (i + 1) & (size_t)t->mask) {
+        const slot_t *e = &t->slots[i];
+        int32_t id = e->id;
+        if (id < 0) {
+            return -1;
+        }
+        if (e->hash == hash && self->word_key[id] == first && self->word_len[id] == len &&
+            self->word_kind[id] == kind &&
+            (nbytes <= 8 ||
+             memcmp(self->chars + self->word_off[id] + 8, rest, (size_t)(nbytes - 8)) == 0)) {
+            return id;
+        }
+    }
+}
+
+/* Add the token of `len` characters of `kind` at `chars` (absent; `first` and `hash` as in
+ * word_find) to the vocabulary: its id, or -1 with an exception. */
+static int32_t
+word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, int kind,
+         uint32_t hash, int stop)
+{
+    Py_ssize_t bytes = len * kind;
+    int32_t id;
+
+    if (len > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "EvidenceCore: a token is too long");
+        return -1;
+    }
+    if (self->n_chars + bytes > self->cap_chars) {
+        Py_ssize_t cap = self->cap_chars ? self->cap_chars : 1024;
+        char *grown;
+        while (cap < self->n_chars + bytes) {
+            if (cap > PY_SSIZE_T_MAX / 2) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            cap *= 2;
+        }
+        grown = PyMem_Realloc(self->chars, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->chars = grown;
+        self->cap_chars = cap;
+    }
+    if ((self->n_tokens >= self->cap_tokens && reserve_token(self) < 0) ||
+        (2 * (self->words.used + 1) > self->words.mask + 1 && table_reserve(&self->words) < 0)) {
+        return -1;
+    }
+    id = (int32_t)self->n_tokens++; /* its arrays were zeroed by reserve_token */
+    memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
+    self->word_key[id] = first;
+    self->word_off[id] = self->n_chars;
+    self->word_len[id] = (int32_t)len;
+    self->word_kind[id] = (uint8_t)kind;
+    self->word_stop[id] = (uint8_t)stop;
+    self->n_chars += bytes;
+    table_put(&self->words, hash, id);
+    return id;
+}
+
+/* The id of the str `token`; with `add`, interned if new (informative unless it is a stop word,
+ * all of which are interned first). -1: absent (without `add`); -2 with an exception. */
+static int32_t
+str_token(EvidenceCore *self, PyObject *token, int add, int stop)
+{
+    const char *chars, *rest;
+    Py_ssize_t len;
+    int kind;
+    uint64_t first;
+    uint32_t hash;
+    int32_t id;
+
+    if (!PyUnicode_CheckExact(token)) {
+        PyErr_Format(PyExc_TypeError, "EvidenceCore: tokens must be str, not %.100s",
+                     Py_TYPE(token)->tp_name);
+        return -2;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(token) < 0) {
+        return -2;
+    }
+#endif
+    chars = PyUnicode_DATA(token);
+    len = PyUnicode_GET_LENGTH(token);
+    kind = PyUnicode_KIND(token);
+    first = first_bytes(chars, len * kind);
+    rest = len * kind > 8 ? chars + 8 : NULL;
+    hash = hash_word(first, rest, len * kind, kind);
+    id = word_find(self, first, rest, len, kind, hash);
+    if (id >= 0 || !add) {
+        return id;
+    }
+    id = word_add(self, first, chars, len, kind, hash, stop);
+    return id < 0 ? -2 : id;
+}
+
+/* The stop words, interned first (once, before the first unit): copied from the vocabulary of
+ * the core this one was made `fresh` from, which holds only them, else interned here. */
+static int
+vocabulary_ready(EvidenceCore *self)
+{
+    EvidenceCore *from = (EvidenceCore *)self->vocabulary_from;
+    PyObject *iter, *word;
+    int st = 0;
+
+    if (self->words.slots != NULL) {
+        return 0;
+    }
+    if (from != NULL && from->units != NULL && vocabulary_ready(from) == 0 &&
+        from->n_units == 0) { /* (a core cleared by the garbage collector: not used) */
+        Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1;
+        while (st == 0 && self->cap_tokens < n) {
+            self->n_tokens = self->cap_tokens; /* as if full: reserve_token grows */
+            st = reserve_token(self);
+        }
+        self->n_tokens = 0;
+        if (st == 0 && (self->words.slots = PyMem_Malloc((size_t)cap * sizeof(slot_t))) == NULL) {
+            PyErr_NoMemory();
+            st = -1;
+        }
+        if (st == 0 && from->n_chars > 0 &&
+            (self->chars = PyMem_Malloc((size_t)from->cap_chars)) == NULL) {
+            PyErr_NoMemory();
+            st = -1;
+        }
+        if (st == 0) {
+            memcpy(self->words.slots, from->words.slots, (size_t)cap * sizeof(slot_t));
+            self->words.mask = from->words.mask;
+            self->words.used = from->words.used;
+            if (from->n_chars > 0) {
+                memcpy(self->chars, from->chars, (size_t)from->n_chars);
+                self->cap_chars = from->cap_chars;
+            }
+            self->n_chars = from->n_chars;
+            memcpy(self->word_key, from->word_key, (size_t)n * sizeof(uint64_t));
+            memcpy(self->word_off, from->word_off, (size_t)n * sizeof(Py_ssize_t));
+            memcpy(self->word_len, from->word_len, (size_t)n * sizeof(int32_t));
+            memcpy(self->word_kind, from->word_kind, (size_t)n);
+            memcpy(self->word_stop, from->word_stop, (size_t)n);
+            self->n_tokens = n; /* (their postings and marks: zeroed by reserve_token) */
+        }
+        Py_CLEAR(self->vocabulary_from);
+        return st;
+    }
+    Py_CLEAR(self->vocabulary_from);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (table_reserve(&self->words) < 0 || (iter = PyObject_GetIter(self->stop_words)) == NULL) {
+        return -1;
+    }
+    while (st == 0 && (word = PyIter_Next(iter)) != NULL) {
+        st = str_token(self, word, 1, 1) < -1 ? -1 : 0;
+        Py_DECREF(word);
+    }
+    Py_DECREF(iter);
+    return st == 0 && PyErr_Occurred() ? -1 : st;
+}
+
+/* The pieces of a str between spaces (its tokens, for a normalized text), interned (`add`) or
+ * looked up (-1 for those absent), appended to `out`. */
+static int
+str_pieces(EvidenceCore *self, PyObject *text, int add, ivec_t *out);
+
+/* --- classes by token ids -------------------------------------------------------------------- */
+
+static ALWAYS_INLINE uint32_t
+hash_ids(const int32_t *ids, int32_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n;
+    int32_t k;
+    for (k = 0; k < n; k++) {
+        h = (h ^ (uint32_t)ids[k]) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 31;
+    }
+    return (uint32_t)(h >> 32) ^ (uint32_t)h;
+}
+
+/* The class whose token ids are ids[0:n]; -1 if none. */
+static int32_t
+class_find(const EvidenceCore *self, const int32_t *ids, int32_t n, uint32_t hash)
+{
+    const table_t *t = &self->class_of;
+    size_t i;
+    if (t->slots == NULL) {
+        return -1;
+    }
+    for (i = table_start(t, hash);; i = (i + 1) & (size_t)t->mask) {
+        const slot_t *e = &t->slots[i];
+        int32_t c = e->id;
+        if (c < 0) {
+            return -1;
+        }
+        if (e->hash == hash && self->full_len[c] == n &&
+            memcmp(self->full_tokens.items + self->full_start[c], ids,
+                   (size_t)n * sizeof(int32_t)) == 0) {
+            return c;
+        }
+    }
 }
 
 /* --- union-find over sources ----------------------------------------------------------------- */
@@ -474,54 +788,39 @@ unit_threshold(Py_ssize_t n)
     return (n + 1) / 2 > 2 ? (int32_t)((n + 1) / 2) : 2;
 }
 
+/* Whether a token id sequence is that of an empty normalized text (a class made from a Unit whose
+ * normalized text is "": one empty piece). */
+static ALWAYS_INLINE int
+empty_text(const EvidenceCore *self, const int32_t *ids, int32_t n)
+{
+    return n == 0 || (n == 1 && ids[0] >= 0 && self->word_len[ids[0]] == 0);
+}
+
 /*
  * Unit.matches' containment test, `f" {a} " in f" {b} "`, for the normalized texts a (of the
- * single-token unit) and b; false if either is empty (Unit.matches checks both first). Without
- * building the padded strings: " a " is in " b " exactly when a occurs in b at an index i with
- * a space or the start of b before it and a space or the end of b after it. 1, 0, or -1 with an
- * exception.
+ * single-token unit) and b, given as their token ids a[0:na] and b[0:nb] (-1 for a token of b
+ * that is in no unit); false if either text is empty (Unit.matches checks both first). Tokens
+ * hold no space, so " a " is in " b " exactly when a's tokens are a run of b's.
  */
 static int
-contained(PyObject *a, PyObject *b)
+contained(const EvidenceCore *self, const int32_t *a, int32_t na, const int32_t *b, int32_t nb)
 {
-    Py_ssize_t la = PyUnicode_GetLength(a), lb = PyUnicode_GetLength(b), start = 0, i;
-    Py_UCS4 c;
-
-    if (la < 0 || lb < 0) {
-        return -1;
-    }
-    if (la == 0 || lb == 0) {
+    int32_t i, k;
+    if (empty_text(self, a, na) || empty_text(self, b, nb)) {
         return 0;
     }
-    while (start + la <= lb) {
-        i = PyUnicode_Find(b, a, start, lb, 1);
-        if (i < 0) {
-            return i == -1 ? 0 : -1;
+    for (i = 0; i + na <= nb; i++) {
+        for (k = 0; k < na && b[i + k] == a[k]; k++) {
         }
-        if (i > 0) {
-            c = PyUnicode_ReadChar(b, i - 1);
-            if (c == (Py_UCS4)-1 && PyErr_Occurred()) {
-                return -1;
-            }
-            if (c != ' ') {
-                start = i + 1;
-                continue;
-            }
-        }
-        if (i + la == lb) {
+        if (k == na) {
             return 1;
         }
-        c = PyUnicode_ReadChar(b, i + la);
-        if (c == (Py_UCS4)-1 && PyErr_Occurred()) {
-            return -1;
-        }
-        if (c == ' ') {
-            return 1;
-        }
-        start = i + 1;
     }
     return 0;
 }
+
+/* The token ids of class c (its normalized text). */
+#define CLASS_FULL(self, c) ((self)->full_tokens.items + (self)->full_start[c])
 
 /* How many of class c's tokens are marked with `stamp`, counted until the count reaches `enough`
  * or can no longer reach `needed` (callers only compare it with thresholds within that range). */
@@ -546,7 +845,7 @@ overlap(const EvidenceCore *self, int32_t c, uint32_t stamp, int32_t needed, int
 }
 
 /* Add the classes under `posting` to the candidates not yet marked with `stamp`. */
-static int
+static ALWAYS_INLINE int
 add_candidates(EvidenceCore *self, const posting_t *posting, uint32_t stamp)
 {
     const int32_t *ids = posting_ids(posting);
@@ -564,27 +863,6 @@ add_candidates(EvidenceCore *self, const posting_t *posting, uint32_t stamp)
 }
 
 /* --- adding units ---------------------------------------------------------------------------- */
-
-/* The id of `token`, interned if new; -1 with an exception. */
-static int32_t
-token_id(EvidenceCore *self, PyObject *token)
-{
-    Py_hash_t hash = PyObject_Hash(token);
-    int32_t id;
-
-    if (hash == -1) {
-        return -1;
-    }
-    id = table_find(&self->token_ids, token, hash);
-    if (id != -1) {
-        return id < 0 ? -1 : id;
-    }
-    if (reserve_token(self) < 0 ||
-        table_add(&self->token_ids, token, hash, (int32_t)self->n_tokens) < 0) {
-        return -1;
-    }
-    return (int32_t)self->n_tokens++; /* its arrays were zeroed by reserve_token */
-}
 
 static int
 compare_keys(const void *a, const void *b)
@@ -661,7 +939,6 @@ link_class(EvidenceCore *self, int32_t c, int32_t source, uint32_t stamp)
 {
     const int32_t *tokens = self->class_tokens.items + self->tok_start[c];
     int32_t n = self->tok_len[c], t = self->threshold[c], k;
-    PyObject *norm = self->normalized[c];
 
     self->candidates.len = 0;
     for (k = 0; k < n; k++) {
@@ -691,13 +968,14 @@ link_class(EvidenceCore *self, int32_t c, int32_t source, uint32_t stamp)
         }
         count = overlap(self, other, stamp, ot < t ? ot : t, ot > t ? ot : t);
         if (count >= ot) {
-            m = ot > 1 ? 1 : contained(self->normalized[other], norm);
+            m = ot > 1 ? 1
+                       : contained(self, CLASS_FULL(self, other), self->full_len[other],
+                                   CLASS_FULL(self, c), self->full_len[c]);
         }
         if (m == 0 && count >= t) {
-            m = t > 1 ? 1 : contained(norm, self->normalized[other]);
-        }
-        if (m < 0) {
-            return -1;
+            m = t > 1 ? 1
+                      : contained(self, CLASS_FULL(self, c), self->full_len[c],
+                                  CLASS_FULL(self, other), self->full_len[other]);
         }
         if (m) {
             unite(self, other_source, source);
@@ -706,48 +984,25 @@ link_class(EvidenceCore *self, int32_t c, int32_t source, uint32_t stamp)
     return 0;
 }
 
-/* A new class for `unit`, whose normalized text `norm` (of hash `hash`) no class has, the first
- * unit of which is unit id u of `source`. */
+/* A new class for unit u of `source`, whose token ids full[0:n_full] (hash `hash`) no class has;
+ * its informative token ids, in order with repeats, are info[0:n_info]. `n_set`, if not -1, is
+ * the size its unique informative tokens must have (a Unit's token_set). */
 static int
-add_class(EvidenceCore *self, PyObject *unit, PyObject *norm, Py_hash_t hash, int32_t u,
-          int32_t source)
+add_class(EvidenceCore *self, int32_t u, int32_t source, const int32_t *full, int32_t n_full,
+          uint32_t hash, const int32_t *info, int32_t n_info, Py_ssize_t n_set)
 {
-    PyObject *tokens = NULL, *token_set = NULL;
-    Py_ssize_t i, n_set;
-    int32_t c = (int32_t)self->n_classes, start = self->class_tokens.len, n, t, k;
+    int32_t c = (int32_t)self->n_classes, start = self->class_tokens.len;
+    int32_t full_start = self->full_tokens.len, n, t, k;
     uint32_t stamp;
-    int result = -1;
 
-    if (!PyUnicode_Check(norm)) {
-        PyErr_Format(PyExc_TypeError, "unit.normalized must be str, not %.100s",
-                     Py_TYPE(norm)->tp_name);
+    if (reserve_class(self) < 0 || table_reserve(&self->class_of) < 0) {
         return -1;
-    }
-    tokens = PyObject_GetAttr(unit, self->s_tokens);
-    if (tokens == NULL) {
-        goto done;
-    }
-    if (!PyTuple_Check(tokens)) {
-        PyErr_Format(PyExc_TypeError, "unit.tokens must be a tuple, not %.100s",
-                     Py_TYPE(tokens)->tp_name);
-        goto done;
-    }
-    token_set = PyObject_GetAttr(unit, self->s_token_set);
-    if (token_set == NULL) {
-        goto done;
-    }
-    n_set = PyObject_Size(token_set);
-    if (n_set < 0 || reserve_class(self) < 0) {
-        goto done;
     }
     /* the unique tokens in text order (`dict.fromkeys(unit.tokens)`), marked with the stamp,
      * which `overlap` then counts in `link_class` */
     stamp = next_stamp(self);
-    for (i = 0; i < PyTuple_GET_SIZE(tokens); i++) {
-        int32_t tok = token_id(self, PyTuple_GET_ITEM(tokens, i));
-        if (tok < 0) {
-            goto undo;
-        }
+    for (k = 0; k < n_info; k++) {
+        int32_t tok = info[k];
         if (self->token_mark[tok] != stamp) {
             self->token_mark[tok] = stamp;
             if (ivec_push(&self->class_tokens, tok) < 0) {
@@ -756,84 +1011,272 @@ add_class(EvidenceCore *self, PyObject *unit, PyObject *norm, Py_hash_t hash, in
         }
     }
     n = self->class_tokens.len - start;
-    if (n != n_set) {
+    if (n_set >= 0 && n != n_set) {
         PyErr_SetString(PyExc_ValueError, "unit.token_set is not frozenset(unit.tokens)");
         goto undo;
     }
-    t = unit_threshold(n);
-    if (table_add(&self->class_of, norm, hash, c) < 0) {
+    if (ivec_extend(&self->full_tokens, full, n_full) < 0) {
         goto undo;
     }
+    t = unit_threshold(n);
+    table_put(&self->class_of, hash, c);
     self->threshold[c] = t;
     self->tok_start[c] = start;
     self->tok_len[c] = n;
+    self->full_start[c] = full_start;
+    self->full_len[c] = n_full;
     self->first_unit[c] = self->last_unit[c] = u;
+    self->unit_class[u] = c;
     self->class_mark[c] = 0;
-    Py_INCREF(norm);
-    self->normalized[c] = norm;
     self->n_classes = c + 1;
     /* From here on the class is in place; an error (MemoryError) leaves it partly indexed. */
     for (k = 0; k < n; k++) {
         int32_t tok = self->class_tokens.items[start + k];
         if (posting_push(&self->full[tok], c) < 0) {
-            goto done;
+            return -1;
         }
     }
     if (rarest(self, c, n - t + 1) < 0 || link_class(self, c, source, stamp) < 0) {
-        goto done;
+        return -1;
     }
     for (k = 0; k < self->rarest.len; k++) {
         if (posting_push(&self->prefix[self->rarest.items[k]], c) < 0) {
-            goto done;
+            return -1;
         }
     }
-    result = 0;
-    goto done;
+    return 0;
 undo:
     self->class_tokens.len = start;
-done:
-    Py_XDECREF(tokens);
-    Py_XDECREF(token_set);
-    return result;
+    self->full_tokens.len = full_start;
+    return -1;
 }
 
-/* One unit of `source` at `slot`: the per-unit loop of EvidenceIndex.add_evidence. */
+/* A unit of `source` at `slot`, of token ids full[0:n_full] and informative ones info[0:n_info]
+ * (see add_class), as `unit` (a new reference to the Unit, or to None: made when asked for): the
+ * per-unit loop of EvidenceIndex.add_evidence. */
 static int
-add_unit(EvidenceCore *self, PyObject *unit, int32_t source, Py_ssize_t slot)
+add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *full,
+         int32_t n_full, const int32_t *info, int32_t n_info, Py_ssize_t n_set, PyObject *unit)
 {
-    PyObject *norm;
-    Py_hash_t hash;
     int32_t u = (int32_t)self->n_units, c;
-    int result = -1;
+    uint32_t hash;
 
     if (slot > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "EvidenceCore: more than 2**31 - 1 units");
         return -1;
     }
-    norm = PyObject_GetAttr(unit, self->s_normalized);
-    if (norm == NULL || reserve_unit(self) < 0 || PyList_Append(self->units, unit) < 0) {
-        Py_XDECREF(norm);
+    if (reserve_unit(self) < 0 || PyList_Append(self->units, unit) < 0) {
         return -1;
     }
     self->owner[u] = source;
     self->slot[u] = (int32_t)slot;
     self->next_unit[u] = -1;
+    self->text_start[u] = self->text_end[u] = 0;
     self->n_units = u + 1;
-    hash = PyObject_Hash(norm);
-    c = hash == -1 ? -2 : table_find(&self->class_of, norm, hash);
+    hash = hash_ids(full, n_full);
+    c = class_find(self, full, n_full, hash);
     if (c >= 0) {
         /* Same text as earlier units: it matches them, and exactly what they match, whose
          * sources are already in their group. */
         self->next_unit[self->last_unit[c]] = u;
         self->last_unit[c] = u;
+        self->unit_class[u] = c;
         unite(self, self->owner[self->first_unit[c]], source);
-        result = 0;
+        return 0;
     }
-    else if (c == -1) {
-        result = add_class(self, unit, norm, hash, u, source);
+    return add_class(self, u, source, full, n_full, hash, info, n_info, n_set);
+}
+
+/* --- tokens of a text ------------------------------------------------------------------------ */
+
+/* The id of the token of `len` characters at data[start] (of the tokenizer's ASCII path:
+ * [A-Za-z0-9.-]), lower-cased, as ASCII; with `add`, interned if new. -1: absent (without
+ * `add`), -2 with an exception. Most tokens are of at most 8 characters: read at once from a
+ * text of the 1-byte kind (but at its very end, see scan_end), compared at once. */
+static ALWAYS_INLINE int32_t
+text_token(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t len,
+           int add)
+{
+    const char *chars = NULL, *rest = NULL; /* (no bytes past the first 8: none) */
+    uint64_t first;
+    uint32_t hash;
+    int32_t id;
+    Py_ssize_t j;
+
+    if (kind == PyUnicode_1BYTE_KIND && len <= 8 &&
+        (const char *)data + start + 8 <= self->scan_end) {
+        /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
+        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
+        memcpy(&first, (const char *)data + start, 8);
+        first = (first | 0x2020202020202020ULL) & mask;
     }
-    Py_DECREF(norm);
-    return result;
+#if TOKENS_SSE2
+    else if (kind == PyUnicode_2BYTE_KIND && len <= 8 &&
+             (const char *)data + 2 * (start + 8) <= self->scan_end) {
+        /* (text with typographic punctuation) the 8 characters packed into bytes: the token's
+         * are ASCII */
+        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS2 *)data + start));
+        first = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(x, x));
+        first = (first | 0x2020202020202020ULL) & mask;
+    }
+#endif
+    else {
+        char *out;
+        if (len + 8 > self->cap_scratch) {
+            char *grown = PyMem_Realloc(self->scratch, (size_t)(len + 8));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -2;
+            }
+            self->scratch = grown;
+            self->cap_scratch = len + 8;
+        }
+        out = self->scratch;
+        for (j = 0; j < len; j++) {
+            out[j] = (char)(PyUnicode_READ(kind, data, start + j) | 0x20);
+        }
+        memset(out + len, 0, 8);
+        memcpy(&first, out, 8);
+        chars = out;
+        rest = len > 8 ? out + 8 : NULL;
+    }
+    hash = hash_word(first, rest, len, PyUnicode_1BYTE_KIND);
+    id = word_find(self, first, rest, len, PyUnicode_1BYTE_KIND, hash);
+    if (id >= 0 || !add) {
+        return id;
+    }
+    if (chars == NULL) {
+        memcpy(self->scratch8, &first, 8);
+        chars = self->scratch8;
+    }
+    id = word_add(self, first, chars, len, PyUnicode_1BYTE_KIND, hash, 0);
+    return id < 0 ? -2 : id;
+}
+
+static int add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *full,
+                    int32_t n_full, const int32_t *info, int32_t n_info, Py_ssize_t n_set,
+                    PyObject *unit);
+
+/* The end of add_text's current segment (self->segment): its unit, if its tokens (in self->seq
+ * and self->informative) hold two informative ones, with the segment's bounds, stripped, as
+ * its text. */
+static int
+end_segment(EvidenceCore *self, int kind, const void *data)
+{
+    Py_ssize_t start = self->segments[2 * self->segment], end = self->segments[2 * self->segment + 1];
+    int32_t u = (int32_t)self->n_units;
+
+    if (self->informative.len >= 2) {
+        if (add_unit(self, self->segment_source, u - self->segment_first, self->seq.items,
+                     self->seq.len, self->informative.items, self->informative.len, -1,
+                     Py_None) < 0) {
+            return ST_ERROR;
+        }
+        /* its text, segment.strip() */
+        while (start < end && char_class(PyUnicode_READ(kind, data, start)) == C_SPACE) {
+            start++;
+        }
+        while (end > start && char_class(PyUnicode_READ(kind, data, end - 1)) == C_SPACE) {
+            end--;
+        }
+        self->text_start[u] = start;
+        self->text_end[u] = end;
+    }
+    self->seq.len = self->informative.len = 0;
+    self->segment++;
+    return ST_OK;
+}
+
+/* The sink of add_text, over the whole text: each token interned, its id appended to self->seq,
+ * and to self->informative unless it is a stop word; the segments it is past ended first (a
+ * token is within one segment: the text between two is spaces and a sentence's end). */
+static ALWAYS_INLINE int
+intern_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
+{
+    EvidenceCore *self = ctx;
+    int32_t id;
+
+    while (start >= self->segments[2 * self->segment + 1]) {
+        if (end_segment(self, kind, data) != ST_OK) {
+            return ST_ERROR;
+        }
+    }
+    id = text_token(self, kind, data, start, len, 1);
+
+    if (id < 0 || ivec_push(&self->seq, id) < 0 ||
+        (!self->word_stop[id] && ivec_push(&self->informative, id) < 0)) {
+        return ST_ERROR;
+    }
+    return ST_OK;
+}
+
+/* The sink of match_text: each token looked up, its id (-1 if absent: in no unit) appended to
+ * self->seq; a token in the vocabulary marked with the current stamp and the classes under it
+ * in `prefix` added to the candidates (`_candidates`). Stop words are in no class: marking
+ * them changes nothing. */
+static ALWAYS_INLINE int
+lookup_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
+{
+    EvidenceCore *self = ctx;
+    int32_t id = text_token(self, kind, data, start, len, 0);
+
+    if (id < -1 || ivec_push(&self->seq, id) < 0) {
+        return ST_ERROR;
+    }
+    if (id >= 0 && self->token_mark[id] != self->stamp) {
+        self->token_mark[id] = self->stamp;
+        if (add_candidates(self, &self->prefix[id], self->stamp) < 0) {
+            return ST_ERROR;
+        }
+    }
+    return ST_OK;
+}
+
+/* scan_tokens over data[start:end] with one of the sinks above, inlined per kind. */
+static int
+scan_range(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t end,
+           int intern)
+{
+    const char *at = (const char *)data + start * kind;
+    Py_ssize_t n = end - start;
+    self->scan_end = (const char *)data + (end - start) * kind + start * kind;
+    if (intern) {
+        return kind == PyUnicode_1BYTE_KIND
+                   ? scan_tokens(PyUnicode_1BYTE_KIND, at, n, intern_sink, self)
+                   : scan_tokens(PyUnicode_2BYTE_KIND, at, n, intern_sink, self);
+    }
+    switch (kind) {
+    case PyUnicode_1BYTE_KIND:
+        return scan_tokens(PyUnicode_1BYTE_KIND, at, n, lookup_sink, self);
+    case PyUnicode_2BYTE_KIND:
+        return scan_tokens(PyUnicode_2BYTE_KIND, at, n, lookup_sink, self);
+    default:
+        return scan_tokens(PyUnicode_4BYTE_KIND, at, n, lookup_sink, self);
+    }
+}
+
+static int
+str_pieces(EvidenceCore *self, PyObject *text, int add, ivec_t *out)
+{
+    PyObject *pieces, *space = PyUnicode_FromOrdinal(' ');
+    Py_ssize_t i;
+    int st = 0;
+
+    if (space == NULL) {
+        return -1;
+    }
+    pieces = PyUnicode_Split(text, space, -1);
+    Py_DECREF(space);
+    if (pieces == NULL) {
+        return -1;
+    }
+    for (i = 0; st == 0 && i < PyList_GET_SIZE(pieces); i++) {
+        int32_t id = str_token(self, PyList_GET_ITEM(pieces, i), add, 0);
+        st = id < -1 ? -1 : ivec_push(out, id);
+    }
+    Py_DECREF(pieces);
+    return st;
 }
 
 /* --- methods --------------------------------------------------------------------------------- */
@@ -853,6 +1296,118 @@ enter(EvidenceCore *self)
     return 0;
 }
 
+/* The source index argument: -1 with an exception. */
+static Py_ssize_t
+source_arg(EvidenceCore *self, PyObject *arg, const char *method)
+{
+    Py_ssize_t source = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (source == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (source < self->n_sources || source >= INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s(): source_index goes back", method);
+        return -1;
+    }
+    return source;
+}
+
+PyDoc_STRVAR(add_text_doc,
+"add_text($self, source_index, text, /)\n"
+"--\n"
+"\n"
+"Index the units of the source at source_index whose text is `text`, as\n"
+"EvidenceIndex.add_evidence does with TextCache.units(text); returns how many there are (they\n"
+"get the next unit ids), or None, changing nothing, if the text is not of the tokenizer's\n"
+"ASCII path (see ascii_tokens): add_units then takes the units made by the Python code.\n"
+"source_index must be above that of every earlier call.");
+
+static PyObject *
+add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text;
+    Py_ssize_t source, first;
+    const void *data;
+    bounds_t b;
+    int kind, st;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "add_text() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    text = args[1];
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "add_text(): text must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if ((source = source_arg(self, args[0], "add_text")) < 0) {
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    kind = PyUnicode_KIND(text);
+    data = PyUnicode_DATA(text);
+    if (kind == PyUnicode_4BYTE_KIND) {
+        Py_RETURN_NONE; /* holds a character above U+FFFF: not of the ASCII path */
+    }
+    b.items = b.stack;
+    b.n = 0;
+    b.cap = BOUNDS_ON_STACK;
+    st = kind == PyUnicode_1BYTE_KIND
+             ? find_segments(PyUnicode_1BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b)
+             : find_segments(PyUnicode_2BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b);
+    if (st != ST_OK) {
+        if (b.items != b.stack) {
+            PyMem_Free(b.items);
+        }
+        if (st == ST_UNHANDLED) {
+            Py_RETURN_NONE;
+        }
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        if (b.items != b.stack) {
+            PyMem_Free(b.items);
+        }
+        return NULL;
+    }
+    first = self->n_units;
+    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? ST_ERROR : ST_OK;
+    /* the tokens of the whole text, one segment after the other (all of the ASCII path:
+     * find_segments checked every character) */
+    self->segments = b.items;
+    self->segment = 0;
+    self->segment_source = (int32_t)source;
+    self->segment_first = first;
+    self->seq.len = self->informative.len = 0;
+    if (st == ST_OK) {
+        st = scan_range(self, kind, data, 0, PyUnicode_GET_LENGTH(text), 1);
+        if (st == ST_UNHANDLED) { /* cannot be: find_segments read every character */
+            PyErr_SetString(PyExc_SystemError, "add_text: a character off the ASCII path");
+            st = ST_ERROR;
+        }
+    }
+    while (st == ST_OK && 2 * self->segment < b.n) {
+        st = end_segment(self, kind, data);
+    }
+    self->segments = NULL;
+    if (st == ST_OK && self->n_units > first && self->source_text[source] == NULL) {
+        Py_INCREF(text);
+        self->source_text[source] = text;
+    }
+    self->busy = 0;
+    if (b.items != b.stack) {
+        PyMem_Free(b.items);
+    }
+    if (st != ST_OK) {
+        return NULL;
+    }
+    return PyLong_FromSsize_t(self->n_units - first);
+}
+
 PyDoc_STRVAR(add_units_doc,
 "add_units($self, source_index, units, /)\n"
 "--\n"
@@ -862,23 +1417,67 @@ PyDoc_STRVAR(add_units_doc,
 "get consecutive ids). source_index must be above that of every earlier call; sources\n"
 "skipped in between are sources without units.");
 
+/* One Unit object of `source` at `slot`. */
+static int
+add_unit_object(EvidenceCore *self, PyObject *unit, int32_t source, Py_ssize_t slot)
+{
+    PyObject *norm, *tokens = NULL, *token_set = NULL;
+    Py_ssize_t i, n_set;
+    int result = -1;
+
+    self->seq.len = self->informative.len = 0;
+    norm = PyObject_GetAttr(unit, self->s_normalized);
+    if (norm == NULL) {
+        return -1;
+    }
+    if (!PyUnicode_Check(norm)) {
+        PyErr_Format(PyExc_TypeError, "unit.normalized must be str, not %.100s",
+                     Py_TYPE(norm)->tp_name);
+        goto done;
+    }
+    tokens = PyObject_GetAttr(unit, self->s_tokens);
+    if (tokens == NULL) {
+        goto done;
+    }
+    if (!PyTuple_Check(tokens)) {
+        PyErr_Format(PyExc_TypeError, "unit.tokens must be a tuple, not %.100s",
+                     Py_TYPE(tokens)->tp_name);
+        goto done;
+    }
+    token_set = PyObject_GetAttr(unit, self->s_token_set);
+    if (token_set == NULL || (n_set = PyObject_Size(token_set)) < 0) {
+        goto done;
+    }
+    if (str_pieces(self, norm, 1, &self->seq) < 0) {
+        goto done;
+    }
+    for (i = 0; i < PyTuple_GET_SIZE(tokens); i++) {
+        int32_t tok = str_token(self, PyTuple_GET_ITEM(tokens, i), 1, 0);
+        if (tok < 0 || ivec_push(&self->informative, tok) < 0) {
+            goto done;
+        }
+    }
+    result = add_unit(self, source, slot, self->seq.items, self->seq.len,
+                      self->informative.items, self->informative.len, n_set, unit);
+done:
+    Py_DECREF(norm);
+    Py_XDECREF(tokens);
+    Py_XDECREF(token_set);
+    return result;
+}
+
 static PyObject *
 add_units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *units;
     Py_ssize_t source, first, i;
-    int st = 0;
+    int st;
 
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "add_units() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    source = PyNumber_AsSsize_t(args[0], PyExc_OverflowError);
-    if (source == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (source < self->n_sources) {
-        PyErr_SetString(PyExc_ValueError, "add_units(): source_index goes back");
+    if ((source = source_arg(self, args[0], "add_units")) < 0) {
         return NULL;
     }
     units = PySequence_Fast(args[1], "add_units(): units must be a list or tuple");
@@ -889,21 +1488,12 @@ add_units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(units);
         return NULL;
     }
-    while (self->n_sources <= source) {
-        Py_ssize_t s = self->n_sources;
-        if (reserve_source(self) < 0) {
-            st = -1;
-            break;
-        }
-        self->parent[s] = (int32_t)s;
-        self->size[s] = 1;
-        self->n_sources = s + 1;
-    }
     first = self->n_units;
+    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? -1 : 0;
     for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(units); i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(units, i);
         Py_INCREF(item); /* the list is the caller's: held while Python code may run */
-        st = add_unit(self, item, (int32_t)source, i);
+        st = add_unit_object(self, item, (int32_t)source, i);
         Py_DECREF(item);
     }
     self->busy = 0;
@@ -993,12 +1583,114 @@ done:
     return result;
 }
 
-/* One token of the text being matched: marked for `overlap`, the classes under it in `prefix`
- * added to the candidates (`_candidates`). */
-static int
-match_token(EvidenceCore *self, PyObject *token, Py_hash_t hash, uint32_t stamp)
+/* The candidates of the text being matched (its tokens marked with the current stamp, its token
+ * ids in self->seq) checked, the matched unit ids returned ascending, and `position` appended to
+ * the reuse positions of each. */
+static PyObject *
+match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
 {
-    int32_t tok = table_find(&self->token_ids, token, hash);
+    PyObject *list;
+    uint32_t stamp = self->stamp;
+    int32_t k;
+
+    self->matched.len = 0;
+    for (k = 0; k < self->candidates.len; k++) {
+        int32_t c = self->candidates.items[k], t = self->threshold[c], u;
+        if (overlap(self, c, stamp, t, t) < t) {
+            continue;
+        }
+        if (t == 1 && !contained(self, CLASS_FULL(self, c), self->full_len[c], self->seq.items,
+                                 self->seq.len)) {
+            continue; /* a one-token unit: containment */
+        }
+        for (u = self->first_unit[c]; u >= 0; u = self->next_unit[u]) {
+            if (ivec_push(&self->matched, u) < 0) {
+                return NULL;
+            }
+        }
+    }
+    if (self->matched.len > 1) { /* (no items yet: a NULL array qsort must not see) */
+        qsort(self->matched.items, (size_t)self->matched.len, sizeof(int32_t), compare_ids);
+    }
+    list = PyList_New(self->matched.len);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (k = 0; k < self->matched.len; k++) {
+        PyObject *id = PyLong_FromLong(self->matched.items[k]);
+        if (id == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, k, id);
+    }
+    for (k = 0; k < self->matched.len; k++) {
+        if (add_reuse(self, sources, self->matched.items[k], position) < 0) {
+            Py_DECREF(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+PyDoc_STRVAR(match_text_doc,
+"match_text($self, text, position, sources, /)\n"
+"--\n"
+"\n"
+"The units the output `text` reuses, as EvidenceIndex.match_output matches them, for a text\n"
+"of the tokenizer's ASCII path (see ascii_tokens): the unit ids ascending, `position` appended\n"
+"to sources[owner].reuse_positions[slot] of each (sources: the index's list of\n"
+"EvidenceSource). None, changing nothing, for any other text (match then takes its tokens made\n"
+"by the Python code).");
+
+static PyObject *
+match_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text, *list;
+    int st;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "match_text() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    text = args[0];
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "match_text(): text must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if (self->n_classes == 0) {
+        return PyList_New(0); /* nothing to match, whatever the text */
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return NULL;
+    }
+#endif
+    if (enter(self) < 0) {
+        return NULL;
+    }
+    (void)next_stamp(self);
+    self->candidates.len = self->seq.len = 0;
+    st = scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
+                    PyUnicode_GET_LENGTH(text), 0);
+    if (st == ST_OK) {
+        /* (no token: an empty normalized text, which matches nothing, and no candidate) */
+        list = match_candidates(self, args[1], args[2]);
+    }
+    else {
+        list = st == ST_UNHANDLED ? Py_NewRef(Py_None) : NULL;
+    }
+    self->busy = 0;
+    return list;
+}
+
+/* One informative token of a text given by its tokens: marked, the classes under it in `prefix`
+ * added to the candidates. */
+static int
+match_token(EvidenceCore *self, PyObject *token, uint32_t stamp)
+{
+    int32_t tok = str_token(self, token, 0, 0);
     if (tok < 0) {
         return tok == -1 ? 0 : -1; /* -1: in no class */
     }
@@ -1013,28 +1705,12 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
     PyObject *iter, *token;
     int st = 0;
 
-    if (PyFrozenSet_CheckExact(tokens)) {
-        /* A Tokenized.token_set: the set's own table, with each key's hash,
-         * without an iterator or a hash call. A frozenset does not change; its table has no
-         * deleted ("dummy", hash -1) entries, skipped all the same. */
-        const PySetObject *set = (const PySetObject *)tokens;
-        Py_ssize_t i;
-        for (i = 0; st == 0 && i <= set->mask; i++) {
-            const setentry *entry = &set->table[i];
-            if (entry->key != NULL && entry->hash != -1) {
-                st = match_token(self, entry->key, entry->hash, stamp);
-            }
-        }
-        return st;
-    }
     if (PyTuple_CheckExact(tokens)) {
         /* The evaluator's case (TextCache.normalized_informative): the informative tokens in
          * order, repeats included; marking a token or a candidate twice changes nothing. */
         Py_ssize_t i;
         for (i = 0; st == 0 && i < PyTuple_GET_SIZE(tokens); i++) {
-            PyObject *item = PyTuple_GET_ITEM(tokens, i);
-            Py_hash_t hash = PyObject_Hash(item);
-            st = hash == -1 ? -1 : match_token(self, item, hash, stamp);
+            st = match_token(self, PyTuple_GET_ITEM(tokens, i), stamp);
         }
         return st;
     }
@@ -1043,8 +1719,7 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
         return -1;
     }
     while (st == 0 && (token = PyIter_Next(iter)) != NULL) {
-        Py_hash_t hash = PyObject_Hash(token);
-        st = hash == -1 ? -1 : match_token(self, token, hash, stamp);
+        st = match_token(self, token, stamp);
         Py_DECREF(token);
     }
     Py_DECREF(iter);
@@ -1052,29 +1727,25 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
 }
 
 PyDoc_STRVAR(match_doc,
-"match($self, token_set, normalized, position, sources, /)\n"
+"match($self, tokens, normalized, position, sources, /)\n"
 "--\n"
 "\n"
 "The units a text reuses, as EvidenceIndex.match_output matches them: the text's informative\n"
-"tokens (an iterable of str; repeats change nothing) and its normalized text (a non-empty\n"
-"str). Returns the\n"
-"unit ids ascending, and appends `position` to sources[owner].reuse_positions[slot] of each\n"
-"(sources: the index's list of EvidenceSource).");
+"tokens (an iterable of str; repeats change nothing) and its normalized text (a str). Returns\n"
+"the unit ids ascending, and appends `position` to sources[owner].reuse_positions[slot] of\n"
+"each (sources: the index's list of EvidenceSource).");
 
 static PyObject *
 match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *normalized, *position, *sources, *list = NULL;
+    PyObject *normalized, *list = NULL;
     uint32_t stamp;
-    int32_t k;
 
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError, "match() takes 4 arguments (%zd given)", nargs);
         return NULL;
     }
     normalized = args[1];
-    position = args[2];
-    sources = args[3];
     if (!PyUnicode_Check(normalized)) {
         PyErr_Format(PyExc_TypeError, "match(): normalized must be str, not %.100s",
                      Py_TYPE(normalized)->tp_name);
@@ -1084,56 +1755,13 @@ match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     stamp = next_stamp(self);
-    self->candidates.len = 0;
-    self->matched.len = 0;
-    if (match_tokens(self, args[0], stamp) < 0) {
-        goto error;
-    }
-    for (k = 0; k < self->candidates.len; k++) {
-        int32_t c = self->candidates.items[k], t = self->threshold[c], u;
-        if (overlap(self, c, stamp, t, t) < t) {
-            continue;
-        }
-        if (t == 1) { /* a one-token unit: containment */
-            int m = contained(self->normalized[c], normalized);
-            if (m < 0) {
-                goto error;
-            }
-            if (!m) {
-                continue;
-            }
-        }
-        for (u = self->first_unit[c]; u >= 0; u = self->next_unit[u]) {
-            if (ivec_push(&self->matched, u) < 0) {
-                goto error;
-            }
-        }
-    }
-    if (self->matched.len > 1) { /* (no items yet: a NULL array qsort must not see) */
-        qsort(self->matched.items, (size_t)self->matched.len, sizeof(int32_t), compare_ids);
-    }
-    list = PyList_New(self->matched.len);
-    if (list == NULL) {
-        goto error;
-    }
-    for (k = 0; k < self->matched.len; k++) {
-        PyObject *id = PyLong_FromLong(self->matched.items[k]);
-        if (id == NULL) {
-            goto error;
-        }
-        PyList_SET_ITEM(list, k, id);
-    }
-    for (k = 0; k < self->matched.len; k++) {
-        if (add_reuse(self, sources, self->matched.items[k], position) < 0) {
-            goto error;
-        }
+    self->candidates.len = self->seq.len = 0;
+    if (match_tokens(self, args[0], stamp) == 0 &&
+        (PyUnicode_GET_LENGTH(normalized) == 0 || str_pieces(self, normalized, 0, &self->seq) == 0)) {
+        list = match_candidates(self, args[2], args[3]);
     }
     self->busy = 0;
     return list;
-error:
-    self->busy = 0;
-    Py_XDECREF(list);
-    return NULL;
 }
 
 /* A unit id as list indexing takes it (negative from the end); -1 with IndexError. */
@@ -1160,6 +1788,113 @@ unit_index(EvidenceCore *self, PyObject *arg)
     return i;
 }
 
+/* A new str of token id `tok`. */
+static PyObject *
+token_str(const EvidenceCore *self, int32_t tok)
+{
+    return PyUnicode_FromKindAndData(self->word_kind[tok], self->chars + self->word_off[tok],
+                                     self->word_len[tok]);
+}
+
+/* The Unit of unit id u (indexed by add_text): made from its source's text and its class's
+ * tokens, as TextCache.units makes it (text._segment_unit), and kept. A new reference, or NULL
+ * with an exception. */
+static PyObject *
+make_unit(EvidenceCore *self, Py_ssize_t u)
+{
+    int32_t c = self->unit_class[u], n = self->full_len[c], k, n_info = 0;
+    const int32_t *full = CLASS_FULL(self, c);
+    PyObject *words = NULL, *informative = NULL, *token_set = NULL, *normalized = NULL;
+    PyObject *text = NULL, *unit = NULL, *space = NULL, *values[4];
+    PyObject *source_text = self->source_text[self->owner[u]];
+
+    if (source_text == NULL) {
+        PyErr_SetString(PyExc_SystemError, "EvidenceCore: a unit without its text");
+        return NULL;
+    }
+    if ((words = PyList_New(n)) == NULL) {
+        return NULL;
+    }
+    for (k = 0; k < n; k++) {
+        PyObject *word = token_str(self, full[k]);
+        if (word == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(words, k, word);
+        n_info += !self->word_stop[full[k]];
+    }
+    if ((informative = PyTuple_New(n_info)) == NULL) {
+        goto done;
+    }
+    for (k = 0, n_info = 0; k < n; k++) {
+        if (!self->word_stop[full[k]]) {
+            PyTuple_SET_ITEM(informative, n_info++, Py_NewRef(PyList_GET_ITEM(words, k)));
+        }
+    }
+    if ((space = PyUnicode_FromOrdinal(' ')) == NULL ||
+        (normalized = PyUnicode_Join(space, words)) == NULL ||
+        (token_set = PyFrozenSet_New(informative)) == NULL ||
+        (text = PyUnicode_Substring(source_text, self->text_start[u], self->text_end[u])) ==
+            NULL) {
+        goto done;
+    }
+    /* strings only: nothing for the garbage collector to scan (as in text_units) */
+    PyObject_GC_UnTrack(informative);
+    PyObject_GC_UnTrack(token_set);
+    unit = ((PyTypeObject *)self->unit_type)->tp_alloc((PyTypeObject *)self->unit_type, 0);
+    if (unit == NULL) {
+        goto done;
+    }
+    values[0] = text;
+    values[1] = normalized;
+    values[2] = informative;
+    values[3] = token_set;
+    for (k = 0; k < 4; k++) {
+        PyObject *name = k == 0   ? self->s_text
+                         : k == 1 ? self->s_normalized
+                         : k == 2 ? self->s_tokens
+                                  : self->s_token_set;
+        if (PyObject_GenericSetAttr(unit, name, values[k]) < 0) {
+            Py_CLEAR(unit);
+            goto done;
+        }
+    }
+    /* kept for the next call */
+    Py_INCREF(unit);
+    if (PyList_SetItem(self->units, u, unit) < 0) {
+        Py_CLEAR(unit);
+    }
+done:
+    Py_XDECREF(words);
+    Py_XDECREF(informative);
+    Py_XDECREF(token_set);
+    Py_XDECREF(normalized);
+    Py_XDECREF(text);
+    Py_XDECREF(space);
+    return unit;
+}
+
+/* The Unit of unit id u: a new reference, or NULL with an exception. */
+static PyObject *
+get_unit(EvidenceCore *self, Py_ssize_t u)
+{
+    PyObject *unit;
+    if (self->units == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
+        return NULL;
+    }
+    unit = PyList_GET_ITEM(self->units, u);
+    if (unit != Py_None) {
+        return Py_NewRef(unit);
+    }
+    if (enter(self) < 0) { /* making it may start a garbage collection */
+        return NULL;
+    }
+    unit = make_unit(self, u);
+    self->busy = 0;
+    return unit;
+}
+
 PyDoc_STRVAR(owner_doc,
 "owner($self, unit_id, /)\n"
 "--\n"
@@ -1180,7 +1915,8 @@ PyDoc_STRVAR(unit_doc,
 "unit($self, unit_id, /)\n"
 "--\n"
 "\n"
-"The unit (negative ids count from the end, as list indexing does).");
+"The unit (negative ids count from the end, as list indexing does): the Unit given to\n"
+"add_units, or, for add_text's, one equal to TextCache.units', made at the first call.");
 
 static PyObject *
 unit(EvidenceCore *self, PyObject *arg)
@@ -1189,11 +1925,48 @@ unit(EvidenceCore *self, PyObject *arg)
     if (i < 0) {
         return NULL;
     }
-    if (self->units == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
+    return get_unit(self, i);
+}
+
+PyDoc_STRVAR(units_doc,
+"units($self, start, stop, /)\n"
+"--\n"
+"\n"
+"The list of the units of ids start to stop - 1 (as unit() gives them; 0 <= start <= stop <=\n"
+"the number of units): those of a source.");
+
+static PyObject *
+units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t start, stop, u;
+    PyObject *list;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "units() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    return Py_NewRef(PyList_GET_ITEM(self->units, i));
+    start = PyNumber_AsSsize_t(args[0], PyExc_IndexError);
+    if (start == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    stop = PyNumber_AsSsize_t(args[1], PyExc_IndexError);
+    if (stop == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (start < 0 || stop < start || stop > self->n_units) {
+        PyErr_SetString(PyExc_IndexError, "units(): unit ids out of range");
+        return NULL;
+    }
+    list = PyList_New(stop - start);
+    for (u = start; list != NULL && u < stop; u++) {
+        PyObject *item = get_unit(self, u);
+        if (item == NULL) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, u - start, item);
+    }
+    return list;
 }
 
 PyDoc_STRVAR(repeated_groups_doc,
@@ -1262,24 +2035,30 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(fresh_doc,
+"fresh($self, /)\n"
+"--\n"
+"\n"
+"A new, empty EvidenceCore with the same stop words and unit type, which copies this one's\n"
+"interned stop words (when this one holds no unit) instead of interning them again: a core\n"
+"kept for that makes each trace's core cheaper to start.");
+
+static PyObject *fresh(EvidenceCore *self, PyObject *unused);
+
 /* --- type ------------------------------------------------------------------------------------ */
 
-static PyObject *
-core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+/* A new core of `type` (zeroed), with its references; NULL with an exception. */
+static EvidenceCore *
+core_alloc(PyTypeObject *type, PyObject *stop_words, PyObject *unit_type)
 {
-    EvidenceCore *self;
-
-    if (PyTuple_GET_SIZE(args) != 0 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
-        PyErr_SetString(PyExc_TypeError, "EvidenceCore() takes no arguments");
-        return NULL;
-    }
-    self = (EvidenceCore *)type->tp_alloc(type, 0); /* zeroed */
+    EvidenceCore *self = (EvidenceCore *)type->tp_alloc(type, 0); /* zeroed */
     if (self == NULL) {
         return NULL;
     }
-    self->max_threshold = 0;
-    self->stamp = 0;
+    self->stop_words = Py_NewRef(stop_words);
+    self->unit_type = Py_NewRef(unit_type);
     if ((self->units = PyList_New(0)) == NULL ||
+        (self->s_text = PyUnicode_InternFromString("text")) == NULL ||
         (self->s_normalized = PyUnicode_InternFromString("normalized")) == NULL ||
         (self->s_tokens = PyUnicode_InternFromString("tokens")) == NULL ||
         (self->s_token_set = PyUnicode_InternFromString("token_set")) == NULL ||
@@ -1287,28 +2066,94 @@ core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(self);
         return NULL;
     }
-    return (PyObject *)self;
+    return self;
 }
 
-/* The containers may hold anything a unit holds. The class texts are strs, which refer to
+static PyObject *
+fresh(EvidenceCore *self, PyObject *unused)
+{
+    EvidenceCore *core;
+    (void)unused;
+    if (self->stop_words == NULL || self->unit_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
+        return NULL;
+    }
+    core = core_alloc(Py_TYPE(self), self->stop_words, self->unit_type);
+    if (core != NULL) {
+        core->vocabulary_from = Py_NewRef((PyObject *)self);
+    }
+    return (PyObject *)core;
+}
+
+static PyObject *
+core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *stop_words, *unit_type, *iter, *word;
+    PyTypeObject *utype;
+
+    if (PyTuple_GET_SIZE(args) != 2 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "EvidenceCore() takes 2 positional arguments: stop_words, unit_type");
+        return NULL;
+    }
+    stop_words = PyTuple_GET_ITEM(args, 0);
+    unit_type = PyTuple_GET_ITEM(args, 1);
+    if (!PyFrozenSet_CheckExact(stop_words)) {
+        PyErr_Format(PyExc_TypeError,
+                     "EvidenceCore() argument 'stop_words' must be a frozenset, not %.100s",
+                     Py_TYPE(stop_words)->tp_name);
+        return NULL;
+    }
+    /* strs only (a token is a stop word when it equals one) */
+    if ((iter = PyObject_GetIter(stop_words)) == NULL) {
+        return NULL;
+    }
+    while ((word = PyIter_Next(iter)) != NULL) {
+        int ok = PyUnicode_CheckExact(word);
+        Py_DECREF(word);
+        if (!ok) {
+            Py_DECREF(iter);
+            PyErr_SetString(PyExc_TypeError,
+                            "EvidenceCore() argument 'stop_words' must hold strs only");
+            return NULL;
+        }
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    /* a Python class whose objects object.__new__ makes (as a dataclass's) */
+    utype = (PyTypeObject *)unit_type;
+    if (!PyType_Check(unit_type) || !PyType_HasFeature(utype, Py_TPFLAGS_HEAPTYPE) ||
+        utype->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError,
+                        "EvidenceCore() argument 'unit_type' must be a class made by a class "
+                        "statement, without a __new__ of its own");
+        return NULL;
+    }
+    return (PyObject *)core_alloc(type, stop_words, unit_type);
+}
+
+/* The containers may hold anything a unit holds; the sources' texts are strs, which refer to
  * nothing, so they need no visit (and stay until the object goes). */
 static int
 core_traverse(EvidenceCore *self, visitproc visit, void *arg)
 {
-    int vret;
-
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->units);
-    vret = table_traverse(&self->token_ids, visit, arg);
-    return vret ? vret : table_traverse(&self->class_of, visit, arg);
+    Py_VISIT(self->unit_type);
+    Py_VISIT(self->stop_words);
+    Py_VISIT(self->vocabulary_from);
+    return 0;
 }
 
 static int
 core_clear(EvidenceCore *self)
 {
-    table_clear(&self->token_ids);
-    table_clear(&self->class_of);
     Py_CLEAR(self->units);
+    Py_CLEAR(self->unit_type);
+    Py_CLEAR(self->stop_words);
+    Py_CLEAR(self->vocabulary_from);
     return 0;
 }
 
@@ -1320,6 +2165,7 @@ core_dealloc(EvidenceCore *self)
 
     PyObject_GC_UnTrack(self);
     (void)core_clear(self);
+    Py_CLEAR(self->s_text);
     Py_CLEAR(self->s_normalized);
     Py_CLEAR(self->s_tokens);
     Py_CLEAR(self->s_token_set);
@@ -1332,50 +2178,73 @@ core_dealloc(EvidenceCore *self)
             PyMem_Free(self->full[i].ids.heap);
         }
     }
-    for (i = 0; i < self->n_classes; i++) {
-        Py_DECREF(self->normalized[i]);
+    for (i = 0; i < self->n_sources; i++) {
+        Py_XDECREF(self->source_text[i]);
     }
+    table_free(&self->words);
+    table_free(&self->class_of);
+    PyMem_Free(self->chars);
+    PyMem_Free(self->word_key);
+    PyMem_Free(self->word_off);
+    PyMem_Free(self->word_len);
+    PyMem_Free(self->word_kind);
+    PyMem_Free(self->word_stop);
     PyMem_Free(self->prefix);
     PyMem_Free(self->full);
     PyMem_Free(self->token_mark);
     PyMem_Free(self->threshold);
     PyMem_Free(self->tok_start);
     PyMem_Free(self->tok_len);
+    PyMem_Free(self->full_start);
+    PyMem_Free(self->full_len);
     PyMem_Free(self->first_unit);
     PyMem_Free(self->last_unit);
     PyMem_Free(self->class_mark);
-    PyMem_Free(self->normalized);
     PyMem_Free(self->class_tokens.items);
+    PyMem_Free(self->full_tokens.items);
     PyMem_Free(self->owner);
     PyMem_Free(self->slot);
     PyMem_Free(self->next_unit);
+    PyMem_Free(self->unit_class);
+    PyMem_Free(self->text_start);
+    PyMem_Free(self->text_end);
     PyMem_Free(self->parent);
     PyMem_Free(self->size);
+    PyMem_Free(self->source_text);
     PyMem_Free(self->candidates.items);
     PyMem_Free(self->matched.items);
     PyMem_Free(self->rarest.items);
+    PyMem_Free(self->seq.items);
+    PyMem_Free(self->informative.items);
     PyMem_Free(self->keys);
+    PyMem_Free(self->scratch);
     type->tp_free(self);
     Py_DECREF(type);
 }
 
 static PyMethodDef core_methods[] = {
+    {"add_text", (PyCFunction)(void (*)(void))add_text, METH_FASTCALL, add_text_doc},
     {"add_units", (PyCFunction)(void (*)(void))add_units, METH_FASTCALL, add_units_doc},
+    {"match_text", (PyCFunction)(void (*)(void))match_text, METH_FASTCALL, match_text_doc},
     {"match", (PyCFunction)(void (*)(void))match, METH_FASTCALL, match_doc},
     {"owner", (PyCFunction)(void (*)(void))owner, METH_O, owner_doc},
     {"unit", (PyCFunction)(void (*)(void))unit, METH_O, unit_doc},
+    {"units", (PyCFunction)(void (*)(void))units, METH_FASTCALL, units_doc},
     {"repeated_groups", (PyCFunction)(void (*)(void))repeated_groups, METH_NOARGS,
      repeated_groups_doc},
+    {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
     {NULL, NULL, 0, NULL},
 };
 
 PyDoc_STRVAR(core_doc,
-"EvidenceCore()\n"
+"EvidenceCore(stop_words, unit_type)\n"
 "--\n"
 "\n"
 "The state and loops of tracehound.evaluators._evidence_index.EvidenceIndex in C: token\n"
-"postings, classes of identical units, repeated-evidence groups. The Python index calls it\n"
-"and stays the reference: every match and group is the same.");
+"postings, classes of identical units, repeated-evidence groups; for the texts of the\n"
+"tokenizer's ASCII path, their units and tokens too. stop_words: the frozenset of tokens that\n"
+"are not informative (tracehound.text.STOP_WORDS); unit_type: tracehound.text.Unit. The Python\n"
+"index calls it and stays the reference: every match and group is the same.");
 
 static PyType_Slot core_slots[] = {
     {Py_tp_new, core_new},

@@ -174,7 +174,9 @@ class TextCache:
     """Tokenizes each distinct text once (per trace) and splits each evidence text once; a
     sentence that recurs in other evidence texts (the same document fetched again, boilerplate)
     is tokenized once too. The engine keeps one per trace (`TraceInfo.texts`), so evaluators
-    that read the same outputs — evidence matches them, drift embeds them — share the work."""
+    that read the same outputs share the work (drift embeds them; the evidence index, with the
+    C accelerator, reads the texts of the tokenizer's ASCII path itself and takes the others
+    from here)."""
 
     __slots__ = ("_informative", "_normalized", "_segments", "_tokenized", "_tokens", "_units")
 

@@ -214,3 +214,25 @@ def test_totals_json_of_awkward_names() -> None:
     }
     assert _totals_json(totals) == json.dumps(totals, sort_keys=True)
     assert _totals_json({}) == "{}"
+
+
+@SETTINGS
+@given(st.integers(0, 10**6), st.integers(0, 10**6))
+def test_kept_formatting_is_the_formatting(part: int, whole: int) -> None:
+    """Ratios and percentages come from small tables: the same values as formatted each time."""
+    ratio = part / whole if whole else 0.0
+    for _ in range(2):  # made, then read from the table
+        rounded = evidence._rounded_ratio(part, whole)
+        assert repr(rounded) == repr(round(ratio, 4))
+        assert evidence._percent(ratio) == f"{ratio:.0%}"
+
+
+def test_the_formatting_tables_stay_small() -> None:
+    size = evidence._MEMO_SIZE
+    for k in range(size + 10):
+        assert evidence._rounded_ratio(k, 10**7) == round(k / 10**7, 4)
+        assert evidence._percent(k / 10**7) == f"{k / 10**7:.0%}"
+        evidence._totals_json({"t": _compact_totals(1, k + 1, 0, 0)})
+    assert 0 < len(evidence._ROUNDED) <= size
+    assert 0 < len(evidence._PERCENT) <= size
+    assert 0 < len(evidence._ENTRIES) <= size

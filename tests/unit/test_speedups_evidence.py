@@ -39,7 +39,7 @@ from tracehound.evaluators._evidence_index import (
     summarize,
 )
 from tracehound.spans import iter_proto_spans
-from tracehound.text import TextCache, Unit
+from tracehound.text import STOP_WORDS, TextCache, Unit
 
 EvidenceCore = _speedups.EvidenceCore
 
@@ -62,8 +62,10 @@ Step = tuple[str, str]  # (role, text): "evidence" | "target" | "other"
 
 
 def astuple(source: EvidenceSource) -> tuple[Any, ...]:
-    """Every field, lists copied (`dataclasses.astuple` would turn the units into tuples too)."""
-    values = (getattr(source, f.name) for f in fields(source))
+    """Every field that compares, lists copied (`dataclasses.astuple` would turn the units into
+    tuples too), and the units (made by the C core when first asked for)."""
+    values = [getattr(source, f.name) for f in fields(source) if f.compare]
+    values.insert(6, source.units)  # where they were a field, as the tests below read them
     return tuple(list(v) if isinstance(v, list) else v for v in values)
 
 
@@ -177,6 +179,27 @@ def test_same_groups_of_few_sources(data: st.DataObject) -> None:
         else:
             texts.append(data.draw(sentences()))
     check([("evidence", text) for text in texts])
+
+
+# Words off the tokenizer's ASCII path: texts holding one take the Python code's tokens (NFKC),
+# which the core interns with the others ("ＧＰＴ-5" is "gpt-5" there, as "GPT-5" is here).
+NON_ASCII = ["café", "Straße", "ＧＰＴ-5", "naïve", "Σigma", "ﬁle", "😀"]
+
+
+@SETTINGS
+@given(
+    step_lists(),
+    st.lists(st.tuples(st.integers(0, 15), st.sampled_from(NON_ASCII)), max_size=4),
+)
+def test_same_with_texts_off_the_ascii_path(
+    steps: list[Step], changes: list[tuple[int, str]]
+) -> None:
+    steps = list(steps)
+    for index, word in changes:
+        if index < len(steps):
+            role, text = steps[index]
+            steps[index] = (role, f"{text} {word} alpha. {word} beta gamma")
+    check(steps)
 
 
 def test_the_generated_cases_cover_the_rules() -> None:
@@ -387,8 +410,79 @@ def test_reuse_positions_are_read_from_the_source_at_each_match() -> None:
             assert type(source.reuse_positions) is Positions
 
 
+def test_the_core_reads_the_texts_of_the_ascii_path_itself() -> None:
+    """Sources and outputs of the ASCII path never reach the cache; a source's units are made
+    when asked for, equal to the cache's; texts off the path take the cache's."""
+    with accelerator(True):
+        cache = TextCache()
+        index = EvidenceIndex(cache)
+        source = index.add_evidence(
+            Item("k", "evidence", "Alpha beta. Gamma – delta “eps”."), 0, "e"
+        )
+        assert source._units is None and source.unit_ids == range(2)
+        assert index.match_output("alpha beta gamma delta eps", 1) == [0, 1]
+        assert not cache._units and not cache._normalized and not cache._segments
+        assert source.units == TextCache().units("Alpha beta. Gamma – delta “eps”.")
+        assert source.units is source.units and index.unit(1) is source.units[1]
+        other = index.add_evidence(Item("k", "evidence", "Café beta. Alpha beta!"), 2, "f")
+        assert other._units is not None and other.unit_ids == range(2, 4)
+        assert list(cache._units) == ["Café beta. Alpha beta!"]
+        assert index.match_output("café beta, naïve", 3) == [2]
+        assert list(cache._normalized) == ["café beta, naïve"]
+        assert index.repeated_groups() == [[0, 1]]
+
+
+def test_fresh_cores_copy_the_stop_words() -> None:
+    """`fresh` cores take their stop words from the core they come from (interned there once),
+    or, if that one holds units, intern them themselves: the same units either way."""
+    template = EvidenceCore(STOP_WORDS, Unit)
+    used = EvidenceCore(STOP_WORDS, Unit)
+    used.add_text(0, "Alpha and beta.")
+    expected = TextCache().units("The alpha of the beta. Is it the gamma delta? A the.")
+    for core in (template.fresh(), template.fresh(), used.fresh(), used.fresh().fresh()):
+        assert core.add_text(0, "The alpha of the beta. Is it the gamma delta? A the.") == 2
+        assert core.units(0, 2) == expected
+        assert core.match_text(
+            "the beta, the alpha",
+            1,
+            [EvidenceSource("e", 0, "k", "retrieval", None, None, range(2), [(), ()], None)],
+        ) == [0]
+    assert template.units(0, 0) == [] and used.units(0, 1)[0].tokens == ("alpha", "beta")
+
+
+def test_a_core_without_units_matches_nothing() -> None:
+    core = EvidenceCore(STOP_WORDS, Unit)
+    assert core.match_text("alpha beta", 0, []) == []
+    assert core.match_text("café beta", 0, []) == []
+    assert core.add_text(0, "alpha") == 0  # a source without units
+    assert core.match_text("alpha alpha", 1, []) == []
+    assert core.units(0, 0) == []
+
+
+def test_arguments_are_checked() -> None:
+    core = EvidenceCore(STOP_WORDS, Unit)
+    assert core.add_text(0, "naïve text here") is None  # off the path: nothing changed
+    assert core.add_text(0, "alpha beta") == 1
+    with pytest.raises(ValueError, match="goes back"):
+        core.add_text(0, "gamma delta")
+    with pytest.raises(TypeError, match="str"):
+        core.add_text(1, b"alpha beta")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="str"):
+        core.match_text(None, 1, [])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        core.match_text("alpha")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="str"):
+        core.match((1,), "alpha", 1, [])
+    for start, stop in ((1, 0), (-1, 1), (0, 2)):
+        with pytest.raises(IndexError):
+            core.units(start, stop)
+    for args in ((), (set(STOP_WORDS), Unit), (frozenset({1}), Unit), (STOP_WORDS, dict)):
+        with pytest.raises(TypeError):
+            EvidenceCore(*args)  # type: ignore[arg-type]
+
+
 def test_units_must_be_consistent() -> None:
-    core = EvidenceCore()
+    core = EvidenceCore(STOP_WORDS, Unit)
     bad = Unit("a b", "a b", ("a", "b"), frozenset({"a"}))
     with pytest.raises(ValueError, match="token_set"):
         core.add_units(0, [bad])
@@ -410,28 +504,32 @@ def test_units_must_be_consistent() -> None:
 
 
 def test_a_call_from_inside_a_call_is_refused() -> None:
-    """Python code run during a call (here a token's `__eq__`) cannot change the core under it."""
-    core = EvidenceCore()
+    """Python code run during a call (here a source's `reuse_positions`, read as a match records
+    its reuse) cannot change the core under it."""
+    core = EvidenceCore(STOP_WORDS, Unit)
     core.add_units(0, TextCache().units("alpha beta"))
     inner: list[BaseException] = []
 
-    class Token(str):
-        __hash__ = str.__hash__
-
-        def __eq__(self, other: object) -> bool:
+    class Source:
+        @property
+        def reuse_positions(self) -> list[tuple[int, ...]]:
             try:
                 core.add_units(1, TextCache().units("gamma delta"))
             except RuntimeError as error:
                 inner.append(error)
                 raise
-            return False
+            return [()]
 
     with pytest.raises(RuntimeError, match="re-entered"):
-        core.match({Token("alpha"), "beta"}, "alpha beta", 1, [])
+        core.match(("alpha", "beta"), "alpha beta", 1, [Source()])
     assert len(inner) == 1
-    sources = [EvidenceSource("e", 0, "k", "retrieval", None, None, [], [0], [()])]
+    with pytest.raises(RuntimeError, match="re-entered"):
+        core.match_text("alpha beta", 1, [Source()])
+    assert len(inner) == 2
+    sources = [EvidenceSource("e", 0, "k", "retrieval", None, None, range(1), [()], [])]
     assert core.match(frozenset(("alpha", "beta")), "alpha beta", 2, sources) == [0]
-    assert sources[0].reuse_positions == [(2,)]
+    assert core.match_text("beta alpha", 3, sources) == [0]
+    assert sources[0].reuse_positions == [(2, 3)]
 
 
 def test_owner_and_unit_index_as_lists_do() -> None:
@@ -451,7 +549,17 @@ def test_owner_and_unit_index_as_lists_do() -> None:
 
 
 def test_documented() -> None:
-    for name in ("add_units", "match", "owner", "unit", "repeated_groups"):
+    for name in (
+        "add_text",
+        "add_units",
+        "match_text",
+        "match",
+        "owner",
+        "unit",
+        "units",
+        "repeated_groups",
+        "fresh",
+    ):
         assert getattr(EvidenceCore, name).__doc__, name
     assert "EvidenceIndex" in (EvidenceCore.__doc__ or "")
 
@@ -477,14 +585,25 @@ def _sources(every: int = 1) -> list[EvidenceSource]:
     sources = []
     for i in range(every * (len(_UNITS) - 1) + 1):
         units = _UNITS[i // every] if i % every == 0 else []
-        sources.append(EvidenceSource(f"e{i}", i, "k", "retrieval", None, None, units))
-        sources[-1].reuse_positions = [()] * len(units)
+        sources.append(
+            EvidenceSource(
+                f"e{i}",
+                i,
+                "k",
+                "retrieval",
+                None,
+                None,
+                range(len(units)),
+                [()] * len(units),
+                units,
+            )
+        )
     return sources
 
 
 def _whole_index() -> None:
     """A core's life: made, fed, matched, asked, dropped."""
-    core = EvidenceCore()
+    core = EvidenceCore(STOP_WORDS, Unit)
     sources = _sources(2)
     for i, units in enumerate(_UNITS):
         core.add_units(2 * i, units)
@@ -495,7 +614,29 @@ def _whole_index() -> None:
     core.unit(-1)
 
 
-_CORE = EvidenceCore()
+_TEXTS = [
+    "Alpha the alpha. Beta gamma delta eps zeta eta theta.",
+    "beta gamma! Alpha beta. Gamma delta eps zeta.",
+    "Alpha the alpha. w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 – “w14”.",
+]
+
+
+def _whole_text_index() -> None:
+    """A core's life with texts of the ASCII path: made, fed, matched, asked, dropped."""
+    core = EvidenceCore(STOP_WORDS, Unit)
+    sources = _sources(2)
+    for i, text in enumerate(_TEXTS):
+        core.add_text(2 * i, text)
+    core.add_text(7, "naïve")
+    core.match_text("so alpha the alpha, beta gamma", 8, sources)
+    core.match_text("gamma delta eps w1 w3", 9, sources)
+    core.match_text("naïve", 10, sources)
+    core.units(0, 4)
+    core.unit(-1)
+    core.repeated_groups()
+
+
+_CORE = EvidenceCore(STOP_WORDS, Unit)
 for _i, _units in enumerate(_UNITS):
     _CORE.add_units(_i, _units)
 _SOURCES = _sources()
@@ -515,6 +656,18 @@ def _match_tuple() -> None:
         source.reuse_positions = [()] * len(source.units)
 
 
+_TEMPLATE = EvidenceCore(STOP_WORDS, Unit)
+_TEXT_CORE = _TEMPLATE.fresh()
+for _i, _text in enumerate(_TEXTS):
+    _TEXT_CORE.add_text(_i, _text)
+
+
+def _match_text() -> None:
+    _TEXT_CORE.match_text("so alpha the alpha, beta gamma", 5, _SOURCES)
+    for source in _SOURCES:
+        source.reuse_positions = [()] * len(source.units)
+
+
 def test_a_tuple_with_repeats_matches_as_the_set_does() -> None:
     """`match` takes the informative tokens as a tuple (`TextCache.normalized_informative`):
     repeated tokens mark what they mark once, so the answer is that of the token set."""
@@ -523,7 +676,7 @@ def test_a_tuple_with_repeats_matches_as_the_set_does() -> None:
         normalized, informative = _CACHE.normalized_informative(target)
         answers = []
         for tokens in (informative, frozenset(informative), informative * 2, list(informative)):
-            core = EvidenceCore()
+            core = EvidenceCore(STOP_WORDS, Unit)
             sources = _sources()
             for i, units in enumerate(_UNITS):
                 core.add_units(i, units)
@@ -543,12 +696,21 @@ def test_leak_inputs_take_the_intended_paths() -> None:
     assert _CORE.match(_TARGETS[0].token_set, _TARGETS[0].normalized, 5, _SOURCES)
     assert any(len(u.token_set) == 1 for units in _UNITS for u in units)  # containment
     assert _CORE.repeated_groups()
+    assert _TEXT_CORE.match_text("so alpha the alpha, beta gamma", 5, _SOURCES)
+    assert _TEXT_CORE.units(0, 7) == [u for text in _TEXTS for u in TextCache().units(text)]
 
 
 @pytest.mark.parametrize(
     ("call", "n"),
     [
         pytest.param(_whole_index, 10_000, id="whole-index"),
+        pytest.param(_whole_text_index, 10_000, id="whole-text-index"),
+        pytest.param(_match_text, 50_000, id="match-text"),
+        pytest.param(lambda: _CORE.fresh().add_text(0, _TEXTS[1]), 10_000, id="fresh-of-used"),
+        pytest.param(
+            lambda: _TEMPLATE.fresh().add_text(0, _TEXTS[1]), 10_000, id="fresh-of-template"
+        ),
+        pytest.param(lambda: _TEXT_CORE.units(0, 5), 20_000, id="units"),
         pytest.param(_match, 50_000, id="match"),
         pytest.param(_match_tuple, 50_000, id="match-tuple"),
         pytest.param(_CORE.repeated_groups, 100_000, id="groups"),
@@ -557,7 +719,7 @@ def test_leak_inputs_take_the_intended_paths() -> None:
         pytest.param(expecting(lambda: _CORE.unit(99), IndexError), 100_000, id="index-error"),
         pytest.param(
             expecting(
-                lambda: EvidenceCore().add_units(0, [_UNITS[0][0], 1]),  # type: ignore[list-item]
+                lambda: EvidenceCore(STOP_WORDS, Unit).add_units(0, [_UNITS[0][0], 1]),  # type: ignore[list-item]
                 AttributeError,
             ),
             20_000,
@@ -571,4 +733,4 @@ def test_leak_inputs_take_the_intended_paths() -> None:
     ],
 )
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
-    assert_leak_free(call, [*_UNITS, *_TARGETS, _CORE, *_SOURCES], n)
+    assert_leak_free(call, [*_UNITS, *_TARGETS, _CORE, _TEXT_CORE, _TEMPLATE, *_SOURCES], n)

@@ -54,7 +54,10 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TYPOGRAPHIC = "".join(_TYPOGRAPHIC)
-OTHER_NON_ASCII = "\u00e9\u00df\u00b0\u0130\u03a3\u2009\u2028\u3000\u2012\u200b\U0001f600"
+# (\uff27 and \u8a9e: above 0x7fff, negative as signed 16-bit lanes)
+OTHER_NON_ASCII = (
+    "\u00e9\u00df\u00b0\u0130\u03a3\u2009\u2028\u3000\u2012\u200b\uff27\u8a9e\U0001f600"
+)
 
 
 def takes_ascii_path(text: str) -> bool:
@@ -243,7 +246,13 @@ def test_other_texts_are_none(text: str, i: int, char: str) -> None:
 
 @pytest.mark.parametrize("char", list(OTHER_NON_ASCII))
 def test_each_other_character_is_none(char: str) -> None:
-    for text in (char, f"One two. {char}", f"{char} One two.", f"One two.\n\n{char}\n\nx y"):
+    for text in (
+        char,
+        f"One two. {char}",
+        f"{char} One two.",
+        f"One two.\n\n{char}\n\nx y",
+        f"One “two” three four five six seven. {char} eight nine ten eleven twelve",
+    ):
         segments: dict[str, Unit | None] = {}
         assert text_units(text, segments, Unit, STOP_WORDS) is None
         assert segments == {}

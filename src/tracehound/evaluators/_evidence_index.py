@@ -22,8 +22,10 @@ a full index — skipping those already in its source's group.
 
 With the C accelerator, the index's state and loops are an `EvidenceCore`
 (`tracehound._speedups`, see `_speedups_evidence.c`): the same index with tokens interned to ints
-and postings in C arrays, making every decision this code makes. This code stays the reference
-and the path without the accelerator; each index picks one when it is made.
+and postings in C arrays, making every decision this code makes. It also cuts and tokenizes the
+texts of the tokenizer's ASCII path itself (the others come from the `TextCache`), and makes a
+source's `Unit` objects only when they are asked for (`EvidenceSource.units`). This code stays
+the reference and the path without the accelerator; each index picks one when it is made.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tracehound import _wire
-from tracehound.text import TextCache, Unit
+from tracehound.text import STOP_WORDS, TextCache, Unit
 
 if TYPE_CHECKING:
     from tracehound._speedups import EvidenceCore
@@ -49,6 +51,21 @@ __all__ = [
 ]
 
 
+# An empty core per accelerator type, whose interned stop words each index's core copies.
+_CORE_TEMPLATES: dict[type[EvidenceCore], EvidenceCore] = {}
+
+
+def _new_core() -> EvidenceCore | None:
+    """A core for a new index with the accelerator in use, else None."""
+    core_type: type[EvidenceCore] | None = getattr(_wire._native, "EvidenceCore", None)
+    if core_type is None:
+        return None
+    template = _CORE_TEMPLATES.get(core_type)
+    if template is None:
+        template = _CORE_TEMPLATES[core_type] = core_type(STOP_WORDS, Unit)
+    return template.fresh()
+
+
 @dataclass(slots=True)
 class EvidenceSource:
     """One evidence source (a tool result, a retrieved document) and its reuse."""
@@ -59,11 +76,22 @@ class EvidenceSource:
     source_type: str  # "tool_result" | "retrieval"
     tool: str | None
     source: str | None
-    units: list[Unit]
-    unit_ids: list[int] = field(default_factory=list)
+    unit_ids: range  # the ids of its units (consecutive)
     # for each unit, the positions of the later outputs that reuse it (ascending; tuples, for
     # the garbage collector's sake, as the index's postings)
-    reuse_positions: list[tuple[int, ...]] = field(default_factory=list)
+    reuse_positions: list[tuple[int, ...]]
+    # its units: given, or made by the C core when first asked for (`units`)
+    _units: list[Unit] | None = field(default=None, repr=False, compare=False)
+    _core: EvidenceCore | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def units(self) -> list[Unit]:
+        units = self._units
+        if units is None:
+            assert self._core is not None
+            ids = self.unit_ids
+            units = self._units = self._core.units(ids.start, ids.stop)
+        return units
 
 
 @dataclass(slots=True)
@@ -96,6 +124,7 @@ class EvidenceIndex:
         "_prefix",
         "_thresholds",
         "_unit_class",
+        "_unit_count",
         "_unit_owner",
         "_unit_slot",
         "_units",
@@ -105,9 +134,9 @@ class EvidenceIndex:
     def __init__(self, cache: TextCache | None = None) -> None:
         self._cache = cache or TextCache()
         self.sources: list[EvidenceSource] = []
-        core_type = getattr(_wire._native, "EvidenceCore", None)
         # The C core holds the state below itself; the rest of the index reads it from there.
-        self._core: EvidenceCore | None = core_type() if core_type is not None else None
+        self._core = _new_core()
+        self._unit_count = 0  # units so far (the next unit's id)
         if self._core is not None:
             return
         self._units: list[Unit] = []
@@ -157,12 +186,20 @@ class EvidenceIndex:
         source_name: str | None,
     ) -> EvidenceSource:
         """`add_evidence` for an item given by its fields (the evaluator has no `Item`)."""
-        units = self._cache.units(text)
         sources = self.sources
         source_index = len(sources)
+        first = self._unit_count
         core = self._core
         if core is not None:
-            first = core.add_units(source_index, units)
+            # the core cuts and tokenizes the texts of the tokenizer's ASCII path itself, making
+            # their units only when asked for; the others' units come from the cache
+            count = core.add_text(source_index, text)
+            units = None
+            if count is None:
+                units = self._cache.units(text)
+                core.add_units(source_index, units)
+                count = len(units)
+            self._unit_count = first + count
             source = EvidenceSource(
                 evidence_id,
                 position,
@@ -170,27 +207,35 @@ class EvidenceIndex:
                 source_type,
                 tool,
                 source_name,
+                range(first, first + count),
+                [()] * count,
                 units,
-                list(range(first, first + len(units))),
-                [()] * len(units),
+                core,
             )
             sources.append(source)
             return source
+        units = self._cache.units(text)
+        self._unit_count = first + len(units)
         source = EvidenceSource(
-            evidence_id, position, step_key, source_type, tool, source_name, units
+            evidence_id,
+            position,
+            step_key,
+            source_type,
+            tool,
+            source_name,
+            range(first, first + len(units)),
+            [()] * len(units),
+            units,
         )
         sources.append(source)
         self._group.append(source_index)
         self._members[source_index] = [source_index]
         self._group_classes[source_index] = set()
         class_of = self._class_of
-        for slot, unit in enumerate(units):
-            unit_id = len(self._units)
+        for unit_id, unit in enumerate(units, first):
             self._units.append(unit)
             self._unit_owner.append(source_index)
-            self._unit_slot.append(slot)
-            source.unit_ids.append(unit_id)
-            source.reuse_positions.append(())
+            self._unit_slot.append(unit_id - first)
             class_id = class_of.get(unit.normalized)
             if class_id is None:
                 class_id = class_of[unit.normalized] = len(self._class_units)
@@ -199,20 +244,26 @@ class EvidenceIndex:
             else:
                 # Same text as earlier units: it matches them, and exactly what they match, whose
                 # sources are already in their group.
-                first = self._class_units[class_id][0]
+                first_of_class = self._class_units[class_id][0]
                 self._class_units[class_id] += (unit_id,)
-                self._union(self._unit_owner[first], source_index)
+                self._union(self._unit_owner[first_of_class], source_index)
             self._unit_class.append(class_id)
         return source
 
     def match_output(self, text: str, position: int) -> list[int]:
         """Record which indexed units this output reuses; returns their unit ids (ascending)."""
-        if self._core is not None:
-            # the core takes the informative tokens as they are, repeats and all: no set needed
+        core = self._core
+        if core is not None:
+            # the core tokenizes the texts of the tokenizer's ASCII path itself
+            reused = core.match_text(text, position, self.sources)
+            if reused is not None:
+                return reused
+            # the others: from the cache's tokens (informative ones as they are, repeats and
+            # all: no set needed)
             normalized, informative = self._cache.normalized_informative(text)
             if not normalized:
                 return []
-            return self._core.match(informative, normalized, position, self.sources)
+            return core.match(informative, normalized, position, self.sources)
         target = self._cache.tokenized(text)
         if not target.normalized:
             return []
@@ -398,7 +449,7 @@ def summarize(analysis: EvidenceAnalysis, step_ids: Sequence[str]) -> dict[str, 
     final = analysis.final_position
     records: list[dict[str, Any]] = []
     for src in analysis.sources:
-        unit_count = len(src.units)
+        unit_count = len(src.unit_ids)
         reused = sum(1 for positions in src.reuse_positions if positions)
         final_reused = 0
         if final is not None and final > src.position:

@@ -113,16 +113,50 @@ _quote = json.encoder.encode_basestring_ascii  # (C) a str as `json.dumps` write
 def _totals_json(totals: dict[str, dict[str, Any]]) -> str:
     """`json.dumps(totals, sort_keys=True)` for `_compact_totals` entries (ints, and finite
     floats, which `json` writes as `repr` does), without the encoder's machinery per call."""
-    return (
-        "{"
-        + ", ".join(
-            f'{_quote(name)}: {{"final_reused": {t["final_reused"]!r}, '
-            f'"final_survival": {t["final_survival"]!r}, "reused": {t["reused"]!r}, '
-            f'"sources": {t["sources"]!r}, "survival": {t["survival"]!r}, "units": {t["units"]!r}}}'
-            for name, t in sorted(totals.items())
+    return "{" + ", ".join(_entry_json(name, t) for name, t in sorted(totals.items())) + "}"
+
+
+# Formatting a float costs more than the rest of a trace's totals: the few values traces give
+# (small counts, ratios of them) are kept, formatted, in small tables (emptied when full).
+_MEMO_SIZE = 4096
+_ENTRIES: dict[tuple[Any, ...], str] = {}
+_ROUNDED: dict[tuple[int, int], float] = {}
+_PERCENT: dict[float, str] = {}
+
+
+def _entry_json(name: str, t: dict[str, Any]) -> str:
+    key: tuple[Any, ...] = (t["final_reused"], t["final_survival"], t["reused"], t["sources"])
+    key += (t["survival"], t["units"])
+    text = _ENTRIES.get(key)
+    if text is None:
+        if len(_ENTRIES) >= _MEMO_SIZE:
+            _ENTRIES.clear()
+        text = _ENTRIES[key] = (
+            f'{{"final_reused": {key[0]!r}, "final_survival": {key[1]!r}, "reused": {key[2]!r}, '
+            f'"sources": {key[3]!r}, "survival": {key[4]!r}, "units": {key[5]!r}}}'
         )
-        + "}"
-    )
+    return f"{_quote(name)}: {text}"
+
+
+def _rounded_ratio(part: int, whole: int) -> float:
+    """`round(part / whole if whole else 0.0, 4)`."""
+    key = (part, whole)
+    value = _ROUNDED.get(key)
+    if value is None:
+        if len(_ROUNDED) >= _MEMO_SIZE:
+            _ROUNDED.clear()
+        value = _ROUNDED[key] = round(part / whole if whole else 0.0, 4)
+    return value
+
+
+def _percent(ratio: float) -> str:
+    """`f"{ratio:.0%}"`."""
+    text = _PERCENT.get(ratio)
+    if text is None:
+        if len(_PERCENT) >= _MEMO_SIZE:
+            _PERCENT.clear()
+        text = _PERCENT[ratio] = f"{ratio:.0%}"
+    return text
 
 
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
@@ -195,7 +229,8 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     count = len(seen)
     canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
     labels: list[str] = []  # evidence id of each source, in order
-    last_target: dict[str, int] = {}  # target text -> position as fed of its last occurrence
+    answer = trajectory.final_answer()
+    final: int | None = None  # as fed: the last target whose text is the answer
     k = position = 0
     for step_index, step in enumerate(trajectory.steps):
         kind = step.kind
@@ -223,21 +258,18 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
             canonical[fed] = position
             if role == "evidence":
                 labels.append(step.call_id or f"{step.span_id}#{step_index}")
-            else:
-                last_target[text] = fed
+            elif text == answer:  # (compared, not hashed: outputs are long)
+                final = fed
             k += 1
         position += 1
     if k != count:
         return None
     index = state.index
-    final: int | None = None  # as fed
-    answer = trajectory.final_answer()
-    if answer is not None:
-        final = last_target.get(answer)
-        if final is None:  # the declared output, not a step: matched after everything else
-            final = state.position  # after every position fed
-            canonical[final] = position
-            index.match_output(answer, final)
+    if answer is not None and final is None:
+        # the declared output, not a step: matched after everything else
+        final = state.position  # after every position fed
+        canonical[final] = position
+        index.match_output(answer, final)
     return _summary(index, labels, canonical, final)
 
 
@@ -252,7 +284,7 @@ def _summary(
     per_source: dict[str, list[int]] = {}
     for label, src in zip(labels, index.sources, strict=True):
         positions_of = src.reuse_positions
-        unit_count = len(src.units)
+        unit_count = len(src.unit_ids)
         # most units are reused by nothing: counted at C speed, the others looked at
         src_reused = sum(map(bool, positions_of))
         src_final = 0
@@ -298,8 +330,8 @@ def _compact_totals(sources: int, units: int, reused: int, final_reused: int) ->
         "units": units,
         "reused": reused,
         "final_reused": final_reused,
-        "survival": round(reused / units if units else 0.0, 4),
-        "final_survival": round(final_reused / units if units else 0.0, 4),
+        "survival": _rounded_ratio(reused, units),
+        "final_survival": _rounded_ratio(final_reused, units),
     }
 
 
@@ -309,6 +341,7 @@ class EvidenceEvaluator(Evaluator):
 
     def __init__(self, config: EvidenceConfig | None = None) -> None:
         self.config = config or EvidenceConfig()
+        self._threshold = f"{self.config.min_final_survival:.0%}"  # as the explanations write it
 
     def start_trace(self, trace: TraceInfo) -> _State:
         return _State(trace.texts)
@@ -363,7 +396,7 @@ class EvidenceEvaluator(Evaluator):
             state.position = position  # (kept in step with `seen` should a step raise)
         if span.operation != "llm" or not outputs:
             return ()
-        origins = sorted({_origin(state.index, u) for u in reused})
+        origins = sorted({_origin(state.index, u) for u in reused}) if reused else []
         attributes: dict[str, Any] = {names.ATTR_EVIDENCE_REUSED_UNITS: len(reused)}
         if origins:
             attributes[names.ATTR_EVIDENCE_REUSED_FROM] = origins
@@ -429,8 +462,8 @@ class EvidenceEvaluator(Evaluator):
         grounded = final_ratio >= self.config.min_final_survival
         explanation = (
             f"{survival.reused} of {survival.units} evidence units reused "
-            f"({ratio:.0%}); the final answer uses "
-            f"{survival.final_reused} ({final_ratio:.0%})"
+            f"({_percent(ratio)}); the final answer uses "
+            f"{survival.final_reused} ({_percent(final_ratio)})"
         )
         if unused:
             explanation += f"; unused sources: {', '.join(unused[:5])}"
@@ -453,8 +486,8 @@ class EvidenceEvaluator(Evaluator):
                 score_value=float(final_ratio),
                 score_label="grounded" if grounded else "ungrounded",
                 explanation=(
-                    f"final answer reuses {final_ratio:.0%} of the evidence units "
-                    f"(threshold {self.config.min_final_survival:.0%})"
+                    f"final answer reuses {_percent(final_ratio)} of the evidence units "
+                    f"(threshold {self._threshold})"
                 ),
             ),
         ]
