@@ -13,6 +13,7 @@
 int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
+int tracehound_add_otlp(PyObject *module);
 int tracehound_add_text(PyObject *module);
 
 /* Is the non-ASCII character c one of the typographic characters of tracehound.text's

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tracehound._wire import (
+    RESOURCE_ATTRIBUTES_FIELD,
     SPAN_ATTRIBUTES_FIELD,
     decode_key_values,
     may_hold_genai,
@@ -213,6 +214,11 @@ class ResourceView:
         self._attributes: dict[str, AttributeValue] | None = None
 
     @classmethod
+    def from_wire(cls, data: bytes, start: int, end: int) -> ResourceView:
+        """View over the serialized `Resource` at `data[start:end]` (decoded on first use)."""
+        return cls((data, start, end), "wire")
+
+    @classmethod
     def from_mapping(cls, attributes: Mapping[str, Any]) -> ResourceView:
         view = cls(None, "dict")
         view._attributes = {k: _sdk_value(v) for k, v in attributes.items()}
@@ -223,6 +229,12 @@ class ResourceView:
         if self._attributes is None:
             if self._source_kind == "proto":
                 self._attributes = _proto_attributes(self._source.attributes)
+            elif self._source_kind == "wire":
+                data, start, end = self._source
+                decoded = decode_key_values(data, start, end, RESOURCE_ATTRIBUTES_FIELD)
+                if decoded is None:
+                    decoded = _proto_attributes(_parse("resource", data[start:end]).attributes)
+                self._attributes = decoded
             elif self._source_kind == "sdk":
                 self._attributes = {k: _sdk_value(v) for k, v in self._source.items()}
             elif self._source_kind == "json":
@@ -392,6 +404,59 @@ class SpanView:
         view._start_ns = view._end_ns = view._status_code = None
         return view
 
+    @classmethod
+    def from_wire(
+        cls,
+        data: bytes,
+        fields: tuple[Any, ...],
+        resource: ResourceView,
+        scope_name: str,
+        scope_version: str,
+    ) -> SpanView:
+        """View over a span of the serialized request `data`, from its entry in
+        `tracehound._wire.read_trace_spans` (`fields`): no protobuf message is built unless a
+        part that entry does not carry is asked for (events, `source`).
+
+        Raises ValueError when the parent id is neither empty nor 8 bytes.
+        """
+        (
+            trace_id,
+            span_id,
+            parent,
+            name,
+            kind,
+            start_ns,
+            end_ns,
+            remote,
+            status_code,
+            status_message,
+            has_events,
+            start,
+            end,
+        ) = fields
+        if len(parent) not in (0, 16):
+            raise ValueError("invalid trace/span/parent id size")
+        view = object.__new__(cls)
+        view._source = None
+        view._source_kind = "proto"
+        view._wire_at = (data, start, end)
+        view.trace_id = trace_id
+        view.span_id = span_id
+        view.parent_span_id = parent
+        view.name = name
+        view.parent_is_remote = remote
+        view.scope_name = scope_name
+        view.scope_version = scope_version
+        view.resource = resource
+        view._kind = kind
+        view._start_ns = start_ns
+        view._end_ns = end_ns
+        view._status_code = status_code
+        view._status_message = status_message
+        view._attributes = None
+        view._events = None if has_events else []
+        return view
+
     # --- lazy identity details (read from the source on first use) --------------------------
 
     @property
@@ -400,7 +465,7 @@ class SpanView:
         try:
             return self._kind
         except AttributeError:
-            self._kind = int(self._source.kind)
+            self._kind = int(self._proto_span().kind)
             return self._kind
 
     @property
@@ -410,7 +475,7 @@ class SpanView:
         except AttributeError:
             value = None
         if value is None:
-            value = self._start_ns = int(self._source.start_time_unix_nano)
+            value = self._start_ns = int(self._proto_span().start_time_unix_nano)
         return value
 
     @property
@@ -420,7 +485,7 @@ class SpanView:
         except AttributeError:
             value = None
         if value is None:
-            value = self._end_ns = int(self._source.end_time_unix_nano)
+            value = self._end_ns = int(self._proto_span().end_time_unix_nano)
         return value
 
     @property
@@ -430,7 +495,7 @@ class SpanView:
         except AttributeError:
             code = None
         if code is None:
-            status = self._source.status
+            status = self._proto_span().status
             code = self._status_code = int(status.code)
             self._status_message = status.message
         return code
@@ -514,8 +579,11 @@ class SpanView:
         except AttributeError:
             if self._source_kind == "proto" and not hasattr(self, "_keys"):
                 scope_gate = getattr(self, "_scope_gate", None)
+                wire_at = getattr(self, "_wire_at", None)
                 gate = (scope_gate is None or scope_gate.may_hold_genai()) and may_hold_genai(
-                    self._source.SerializeToString()
+                    self._proto_span().SerializeToString()
+                    if wire_at is None
+                    else wire_at[0][wire_at[1] : wire_at[2]]
                 )
             else:
                 gate = True  # keys are cheap to read here; detection reads them
@@ -542,7 +610,7 @@ class SpanView:
                 if hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
                     self._keys = tuple(self.attributes)
                 else:
-                    self._keys = tuple(kv.key for kv in self._source.attributes)
+                    self._keys = tuple(kv.key for kv in self._proto_span().attributes)
             elif kind == "json":
                 self._keys = _json_keys(self._source.get("attributes"))
             elif kind == "sdk":
@@ -568,7 +636,7 @@ class SpanView:
                 data, start, end = wire_at
                 decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
             if decoded is None:
-                decoded = _proto_attributes(self._source.attributes)
+                decoded = _proto_attributes(self._proto_span().attributes)
             self._attributes = decoded
         elif kind == "json":
             self._attributes = _json_attributes(self._source.get("attributes"))
@@ -611,7 +679,7 @@ class SpanView:
             kind = self._source_kind
             events = []
             if kind == "proto":
-                for ev in self._source.events:
+                for ev in self._proto_span().events:
                     events.append(
                         SpanEventView(
                             ev.name,
@@ -647,7 +715,7 @@ class SpanView:
         located in the request's bytes and whose bytes do not hold the name, has no such event:
         its events are then not decoded (detection asks this of every GenAI span)."""
         if getattr(self, "_events", None) is None and self._source_kind == "proto":
-            if not self._source.events:  # the usual case, answered without decoding anything
+            if not self._proto_span().events:  # the usual case, answered without decoding
                 return False
             wire_at = getattr(self, "_wire_at", None)
             if wire_at is not None:
@@ -667,7 +735,16 @@ class SpanView:
     @property
     def source(self) -> Any:
         """The object this view reads (protobuf Span, ReadableSpan or dict)."""
-        return self._source
+        return self._proto_span() if self._source_kind == "proto" else self._source
+
+    def _proto_span(self) -> Any:
+        """The protobuf `Span`; a view made from the request's bytes (`from_wire`) parses its
+        span's bytes on first need (its events, an attribute value the C decoder leaves to upb)."""
+        source = self._source
+        if source is None:
+            data, start, end = self._wire_at
+            source = self._source = _parse("span", data[start:end])
+        return source
 
     def __repr__(self) -> str:
         return f"SpanView({self.name!r}, trace={self.trace_id}, span={self.span_id})"
@@ -747,6 +824,17 @@ class LogView:
 
     def __repr__(self) -> str:
         return f"LogView({self.event_name!r}, span={self.span_id})"
+
+
+def _parse(kind: str, data: bytes) -> Any:
+    """A `Span` or `Resource` message from its bytes (views made from a request's bytes)."""
+    if kind == "span":
+        from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+        return Span.FromString(data)
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+    return Resource.FromString(data)
 
 
 def _as_int(value: Any) -> int:

@@ -65,6 +65,8 @@ __all__ = [
     "decode_request",
     "decompress",
     "encode_varint",
+    "encoded_attributes",
+    "encoded_event",
     "encoded_log_record",
     "evaluation_log_record",
     "logs_request_bytes",
@@ -75,6 +77,7 @@ __all__ = [
     "set_attributes",
     "status_body",
     "to_json_line",
+    "traces_request_bytes",
 ]
 
 PROTOBUF = "application/x-protobuf"
@@ -464,6 +467,43 @@ def merge_attributes(
     set_attributes(message.attributes, attributes, present)
 
 
+def encoded_attributes(
+    tag: bytes, attributes: Mapping[str, AttributeValue], present: Container[str] | None
+) -> bytes | None:
+    """What `merge_attributes` merges, as bytes to append to the message's own: None when that
+    takes another way (no accelerator, a key `present` or unknown, a value the C encoder
+    leaves to Python)."""
+    if not attributes:
+        return b""
+    native = _wire._native
+    if native is None or present is None or any(k in present for k in attributes):
+        return None
+    encoded: bytes | None = native.encode_key_values(attributes, tag)
+    return encoded
+
+
+_SPAN_EVENTS_TAG = encode_varint(Span.DESCRIPTOR.fields_by_name["events"].number << 3 | 2)
+
+
+def encoded_event(
+    name: str, attributes: Mapping[str, AttributeValue], time_ns: int
+) -> bytes | None:
+    """The `Span.events` field `add_event` adds, as bytes to append to the span's: fields in
+    number order (time_unix_nano, name, attributes), as upb writes them; None when
+    `encoded_attributes` is None or the time does not fit a fixed64."""
+    encoded = encoded_attributes(_EVENT_ATTRIBUTES_TAG, attributes, ())
+    if encoded is None or not 0 <= time_ns < 1 << 64:
+        return None
+    event = b"".join(
+        (
+            b"\x09" + _FIXED64.pack(time_ns) if time_ns else b"",
+            _length_delimited(b"\x12", name.encode()) if name else b"",
+            encoded,
+        )
+    )
+    return _length_delimited(_SPAN_EVENTS_TAG, event)
+
+
 def add_event(span: Any, name: str, attributes: Mapping[str, AttributeValue], time_ns: int) -> None:
     event = span.events.add()
     event.name = name
@@ -574,6 +614,31 @@ def encoded_log_record(
 
 def _length_delimited(tag: bytes, payload: bytes) -> bytes:
     return tag + encode_varint(len(payload)) + payload
+
+
+def traces_request_bytes(groups: list[tuple[bytes, str, bytes, str, list[bytes]]]) -> bytes:
+    """An `ExportTraceServiceRequest`, serialized as upb writes it: one `ResourceSpans` per
+    (resource, resource schema URL, scope, scope schema URL, spans) group, each with one
+    `ScopeSpans` — `resource`, `scope` and `spans` are serialized `Resource`,
+    `InstrumentationScope` and `Span` messages."""
+    out: list[bytes] = []
+    for resource, resource_schema, scope, scope_schema, spans in groups:
+        scope_spans = b"".join(
+            [
+                _length_delimited(b"\x0a", scope),
+                *(_length_delimited(b"\x12", span) for span in spans),
+                _length_delimited(b"\x1a", scope_schema.encode()) if scope_schema else b"",
+            ]
+        )
+        resource_spans = b"".join(
+            (
+                _length_delimited(b"\x0a", resource),
+                _length_delimited(b"\x12", scope_spans),
+                _length_delimited(b"\x1a", resource_schema.encode()) if resource_schema else b"",
+            )
+        )
+        out.append(_length_delimited(b"\x0a", resource_spans))
+    return b"".join(out)
 
 
 def logs_request_bytes(groups: list[tuple[bytes, bytes, list[bytes]]]) -> bytes:

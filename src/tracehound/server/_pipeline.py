@@ -47,13 +47,16 @@ from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracehound import names
-from tracehound._wire import may_hold_genai, scan_trace_request
+from tracehound._wire import (
+    may_hold_genai,
+    read_trace_spans,
+    scan_trace_request,
+    splice_trace_request,
+)
 from tracehound.emit import (
     MetricsRecorder,
     event_attributes,
@@ -73,11 +76,14 @@ from tracehound.server._otlp import (
     BadRequest,
     Overloaded,
     add_event,
+    encoded_attributes,
+    encoded_event,
     encoded_log_record,
     logs_request_bytes,
     merge_attributes,
     parse_protobuf,
     redact_span,
+    traces_request_bytes,
 )
 from tracehound.server._settings import ServeSettings
 from tracehound.spans import AttributeValue, LogView, ResourceView, SpanView
@@ -131,25 +137,29 @@ class _Work:
     # whether it may hold GenAI (None: not scanned) and each span's range in `raw`.
     genai: bool | None = None
     offsets: list[int] | None = None
+    # When `request` is None (bytes only): `read_trace_spans` of `raw`.
+    wire: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = None
 
 
 @dataclass(slots=True)
 class _Container:
-    """Resource and scope of held spans (copies: a held span must not pin its request)."""
+    """Resource and scope of held spans, serialized (a held span must not pin its request)."""
 
-    resource: Resource
+    resource: bytes
     resource_schema_url: str
-    scope: Any
+    scope: bytes
     scope_schema_url: str
 
 
 @dataclass(slots=True)
 class _Held:
+    # the protobuf span, or its bytes (spans of requests never parsed); None: cut, never copied
     span: Any
     span_id: str
     container: _Container
     results: tuple[EvaluationResult, ...]
     present: frozenset[str] | None  # the span's attribute keys, for `_write`
+    end_ns: int = 0  # of a span held as bytes (the time of its result events)
 
 
 class _Seen:
@@ -223,10 +233,11 @@ class Pipeline:
         self._lock = threading.Lock()  # the dedupe window and the known traces
         self._genai_traces: set[str] = set()
         self._held: dict[str, list[_Held]] = {}
-        self._trace_resource: dict[str, Resource] = {}
+        # each GenAI trace's resource, serialized (in a 1-tuple: records are grouped by its id)
+        self._trace_resource: dict[str, tuple[bytes]] = {}
         self._released: list[_Held] = []
         # `gen_ai.evaluation.result` records (serialized) by resource, until the next flush
-        self._events: dict[int, tuple[Resource, list[bytes]]] = {}
+        self._events: dict[int, tuple[tuple[bytes], list[bytes]]] = {}
         self._scope_bytes = InstrumentationScope(
             name=names.SCOPE_NAME, version=scope_version
         ).SerializeToString()
@@ -296,7 +307,7 @@ class Pipeline:
         if request is None:
             assert raw is not None
             scan = scan_trace_request(raw, validate=True)
-            if scan is None or scan[0]:  # not validated here, or GenAI: the engine needs it
+            if scan is None:  # not validated here: upb checks it
                 request = parse_protobuf(TRACES, raw)
         if scan is not None:
             total = len(scan[1])
@@ -334,7 +345,15 @@ class Pipeline:
                         self._touch(trace_id)
                 else:
                     routed = not known.keys().isdisjoint(fast[1])
-        if request is None and (routed or not fast_done):
+        # A routed request the scan validated goes to the worker as bytes, with what
+        # `read_trace_spans` read of them; upb parses it only when that cannot be read so.
+        wire: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = None
+        if request is None and routed and fast_done and not self._redact:
+            assert fast is not None
+            wire = read_trace_spans(raw)
+            if wire is not None and len(wire[1]) != len(fast[0]):
+                wire = None
+        if request is None and (wire is None if routed else not fast_done):
             try:
                 request = parse_protobuf(TRACES, raw)
             except BadRequest:
@@ -413,6 +432,7 @@ class Pipeline:
                     keys,
                     genai if scan is not None else None,
                     None if modified else offsets,
+                    wire,
                 )
             )
         else:
@@ -554,6 +574,24 @@ class Pipeline:
         request = work.request
         raw = work.raw
         lane = self.lanes[TRACES.name]
+        if request is None:  # validated by the receiver's scan and never parsed
+            assert raw is not None
+            held: list[_Held] = []
+            try:
+                payload, remaining = self._annotate_wire(raw, work, held)
+            except Exception:
+                # Never lose accepted spans to a bug: forward the request as received (the
+                # spans held from it so far are left out of the held spans' release).
+                self.stats.internal_errors += 1
+                _logger.exception("evaluating a request failed; forwarding it unevaluated")
+                for item in held:
+                    item.span = None
+                payload, remaining = raw, work.items
+            if remaining:
+                lane.put(payload, remaining, reserved=work.size)
+            else:
+                lane.budget.release(work.size)
+            return
         try:
             modified = self._annotate_request(request, raw, work) or work.modified
         except Exception:
@@ -591,7 +629,7 @@ class Pipeline:
         k = 0
         for rs in resource_list:
             resource_view: ResourceView | None = None
-            resource_copy: Resource | None = None
+            resource_copy: tuple[bytes] | None = None
             for ss in rs.scope_spans:
                 spans = ss.spans
                 count = len(spans)
@@ -630,8 +668,7 @@ class Pipeline:
                         self._genai_traces.add(trace_id)
                         if trace_id not in self._trace_resource:
                             if resource_copy is None:
-                                resource_copy = Resource()
-                                resource_copy.CopyFrom(rs.resource)
+                                resource_copy = (rs.resource.SerializeToString(),)
                             self._trace_resource[trace_id] = resource_copy
                         if recorder is not None:
                             recorder.duration(time.perf_counter() - started, "span")
@@ -676,11 +713,175 @@ class Pipeline:
         return modified
 
     def _container(self, rs: Any, ss: Any) -> _Container:
-        resource = Resource()
-        resource.CopyFrom(rs.resource)
-        scope = type(ss.scope)()
-        scope.CopyFrom(ss.scope)
-        return _Container(resource, rs.schema_url, scope, ss.schema_url)
+        return _Container(
+            rs.resource.SerializeToString(),
+            rs.schema_url,
+            ss.scope.SerializeToString(),
+            ss.schema_url,
+        )
+
+    def _annotate_wire(self, raw: bytes, work: _Work, held_here: list[_Held]) -> tuple[bytes, int]:
+        """`_annotate_request` for a request the receiver's scan validated, on its bytes: views
+        from what `read_trace_spans` read (`work.wire`), held spans cut out as byte ranges,
+        results appended to their spans' bytes, and the request to forward spliced from the
+        bytes received (`splice_trace_request`). Returns (payload, spans in it)."""
+        keys = work.keys
+        assert work.wire is not None
+        scopes, span_fields = work.wire
+        engine = self.engine
+        stats = self.stats
+        known = self._known
+        hold_all = self._hold
+        recorder = self._recorder
+        genai_traces = self._genai_traces
+        trace_resource = self._trace_resource
+        from_wire = SpanView.from_wire
+        request_gate = None if work.genai else False
+        single_scope = len(scopes) == 1
+        edits: list[Any] | None = None
+        removed = 0
+        resources: dict[int, tuple[ResourceView, tuple[bytes]]] = {}
+        k = 0
+        for (
+            resource_index,
+            resource_start,
+            resource_end,
+            resource_schema_url,
+            scope_start,
+            scope_end,
+            scope_name,
+            scope_version,
+            scope_schema_url,
+            count,
+            scope_spans_start,
+            scope_spans_end,
+        ) in scopes:
+            first = k
+            k += count
+            gate = request_gate
+            if (
+                gate is None
+                and not single_scope
+                and not may_hold_genai(raw[scope_spans_start:scope_spans_end])
+            ):
+                gate = False
+            own = _is_own_scope(scope_name)
+            container: _Container | None = None
+            resource: tuple[ResourceView, tuple[bytes]] | None = None
+            for index in range(first, k):
+                if gate is False and keys[index][:16] not in known:
+                    stats.spans_bypassed += 1
+                    continue
+                if resource is None:
+                    resource = resources.get(resource_index)
+                    if resource is None:
+                        resource = resources[resource_index] = (
+                            ResourceView.from_wire(raw, resource_start, resource_end),
+                            (raw[resource_start:resource_end],),
+                        )
+                fields = span_fields[index]
+                try:
+                    view = from_wire(raw, fields, resource[0], scope_name, scope_version)
+                except ValueError:  # a bad parent id the fast id check does not read
+                    continue  # forwarded as received, not evaluated
+                if gate is False:
+                    view.mark_not_genai()  # the request- or scope-level check answered
+                if own:
+                    continue
+                started = time.perf_counter()
+                outcome = engine.add_span(view)
+                trace_id = view.trace_id
+                if outcome.genai:
+                    stats.spans_evaluated += 1
+                    genai_traces.add(trace_id)
+                    if trace_id not in trace_resource:
+                        trace_resource[trace_id] = resource[1]
+                    if recorder is not None:
+                        recorder.duration(time.perf_counter() - started, "span")
+                if outcome.late and recorder is not None:
+                    recorder.add(names.METRIC_LATE_SPANS, 1)
+                results = outcome.results
+                if results:
+                    resource_bytes = trace_resource.get(trace_id)
+                    for result in results:
+                        self._emit(
+                            result, trace_id, result.span_id or view.span_id, resource_bytes, None
+                        )
+                if edits is None:
+                    edits = [b""] * len(keys)
+                if outcome.duplicate:
+                    stats.spans_duplicate += 1
+                    edits[index] = None
+                    removed += 1
+                    continue
+                if not outcome.late:
+                    is_root = not view.parent_span_id or view.parent_is_remote
+                    if hold_all or (is_root and trace_id in genai_traces):
+                        if container is None:
+                            container = _Container(
+                                resource[1][0],
+                                resource_schema_url,
+                                raw[scope_start:scope_end],
+                                scope_schema_url,
+                            )
+                        # only a span written to later needs its keys (None: read then)
+                        present = frozenset(view.attributes) if results or is_root else None
+                        held = _Held(
+                            raw[fields[11] : fields[12]],
+                            view.span_id,
+                            container,
+                            results,
+                            present,
+                            view.end_ns,
+                        )
+                        held_here.append(held)
+                        self._held.setdefault(trace_id, []).append(held)
+                        stats.spans_held += 1
+                        edits[index] = None
+                        removed += 1
+                        continue
+                if results:
+                    edits[index] = self._span_edit(
+                        raw[fields[11] : fields[12]],
+                        span_attributes(results),
+                        results,
+                        view.attributes,
+                        view.end_ns,
+                    )
+        if edits is None or (not removed and not any(edits)):
+            return raw, len(keys)
+        spliced = splice_trace_request(raw, edits)
+        if spliced is None:  # the validating scan accepted these bytes: never here
+            raise ValueError("a validated request could not be spliced")
+        return spliced, len(keys) - removed
+
+    def _span_edit(
+        self,
+        span: bytes,
+        attributes: dict[str, AttributeValue],
+        results: Sequence[EvaluationResult],
+        present: Container[str] | None,
+        end_ns: int,
+    ) -> bytes | tuple[bytes]:
+        """What `_write` adds to the span serialized as `span`: the encoded fields to append, or
+        (when they cannot be appended: a key already there, say) the whole span rewritten by
+        upb, in a 1-tuple."""
+        added = encoded_attributes(SPAN_ATTRIBUTES_TAG, attributes, present)
+        if added is not None and self._span_events and results:
+            when = end_ns or time.time_ns()
+            events = [
+                encoded_event(names.EVENT_EVALUATION_RESULT, event_attributes(result), when)
+                for result in results
+            ]
+            if any(event is None for event in events):
+                added = None
+            else:
+                added += b"".join(events)  # type: ignore[arg-type]
+        if added is not None:
+            return added
+        message = Span.FromString(span)
+        self._write(message, attributes, results, present)
+        return (message.SerializeToString(),)
 
     def _write(
         self,
@@ -759,26 +960,34 @@ class Pipeline:
                     root_results = tuple(
                         r for r in trace.results if r.span_id in (None, item.span_id)
                     )
-                    self._write(
-                        item.span,
-                        root_attributes(trace, item.results),
-                        (*item.results, *root_results),
-                        item.present,
+                    self._write_held(
+                        item, root_attributes(trace, item.results), (*item.results, *root_results)
                     )
                 elif item.results:
-                    self._write(
-                        item.span, span_attributes(item.results), item.results, item.present
-                    )
-                if self._redact:
+                    self._write_held(item, span_attributes(item.results), item.results)
+                if self._redact and not isinstance(item.span, bytes):
                     redact_span(item.span)
                 self._released.append(item)
+
+    def _write_held(
+        self,
+        item: _Held,
+        attributes: dict[str, AttributeValue],
+        results: Sequence[EvaluationResult],
+    ) -> None:
+        span = item.span
+        if not isinstance(span, bytes):
+            self._write(span, attributes, results, item.present)
+            return
+        edit = self._span_edit(span, attributes, results, item.present, item.end_ns)
+        item.span = edit[0] if isinstance(edit, tuple) else span + edit
 
     def _emit(
         self,
         result: EvaluationResult,
         trace_id: str,
         span_id: str,
-        resource: Resource | None,
+        resource: tuple[bytes] | None,
         agent: str | None,
     ) -> None:
         if self._recorder is not None:
@@ -795,29 +1004,26 @@ class Pipeline:
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
         if released:
-            request = ExportTraceServiceRequest()
-            by_container: dict[int, Any] = {}
+            by_container: dict[int, tuple[_Container, list[bytes]]] = {}
             for item in released:
-                scope_spans = by_container.get(id(item.container))
-                if scope_spans is None:
-                    rs = request.resource_spans.add()
-                    rs.resource.CopyFrom(item.container.resource)
-                    rs.schema_url = item.container.resource_schema_url
-                    scope_spans = rs.scope_spans.add()
-                    scope_spans.scope.CopyFrom(item.container.scope)
-                    scope_spans.schema_url = item.container.scope_schema_url
-                    by_container[id(item.container)] = scope_spans
-                scope_spans.spans.append(item.span)
-            self.lanes[TRACES.name].put(request.SerializeToString(), len(released))
+                group = by_container.get(id(item.container))
+                if group is None:
+                    group = by_container[id(item.container)] = (item.container, [])
+                span = item.span
+                group[1].append(span if isinstance(span, bytes) else span.SerializeToString())
+            payload = traces_request_bytes(
+                [
+                    (c.resource, c.resource_schema_url, c.scope, c.scope_schema_url, spans)
+                    for c, spans in by_container.values()
+                ]
+            )
+            self.lanes[TRACES.name].put(payload, len(released))
         groups, self._events = self._events, {}
         if groups:
             scope = self._scope_bytes
             count = sum(len(records) for _, records in groups.values())
             payload = logs_request_bytes(
-                [
-                    (resource.SerializeToString(), scope, records)
-                    for resource, records in groups.values()
-                ]
+                [(resource[0], scope, records) for resource, records in groups.values()]
             )
             if self.lanes[LOGS.name].offer(payload, count):
                 self.stats.events_emitted += count
@@ -825,7 +1031,7 @@ class Pipeline:
                 self.stats.events_dropped += count
 
 
-_EMPTY_RESOURCE = Resource()
+_EMPTY_RESOURCE = (b"",)
 
 
 # The `spans` field tag and a 1-5 byte varint length, just before the trace id's tag: checked
