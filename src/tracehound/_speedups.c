@@ -2877,13 +2877,47 @@ PyDoc_STRVAR(encode_key_values_doc,
 "tracehound.server._otlp.set_attributes would add them. None for anything it does not encode\n"
 "exactly that way (see the C source); the caller then uses the field API.");
 
+/* The KeyValues of the exact dict `attributes`, each as field `tag`, appended to b. */
+static int
+put_key_values(outbuf_t *b, PyObject *attributes, const char *tag, Py_ssize_t tag_len)
+{
+    PyObject *key, *value, *items;
+    Py_ssize_t i;
+    int st = ST_OK;
+
+    items = PyDict_Items(attributes); /* a snapshot: str() of a value may change the dict */
+    if (items == NULL) {
+        return ST_ERROR;
+    }
+    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
+        Py_ssize_t mark;
+        key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        if (!PyUnicode_Check(key)) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        st = outbuf_open(b, tag, tag_len, &mark);
+        if (st == ST_OK) {
+            st = put_key_value(b, key, value, 0);
+        }
+        if (st == ST_OK) {
+            st = outbuf_close(b, mark);
+        }
+    }
+    if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(attributes)) {
+        st = ST_UNHANDLED;
+    }
+    Py_DECREF(items);
+    return st;
+}
+
 static PyObject *
 encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *attributes, *tag, *key, *value, *items, *out = NULL;
+    PyObject *attributes, *tag, *out = NULL;
     outbuf_t b = {NULL, 0, 0};
-    Py_ssize_t i;
-    int st = ST_OK;
+    int st;
 
     (void)module;
     if (nargs != 2) {
@@ -2899,30 +2933,166 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyDict_CheckExact(attributes)) {
         Py_RETURN_NONE;
     }
-    items = PyDict_Items(attributes); /* a snapshot: str() of a value may change the dict */
-    if (items == NULL) {
+    st = put_key_values(&b, attributes, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag));
+    if (st == ST_OK) {
+        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
+    }
+    PyMem_Free(b.data);
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* --- encode_log_record ----------------------------------------------------------------------- */
+
+/* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
+static int
+hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
+{
+    const Py_UCS1 *p;
+    Py_ssize_t i;
+    if (!PyUnicode_Check(s) || PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND ||
+        PyUnicode_GET_LENGTH(s) != 2 * n) {
+        return 0;
+    }
+    p = PyUnicode_1BYTE_DATA(s);
+    for (i = 0; i < 2 * n; i++) {
+        int c = p[i], v;
+        if (c >= '0' && c <= '9') {
+            v = c - '0';
+        }
+        else if (c >= 'a' && c <= 'f') {
+            v = c - 'a' + 10;
+        }
+        else if (c >= 'A' && c <= 'F') {
+            v = c - 'A' + 10;
+        }
+        else {
+            return 0;
+        }
+        if (i & 1) {
+            out[i / 2] = (uint8_t)(out[i / 2] << 4 | v);
+        }
+        else {
+            out[i / 2] = (uint8_t)v;
+        }
+    }
+    return 1;
+}
+
+static int
+put_fixed64(outbuf_t *b, char tag, uint64_t v)
+{
+    char bytes[9];
+    int i;
+    bytes[0] = tag;
+    for (i = 0; i < 8; i++) {
+        bytes[1 + i] = (char)(v >> (8 * i));
+    }
+    return outbuf_put(b, bytes, 9);
+}
+
+PyDoc_STRVAR(encode_log_record_doc,
+"encode_log_record($module, attributes, trace_id, span_id, time_ns, parts, framed, /)\n"
+"--\n"
+"\n"
+"A serialized LogRecord, fields in number order as upb writes them: time_unix_nano (fixed64,\n"
+"left out when 0), parts[1] (the severity fields), the KeyValues of `attributes` as field\n"
+"parts[0] (a tag, as encode_key_values writes them), parts[2] (the flags field), trace_id and\n"
+"span_id (fields 9 and 10, from 32 and 16 hex digits), observed_time_unix_nano (fixed64, left\n"
+"out when 0) and parts[3] (the event_name field). With `framed`, the record comes as a\n"
+"ScopeLogs.log_records field (tag 0x12 and its length) to join into a ScopeLogs.\n"
+"\n"
+"None when encode_key_values(attributes, parts[0]) would be None, for ids that are not that\n"
+"many hex digits, or a time outside 0..2**64-1. Raises TypeError for `parts` that is not a\n"
+"4-tuple of bytes (a tag of 1 to 5 bytes first).");
+
+static PyObject *
+encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *attributes, *parts, *out = NULL, *tag;
+    outbuf_t b = {NULL, 0, 0};
+    uint8_t ids[2 + 16 + 2 + 8];
+    uint64_t time_ns;
+    Py_ssize_t i, mark = 0;
+    int st = ST_OK, framed;
+
+    (void)module;
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "encode_log_record() takes 6 arguments (%zd given)", nargs);
         return NULL;
     }
-    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
-        Py_ssize_t mark;
-        key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
-        value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
-        if (!PyUnicode_Check(key)) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        st = outbuf_open(&b, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag), &mark);
-        if (st == ST_OK) {
-            st = put_key_value(&b, key, value, 0);
-        }
-        if (st == ST_OK) {
-            st = outbuf_close(&b, mark);
+    attributes = args[0];
+    parts = args[4];
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_log_record() parts must be a 4-tuple of bytes");
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(parts, i))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "encode_log_record() parts must be a 4-tuple of bytes");
+            return NULL;
         }
     }
-    if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(attributes)) {
-        st = ST_UNHANDLED;
+    tag = PyTuple_GET_ITEM(parts, 0);
+    if (PyBytes_GET_SIZE(tag) < 1 || PyBytes_GET_SIZE(tag) > 5) {
+        PyErr_SetString(PyExc_TypeError, "encode_log_record() tag must be 1 to 5 bytes");
+        return NULL;
     }
-    Py_DECREF(items);
+    framed = PyObject_IsTrue(args[5]);
+    if (framed < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(attributes) || !PyLong_Check(args[3])) {
+        Py_RETURN_NONE;
+    }
+    time_ns = PyLong_AsUnsignedLongLong(args[3]);
+    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* negative or too large */
+        Py_RETURN_NONE;
+    }
+    ids[0] = 0x4a;
+    ids[1] = 16;
+    ids[18] = 0x52;
+    ids[19] = 8;
+    if (!hex_bytes(args[1], ids + 2, 16) || !hex_bytes(args[2], ids + 20, 8)) {
+        Py_RETURN_NONE;
+    }
+    if (framed) {
+        st = outbuf_open(&b, "\x12", 1, &mark);
+    }
+    if (st == ST_OK && time_ns) {
+        st = put_fixed64(&b, 0x09, time_ns);
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 1)),
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 1)));
+    }
+    if (st == ST_OK) {
+        st = put_key_values(&b, attributes, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag));
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 2)),
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 2)));
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, ids, sizeof(ids));
+    }
+    if (st == ST_OK && time_ns) {
+        st = put_fixed64(&b, 0x59, time_ns);
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 3)),
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 3)));
+    }
+    if (st == ST_OK && framed) {
+        st = outbuf_close(&b, mark);
+    }
     if (st == ST_OK) {
         out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
     }
@@ -3544,6 +3714,8 @@ static PyMethodDef speedups_methods[] = {
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},
+    {"encode_log_record", (PyCFunction)(void (*)(void))encode_log_record, METH_FASTCALL,
+     encode_log_record_doc},
     {NULL, NULL, 0, NULL},
 };
 

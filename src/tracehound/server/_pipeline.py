@@ -738,7 +738,7 @@ class Pipeline:
         from_wire = SpanView.from_wire
         request_gate = None if work.genai else False
         single_scope = len(scopes) == 1
-        edits: list[Any] | None = None
+        edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
         removed = 0
         resources: dict[int, tuple[ResourceView, tuple[bytes]]] = {}
         k = 0
@@ -788,18 +788,21 @@ class Pipeline:
                     view.mark_not_genai()  # the request- or scope-level check answered
                 if own:
                     continue
-                started = time.perf_counter()
-                outcome = engine.add_span(view)
+                if recorder is None:
+                    outcome = engine.add_span(view)
+                else:
+                    started = time.perf_counter()
+                    outcome = engine.add_span(view)
+                    if outcome.genai:
+                        recorder.duration(time.perf_counter() - started, "span")
+                    if outcome.late:
+                        recorder.add(names.METRIC_LATE_SPANS, 1)
                 trace_id = view.trace_id
                 if outcome.genai:
                     stats.spans_evaluated += 1
                     genai_traces.add(trace_id)
                     if trace_id not in trace_resource:
                         trace_resource[trace_id] = resource[1]
-                    if recorder is not None:
-                        recorder.duration(time.perf_counter() - started, "span")
-                if outcome.late and recorder is not None:
-                    recorder.add(names.METRIC_LATE_SPANS, 1)
                 results = outcome.results
                 if results:
                     resource_bytes = trace_resource.get(trace_id)
@@ -807,8 +810,6 @@ class Pipeline:
                         self._emit(
                             result, trace_id, result.span_id or view.span_id, resource_bytes, None
                         )
-                if edits is None:
-                    edits = [b""] * len(keys)
                 if outcome.duplicate:
                     stats.spans_duplicate += 1
                     edits[index] = None
@@ -842,13 +843,15 @@ class Pipeline:
                         continue
                 if results:
                     edits[index] = self._span_edit(
-                        raw[fields[11] : fields[12]],
-                        span_attributes(results),
-                        results,
-                        view.attributes,
-                        view.end_ns,
+                        raw,
+                        fields[11],
+                        fields[12],
+                        attributes=span_attributes(results),
+                        results=results,
+                        present=view.attributes,
+                        end_ns=view.end_ns,
                     )
-        if edits is None or (not removed and not any(edits)):
+        if not removed and not any(edits):
             return raw, len(keys)
         spliced = splice_trace_request(raw, edits)
         if spliced is None:  # the validating scan accepted these bytes: never here
@@ -857,15 +860,18 @@ class Pipeline:
 
     def _span_edit(
         self,
-        span: bytes,
+        data: bytes,
+        start: int,
+        end: int,
+        *,
         attributes: dict[str, AttributeValue],
         results: Sequence[EvaluationResult],
         present: Container[str] | None,
         end_ns: int,
     ) -> bytes | tuple[bytes]:
-        """What `_write` adds to the span serialized as `span`: the encoded fields to append, or
-        (when they cannot be appended: a key already there, say) the whole span rewritten by
-        upb, in a 1-tuple."""
+        """What `_write` adds to the span serialized as `data[start:end]`: the encoded fields to
+        append, or (when they cannot be appended: a key already there, say) the whole span
+        rewritten by upb, in a 1-tuple."""
         added = encoded_attributes(SPAN_ATTRIBUTES_TAG, attributes, present)
         if added is not None and self._span_events and results:
             when = end_ns or time.time_ns()
@@ -879,7 +885,7 @@ class Pipeline:
                 added += b"".join(events)  # type: ignore[arg-type]
         if added is not None:
             return added
-        message = Span.FromString(span)
+        message = Span.FromString(data[start:end])
         self._write(message, attributes, results, present)
         return (message.SerializeToString(),)
 
@@ -979,7 +985,15 @@ class Pipeline:
         if not isinstance(span, bytes):
             self._write(span, attributes, results, item.present)
             return
-        edit = self._span_edit(span, attributes, results, item.present, item.end_ns)
+        edit = self._span_edit(
+            span,
+            0,
+            len(span),
+            attributes=attributes,
+            results=results,
+            present=item.present,
+            end_ns=item.end_ns,
+        )
         item.span = edit[0] if isinstance(edit, tuple) else span + edit
 
     def _emit(
@@ -999,7 +1013,7 @@ class Pipeline:
         group = self._events.get(id(resource))
         if group is None:
             group = self._events[id(resource)] = (resource, [])
-        group[1].append(encoded_log_record(result, trace_id, span_id, time.time_ns()))
+        group[1].append(encoded_log_record(result, trace_id, span_id, time.time_ns(), framed=True))
 
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
@@ -1023,7 +1037,8 @@ class Pipeline:
             scope = self._scope_bytes
             count = sum(len(records) for _, records in groups.values())
             payload = logs_request_bytes(
-                [(resource[0], scope, records) for resource, records in groups.values()]
+                [(resource[0], scope, records) for resource, records in groups.values()],
+                framed=True,
             )
             if self.lanes[LOGS.name].offer(payload, count):
                 self.stats.events_emitted += count
