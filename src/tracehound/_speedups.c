@@ -2877,33 +2877,65 @@ PyDoc_STRVAR(encode_key_values_doc,
 "tracehound.server._otlp.set_attributes would add them. None for anything it does not encode\n"
 "exactly that way (see the C source); the caller then uses the field API.");
 
+/* A value put_any_value encodes without running Python code (no str(), no __index__). */
+static inline int
+is_plain_value(PyObject *value)
+{
+    return PyUnicode_Check(value) || PyLong_CheckExact(value) || PyBool_Check(value) ||
+           PyFloat_Check(value) || PyBytes_Check(value);
+}
+
+/* The KeyValue of `key` and `value` as field `tag`, appended to b. */
+static int
+put_tagged_key_value(outbuf_t *b, PyObject *key, PyObject *value, const char *tag,
+                     Py_ssize_t tag_len)
+{
+    Py_ssize_t mark;
+    int st;
+    if (!PyUnicode_Check(key)) {
+        return ST_UNHANDLED;
+    }
+    st = outbuf_open(b, tag, tag_len, &mark);
+    if (st == ST_OK) {
+        st = put_key_value(b, key, value, 0);
+    }
+    if (st == ST_OK) {
+        st = outbuf_close(b, mark);
+    }
+    return st;
+}
+
 /* The KeyValues of the exact dict `attributes`, each as field `tag`, appended to b. */
 static int
 put_key_values(outbuf_t *b, PyObject *attributes, const char *tag, Py_ssize_t tag_len)
 {
     PyObject *key, *value, *items;
-    Py_ssize_t i;
-    int st = ST_OK;
+    Py_ssize_t i, pos = 0;
+    int st = ST_OK, plain = 1;
 
+    /* The usual dict (str keys; str, int, float, bool or bytes values) is read in place:
+     * encoding such values runs no Python code, so nothing can change the dict meanwhile. */
+    while (PyDict_Next(attributes, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || !is_plain_value(value)) {
+            plain = 0;
+            break;
+        }
+    }
+    if (plain) {
+        pos = 0;
+        while (st == ST_OK && PyDict_Next(attributes, &pos, &key, &value)) {
+            st = put_tagged_key_value(b, key, value, tag, tag_len);
+        }
+        return st;
+    }
     items = PyDict_Items(attributes); /* a snapshot: str() of a value may change the dict */
     if (items == NULL) {
         return ST_ERROR;
     }
     for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
-        Py_ssize_t mark;
         key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
         value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
-        if (!PyUnicode_Check(key)) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        st = outbuf_open(b, tag, tag_len, &mark);
-        if (st == ST_OK) {
-            st = put_key_value(b, key, value, 0);
-        }
-        if (st == ST_OK) {
-            st = outbuf_close(b, mark);
-        }
+        st = put_tagged_key_value(b, key, value, tag, tag_len);
     }
     if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(attributes)) {
         st = ST_UNHANDLED;
@@ -2946,6 +2978,13 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* --- encode_log_record ----------------------------------------------------------------------- */
 
+/* Each hex digit's value plus 1 (0: not a hex digit). */
+static const uint8_t HEX_DIGIT[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
 /* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
 static int
 hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
@@ -2957,26 +2996,12 @@ hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
         return 0;
     }
     p = PyUnicode_1BYTE_DATA(s);
-    for (i = 0; i < 2 * n; i++) {
-        int c = p[i], v;
-        if (c >= '0' && c <= '9') {
-            v = c - '0';
-        }
-        else if (c >= 'a' && c <= 'f') {
-            v = c - 'a' + 10;
-        }
-        else if (c >= 'A' && c <= 'F') {
-            v = c - 'A' + 10;
-        }
-        else {
+    for (i = 0; i < n; i++) {
+        int high = HEX_DIGIT[p[2 * i]], low = HEX_DIGIT[p[2 * i + 1]];
+        if (!high || !low) {
             return 0;
         }
-        if (i & 1) {
-            out[i / 2] = (uint8_t)(out[i / 2] << 4 | v);
-        }
-        else {
-            out[i / 2] = (uint8_t)v;
-        }
+        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
     }
     return 1;
 }

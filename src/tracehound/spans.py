@@ -715,13 +715,13 @@ class SpanView:
         located in the request's bytes and whose bytes do not hold the name, has no such event:
         its events are then not decoded (detection asks this of every GenAI span)."""
         if getattr(self, "_events", None) is None and self._source_kind == "proto":
-            if not self._proto_span().events:  # the usual case, answered without decoding
-                return False
             wire_at = getattr(self, "_wire_at", None)
-            if wire_at is not None:
+            if wire_at is not None:  # before anything that would parse a view from bytes
                 data, start, end = wire_at
                 if data.find(name.encode(), start, end) < 0:
                     return False
+            if not self._proto_span().events:  # the usual case, answered without decoding
+                return False
         return any(event.name == name for event in self.events)
 
     @property

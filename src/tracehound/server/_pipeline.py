@@ -10,14 +10,21 @@ Threads and queues (the Collector's shape: receivers → one processing stage �
   hold GenAI, or belongs to a trace the engine knows) or put it straight on the traces lane,
   as received. They never evaluate and never block on the downstream.
 - **One worker thread** owns the `Engine`, like the processor's worker: it takes requests in
-  arrival order, views each span (`SpanView.from_proto`, lazy), feeds the engine, writes each
-  span's results into the protobuf span *in place* (`tracehound.*` attributes, optional span
-  events and redaction), cuts out the spans that must wait (`stream`: the local root of a GenAI
-  trace; `hold`: every span of an evaluated trace) and hands the rest of the request to the
-  traces lane — the bytes as received when nothing changed, else one `SerializeToString`. Every
-  `poll_interval` it finalizes due traces (`Engine.poll`), writes the trace results onto the held
-  root, and forwards the held spans. Results also leave as `gen_ai.evaluation.result` log
-  records (built as protobuf, on the logs lane) and as metrics.
+  arrival order, views each span, feeds the engine, writes each span's results into it
+  (`tracehound.*` attributes, optional span events and redaction), cuts out the spans that must
+  wait (`stream`: the local root of a GenAI trace; `hold`: every span of an evaluated trace) and
+  hands the rest of the request to the traces lane — the bytes as received when nothing
+  changed. Every `poll_interval` it finalizes due traces (`Engine.poll`), writes the trace
+  results onto the held root, and forwards the held spans. Results also leave as
+  `gen_ai.evaluation.result` log records (written as bytes, on the logs lane) and as metrics.
+
+  With the C accelerator, a request the receiver's scan validated stays bytes all the way
+  (`_annotate_wire`): one C call (`read_trace_spans`) reads what the views need of every span
+  (`SpanView.from_wire`), results are encoded and appended to their spans' bytes, held spans are
+  kept as their bytes, and the request to forward is spliced from the bytes received
+  (`splice_trace_request`: spans cut out, lengths rewritten). Otherwise (redaction, JSON, no
+  accelerator) the request is parsed by upb, views are `SpanView.from_proto`, results are written
+  into the protobuf spans in place and the request is re-serialized once.
 - **One lane thread per signal** sends to the downstream (`tracehound.server._forward`).
 
 Cheap paths. A request whose bytes hold no GenAI key (`tracehound._wire`) and none of whose
@@ -26,7 +33,8 @@ span's ids from the bytes in one pass (the C scan, else a regex: `_fast_keys`; t
 pass only when that does not account for every span), dedupes them with set operations and
 forwards the request as received. With the C accelerator such a request is not even parsed:
 trace requests arrive here as bytes, and the same scan checks them as upb would (wire structure,
-UTF-8 strings); upb parses only the requests the engine or the span-by-span pass needs.
+UTF-8 strings); upb parses only the requests the span-by-span pass or the worker's upb path
+needs.
 
 A trace becomes known when a request that may hold GenAI, or a GenAI log event, of it is
 accepted — before it is queued, so a later non-GenAI span of it (the HTTP root, say) goes to the
@@ -301,7 +309,8 @@ class Pipeline:
         the engine too, after them); otherwise, when no span belongs to a known trace, forward
         the request straight to the traces lane, as received: the worker never sees it. With the
         C accelerator, such a request is checked as upb would check it by the same scan that
-        reads its ids, and is never parsed.
+        reads its ids, and is never parsed; nor is a request for the worker whose spans
+        `read_trace_spans` reads (it goes to the worker as bytes).
         """
         scan = None
         if request is None:
