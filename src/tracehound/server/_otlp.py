@@ -27,7 +27,7 @@ import binascii
 import json
 import struct
 import zlib
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,7 @@ __all__ = [
     "encoded_event",
     "encoded_log_record",
     "evaluation_log_record",
+    "framed_log_records",
     "logs_request_bytes",
     "merge_attributes",
     "parse_protobuf",
@@ -483,8 +484,11 @@ def encoded_attributes(
     native = _wire._native
     if native is None or present is None:
         return None
-    if isinstance(present, (dict, frozenset, set, tuple)):  # the usual kinds: no frame per key
-        if not attributes.keys().isdisjoint(present):
+    if isinstance(present, dict):  # the usual kinds: no frame per key
+        if not present.keys().isdisjoint(attributes):
+            return None
+    elif isinstance(present, (frozenset, set)):
+        if not present.isdisjoint(attributes):
             return None
     elif any(k in present for k in attributes):
         return None
@@ -613,6 +617,31 @@ def encoded_log_record(
         result, trace_id, span_id, time_ns
     ).SerializeToString()
     return _length_delimited(b"\x12", serialized) if framed else serialized
+
+
+def framed_log_records(
+    results: Iterable[EvaluationResult], trace_id: str, span_id: str, time_ns: int
+) -> list[bytes]:
+    """`encoded_log_record(result, trace_id, result.span_id or span_id, time_ns, framed=True)`
+    of each result, in one loop (the sidecar emits about one per GenAI span)."""
+    native = _wire._native
+    out: list[bytes] = []
+    for result in results:
+        parent = result.span_id or span_id
+        encoded: bytes | None = None
+        if native is not None:
+            encoded = native.encode_log_record(
+                event_attributes(result),
+                trace_id,
+                parent,
+                time_ns,
+                _LOG_PARTS[bool(result.error_type)],
+                True,
+            )
+        if encoded is None:
+            encoded = encoded_log_record(result, trace_id, parent, time_ns, framed=True)
+        out.append(encoded)
+    return out
 
 
 def _length_delimited(tag: bytes, payload: bytes) -> bytes:

@@ -86,7 +86,7 @@ from tracehound.server._otlp import (
     add_event,
     encoded_attributes,
     encoded_event,
-    encoded_log_record,
+    framed_log_records,
     logs_request_bytes,
     merge_attributes,
     parse_protobuf,
@@ -686,10 +686,7 @@ class Pipeline:
                     results = outcome.results
                     if results:
                         resource = self._trace_resource.get(trace_id)
-                        for result in results:
-                            self._emit(
-                                result, trace_id, result.span_id or view.span_id, resource, None
-                            )
+                        self._emit(results, trace_id, view.span_id, resource, None)
                     if outcome.duplicate:
                         stats.spans_duplicate += 1
                         cut.append((index, None))
@@ -814,11 +811,7 @@ class Pipeline:
                         trace_resource[trace_id] = resource[1]
                 results = outcome.results
                 if results:
-                    resource_bytes = trace_resource.get(trace_id)
-                    for result in results:
-                        self._emit(
-                            result, trace_id, result.span_id or view.span_id, resource_bytes, None
-                        )
+                    self._emit(results, trace_id, view.span_id, trace_resource.get(trace_id), None)
                 if outcome.duplicate:
                     stats.spans_duplicate += 1
                     edits[index] = None
@@ -963,11 +956,9 @@ class Pipeline:
                 if trace.reason == "max_traces":
                     recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
             if genai:
-                agent = trace_agent(trace)
-                for result in trace.results:
-                    self._emit(
-                        result, trace_id, result.span_id or trace.root_span_id, resource, agent
-                    )
+                self._emit(
+                    trace.results, trace_id, trace.root_span_id, resource, trace_agent(trace)
+                )
             for item in held:
                 if item.span is None:  # cut but never copied: an internal error
                     continue
@@ -1007,14 +998,18 @@ class Pipeline:
 
     def _emit(
         self,
-        result: EvaluationResult,
+        results: Sequence[EvaluationResult],
         trace_id: str,
         span_id: str,
         resource: tuple[bytes] | None,
         agent: str | None,
     ) -> None:
-        if self._recorder is not None:
-            self._recorder.record(result_measurements(result, agent))
+        """Record `results` as metrics and queue their log records (a result without a span id
+        of its own is about span `span_id`)."""
+        recorder = self._recorder
+        if recorder is not None:
+            for result in results:
+                recorder.record(result_measurements(result, agent))
         if not self._emit_events:
             return
         if resource is None:
@@ -1022,7 +1017,7 @@ class Pipeline:
         group = self._events.get(id(resource))
         if group is None:
             group = self._events[id(resource)] = (resource, [])
-        group[1].append(encoded_log_record(result, trace_id, span_id, time.time_ns(), framed=True))
+        group[1].extend(framed_log_records(results, trace_id, span_id, time.time_ns()))
 
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
