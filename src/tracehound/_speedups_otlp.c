@@ -18,6 +18,8 @@
 #include "_speedups.h"
 #include "_speedups_wire.h"
 
+#include <structmember.h> /* T_OBJECT_EX, READONLY before Python 3.12 */
+
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 #else
@@ -820,10 +822,172 @@ splice_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* --- wire_span_views ------------------------------------------------------------------------ */
+
+/* The SpanView slots wire_span_views fills, in this order. */
+enum {
+    V_SOURCE, V_SOURCE_KIND, V_WIRE_AT, V_TRACE_ID, V_SPAN_ID, V_PARENT, V_NAME, V_REMOTE,
+    V_SCOPE_NAME, V_SCOPE_VERSION, V_RESOURCE, V_KIND, V_START, V_END, V_STATUS_CODE,
+    V_STATUS_MESSAGE, V_ATTRIBUTES, V_EVENTS, V_COUNT
+};
+static const char *const VIEW_SLOTS[V_COUNT] = {
+    "_source", "_source_kind", "_wire_at", "trace_id", "span_id", "parent_span_id", "name",
+    "parent_is_remote", "scope_name", "scope_version", "resource", "_kind", "_start_ns",
+    "_end_ns", "_status_code", "_status_message", "_attributes", "_events",
+};
+
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
+#ifndef Py_READONLY
+#define Py_READONLY READONLY
+#endif
+
+/* The offsets of cls's slots VIEW_SLOTS, from its member descriptors; -1 with TypeError when
+ * one is not a writable object slot of cls itself. */
+static int
+view_offsets(PyTypeObject *cls, Py_ssize_t *offsets)
+{
+    int i;
+    for (i = 0; i < V_COUNT; i++) {
+        PyObject *d = PyDict_GetItemString(cls->tp_dict, VIEW_SLOTS[i]);
+        PyMemberDef *member;
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s has no slot %s",
+                         cls->tp_name, VIEW_SLOTS[i]);
+            return -1;
+        }
+        member = ((PyMemberDescrObject *)d)->d_member;
+        if (member->type != Py_T_OBJECT_EX || (member->flags & Py_READONLY) ||
+            member->offset <= 0 || member->offset + (Py_ssize_t)sizeof(PyObject *) >
+                                       cls->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s.%s is not an object slot",
+                         cls->tp_name, VIEW_SLOTS[i]);
+            return -1;
+        }
+        offsets[i] = member->offset;
+    }
+    return 0;
+}
+
+/* Store the new reference v in obj's slot at `offset` (a fresh object: the slot is empty). */
+static ALWAYS_INLINE void
+set_slot(PyObject *obj, Py_ssize_t offset, PyObject *v)
+{
+    *(PyObject **)((char *)obj + offset) = v;
+}
+
+PyDoc_STRVAR(wire_span_views_doc,
+"wire_span_views($module, cls, data, spans, first, stop, resource, scope_name, scope_version, /)\n"
+"--\n"
+"\n"
+"SpanView.from_wire(data, spans[i], resource, scope_name, scope_version) for i in\n"
+"range(first, stop), in a list: the same views, their slots filled here (None in place of a\n"
+"view from_wire refuses: a parent id neither empty nor 8 bytes). `spans` is the list\n"
+"read_trace_spans(data) made. Raises TypeError when `cls` lacks one of the slots from_wire\n"
+"fills or an item of `spans` is not such a tuple, IndexError for a range outside `spans`.");
+
+static PyObject *
+wire_span_views(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyTypeObject *cls;
+    PyObject *data, *spans, *resource, *scope_name, *scope_version, *out, *proto;
+    Py_ssize_t offsets[V_COUNT], first, stop, i;
+
+    (void)module;
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "wire_span_views() takes 8 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyType_Check(args[0]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "wire_span_views() needs a class and a list");
+        return NULL;
+    }
+    cls = (PyTypeObject *)args[0];
+    data = args[1];
+    spans = args[2];
+    first = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
+    if (first == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    stop = PyNumber_AsSsize_t(args[4], PyExc_OverflowError);
+    if (stop == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    resource = args[5];
+    scope_name = args[6];
+    scope_version = args[7];
+    if (first < 0 || stop < first || stop > PyList_GET_SIZE(spans)) {
+        PyErr_SetString(PyExc_IndexError, "wire_span_views(): range outside the spans");
+        return NULL;
+    }
+    if (view_offsets(cls, offsets) < 0) {
+        return NULL;
+    }
+    proto = PyUnicode_InternFromString("proto");
+    if (proto == NULL) {
+        return NULL;
+    }
+    out = PyList_New(stop - first);
+    if (out == NULL) {
+        Py_DECREF(proto);
+        return NULL;
+    }
+    for (i = first; i < stop; i++) {
+        PyObject *f = PyList_GET_ITEM(spans, i), *view, *wire_at, *parent, *events;
+        if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != SPAN_ITEMS ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(f, 2))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "wire_span_views(): spans must be read_trace_spans' tuples");
+            goto error;
+        }
+        parent = PyTuple_GET_ITEM(f, 2);
+        if (PyUnicode_GET_LENGTH(parent) != 0 && PyUnicode_GET_LENGTH(parent) != 16) {
+            PyList_SET_ITEM(out, i - first, Py_NewRef(Py_None));
+            continue;
+        }
+        wire_at = PyTuple_Pack(3, data, PyTuple_GET_ITEM(f, 11), PyTuple_GET_ITEM(f, 12));
+        events = PyTuple_GET_ITEM(f, 10) == Py_True ? Py_NewRef(Py_None) : PyList_New(0);
+        view = wire_at != NULL && events != NULL ? cls->tp_alloc(cls, 0) : NULL;
+        if (view == NULL) {
+            Py_XDECREF(wire_at);
+            Py_XDECREF(events);
+            goto error;
+        }
+        set_slot(view, offsets[V_SOURCE], Py_NewRef(Py_None));
+        set_slot(view, offsets[V_SOURCE_KIND], Py_NewRef(proto));
+        set_slot(view, offsets[V_WIRE_AT], wire_at);
+        set_slot(view, offsets[V_TRACE_ID], Py_NewRef(PyTuple_GET_ITEM(f, 0)));
+        set_slot(view, offsets[V_SPAN_ID], Py_NewRef(PyTuple_GET_ITEM(f, 1)));
+        set_slot(view, offsets[V_PARENT], Py_NewRef(parent));
+        set_slot(view, offsets[V_NAME], Py_NewRef(PyTuple_GET_ITEM(f, 3)));
+        set_slot(view, offsets[V_REMOTE], Py_NewRef(PyTuple_GET_ITEM(f, 7)));
+        set_slot(view, offsets[V_SCOPE_NAME], Py_NewRef(scope_name));
+        set_slot(view, offsets[V_SCOPE_VERSION], Py_NewRef(scope_version));
+        set_slot(view, offsets[V_RESOURCE], Py_NewRef(resource));
+        set_slot(view, offsets[V_KIND], Py_NewRef(PyTuple_GET_ITEM(f, 4)));
+        set_slot(view, offsets[V_START], Py_NewRef(PyTuple_GET_ITEM(f, 5)));
+        set_slot(view, offsets[V_END], Py_NewRef(PyTuple_GET_ITEM(f, 6)));
+        set_slot(view, offsets[V_STATUS_CODE], Py_NewRef(PyTuple_GET_ITEM(f, 8)));
+        set_slot(view, offsets[V_STATUS_MESSAGE], Py_NewRef(PyTuple_GET_ITEM(f, 9)));
+        set_slot(view, offsets[V_ATTRIBUTES], Py_NewRef(Py_None));
+        set_slot(view, offsets[V_EVENTS], events);
+        PyList_SET_ITEM(out, i - first, view);
+    }
+    Py_DECREF(proto);
+    return out;
+error:
+    Py_DECREF(proto);
+    Py_DECREF(out); /* items not set yet are NULL: list_dealloc skips them */
+    return NULL;
+}
+
 static PyMethodDef otlp_methods[] = {
     {"read_trace_spans", read_trace_spans, METH_O, read_trace_spans_doc},
     {"splice_trace_request", (PyCFunction)(void (*)(void))splice_trace_request, METH_FASTCALL,
      splice_trace_request_doc},
+    {"wire_span_views", (PyCFunction)(void (*)(void))wire_span_views, METH_FASTCALL,
+     wire_span_views_doc},
     {NULL, NULL, 0, NULL},
 };
 

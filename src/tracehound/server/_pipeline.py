@@ -58,7 +58,7 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound._wire import (
     may_hold_genai,
     read_trace_spans,
@@ -741,7 +741,10 @@ class Pipeline:
         recorder = self._recorder
         genai_traces = self._genai_traces
         trace_resource = self._trace_resource
-        from_wire = SpanView.from_wire
+        from_wire_range = SpanView.from_wire_range
+        span_events = self._span_events
+        native = _wire._native
+        encode = native.encode_key_values if native is not None else None
         request_gate = None if work.genai else False
         single_scope = len(scopes) == 1
         edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
@@ -773,23 +776,29 @@ class Pipeline:
                 gate = False
             own = _is_own_scope(scope_name)
             container: _Container | None = None
-            resource: tuple[ResourceView, tuple[bytes]] | None = None
+            resource = resources.get(resource_index)
+            if resource is None:
+                resource = resources[resource_index] = (
+                    ResourceView.from_wire(raw, resource_start, resource_end),
+                    (raw[resource_start:resource_end],),
+                )
+            views = from_wire_range(
+                raw,
+                span_fields,
+                first,
+                k,
+                resource=resource[0],
+                scope_name=scope_name,
+                scope_version=scope_version,
+            )
             for index in range(first, k):
                 if gate is False and keys[index][:16] not in known:
                     stats.spans_bypassed += 1
                     continue
-                if resource is None:
-                    resource = resources.get(resource_index)
-                    if resource is None:
-                        resource = resources[resource_index] = (
-                            ResourceView.from_wire(raw, resource_start, resource_end),
-                            (raw[resource_start:resource_end],),
-                        )
-                fields = span_fields[index]
-                try:
-                    view = from_wire(raw, fields, resource[0], scope_name, scope_version)
-                except ValueError:  # a bad parent id the fast id check does not read
+                view = views[index - first]
+                if view is None:  # a bad parent id the fast id check does not read
                     continue  # forwarded as received, not evaluated
+                fields = span_fields[index]
                 if gate is False:
                     view.mark_not_genai()  # the request- or scope-level check answered
                 if own:
@@ -844,15 +853,22 @@ class Pipeline:
                         removed += 1
                         continue
                 if results:
-                    edits[index] = self._span_edit(
-                        raw,
-                        fields[11],
-                        fields[12],
-                        attributes=span_attributes(results),
-                        results=results,
-                        present=view.attributes,
-                        end_ns=view.end_ns,
-                    )
+                    attributes = span_attributes(results)
+                    decoded = view.attributes
+                    added = None
+                    if encode is not None and decoded.keys().isdisjoint(attributes):
+                        added = encode(attributes, SPAN_ATTRIBUTES_TAG)  # the usual case
+                    if added is None or span_events:
+                        added = self._span_edit(
+                            raw,
+                            fields[11],
+                            fields[12],
+                            attributes=attributes,
+                            results=results,
+                            present=decoded,
+                            end_ns=view.end_ns,
+                        )
+                    edits[index] = added
         if not removed and not any(edits):
             return raw, len(keys)
         spliced = splice_trace_request(raw, edits)
