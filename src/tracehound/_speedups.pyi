@@ -25,6 +25,9 @@ def read_trace_spans(
 def splice_trace_request(
     data: ReadableBuffer, edits: list[bytes | tuple[bytes] | None], /
 ) -> bytes | None: ...
+def read_trace_views(
+    data: ReadableBuffer, cls: type[_T], resource_view: object, /
+) -> tuple[list[tuple[Any, ...]], list[_T | None]] | None: ...
 def wire_span_views(
     cls: type[_T],
     data: bytes,

@@ -41,16 +41,123 @@ static const int8_t STATUS_FIELDS[4] = {WT_UNKNOWN, WT_UNKNOWN, 2, 0};
 /* SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK */
 #define REMOTE_PARENT_FLAGS 0x300u
 
+/* --- span views ----------------------------------------------------------------------------- */
+
+/* The SpanView slots wire_span_views fills, in this order. */
+enum {
+    V_SOURCE, V_SOURCE_KIND, V_WIRE_AT, V_TRACE_ID, V_SPAN_ID, V_PARENT, V_NAME, V_REMOTE,
+    V_SCOPE_NAME, V_SCOPE_VERSION, V_RESOURCE, V_KIND, V_START, V_END, V_STATUS_CODE,
+    V_STATUS_MESSAGE, V_ATTRIBUTES, V_EVENTS, V_COUNT
+};
+static const char *const VIEW_SLOTS[V_COUNT] = {
+    "_source", "_source_kind", "_wire_at", "trace_id", "span_id", "parent_span_id", "name",
+    "parent_is_remote", "scope_name", "scope_version", "resource", "_kind", "_start_ns",
+    "_end_ns", "_status_code", "_status_message", "_attributes", "_events",
+};
+
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
+#ifndef Py_READONLY
+#define Py_READONLY READONLY
+#endif
+
+/* The offsets of cls's slots VIEW_SLOTS, from its member descriptors; -1 with TypeError when
+ * one is not a writable object slot of cls itself. */
+static int
+view_offsets(PyTypeObject *cls, Py_ssize_t *offsets)
+{
+    int i;
+    for (i = 0; i < V_COUNT; i++) {
+        PyObject *d = PyDict_GetItemString(cls->tp_dict, VIEW_SLOTS[i]);
+        PyMemberDef *member;
+        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s has no slot %s",
+                         cls->tp_name, VIEW_SLOTS[i]);
+            return -1;
+        }
+        member = ((PyMemberDescrObject *)d)->d_member;
+        if (member->type != Py_T_OBJECT_EX || (member->flags & Py_READONLY) ||
+            member->offset <= 0 || member->offset + (Py_ssize_t)sizeof(PyObject *) >
+                                       cls->tp_basicsize) {
+            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s.%s is not an object slot",
+                         cls->tp_name, VIEW_SLOTS[i]);
+            return -1;
+        }
+        offsets[i] = member->offset;
+    }
+    return 0;
+}
+
+/* Store the new reference v in obj's slot at `offset` (a fresh object: the slot is empty). */
+static ALWAYS_INLINE void
+set_slot(PyObject *obj, Py_ssize_t offset, PyObject *v)
+{
+    *(PyObject **)((char *)obj + offset) = v;
+}
+
+#define SPAN_ITEMS 13
+
+/* The view SpanView.from_wire makes of read_trace_spans' tuple f (a new reference), None for a
+ * parent id from_wire refuses, NULL with an exception set. */
+static PyObject *
+view_of(PyTypeObject *cls, const Py_ssize_t *offsets, PyObject *proto, PyObject *data,
+        PyObject *f, PyObject *resource, PyObject *scope_name, PyObject *scope_version)
+{
+    PyObject *view, *wire_at, *parent, *events;
+    if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != SPAN_ITEMS ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(f, 2))) {
+        PyErr_SetString(PyExc_TypeError, "span views need read_trace_spans' tuples");
+        return NULL;
+    }
+    parent = PyTuple_GET_ITEM(f, 2);
+    if (PyUnicode_GET_LENGTH(parent) != 0 && PyUnicode_GET_LENGTH(parent) != 16) {
+        return Py_NewRef(Py_None);
+    }
+    wire_at = PyTuple_Pack(3, data, PyTuple_GET_ITEM(f, 11), PyTuple_GET_ITEM(f, 12));
+    events = PyTuple_GET_ITEM(f, 10) == Py_True ? Py_NewRef(Py_None) : PyList_New(0);
+    view = wire_at != NULL && events != NULL ? cls->tp_alloc(cls, 0) : NULL;
+    if (view == NULL) {
+        Py_XDECREF(wire_at);
+        Py_XDECREF(events);
+        return NULL;
+    }
+    set_slot(view, offsets[V_SOURCE], Py_NewRef(Py_None));
+    set_slot(view, offsets[V_SOURCE_KIND], Py_NewRef(proto));
+    set_slot(view, offsets[V_WIRE_AT], wire_at);
+    set_slot(view, offsets[V_TRACE_ID], Py_NewRef(PyTuple_GET_ITEM(f, 0)));
+    set_slot(view, offsets[V_SPAN_ID], Py_NewRef(PyTuple_GET_ITEM(f, 1)));
+    set_slot(view, offsets[V_PARENT], Py_NewRef(parent));
+    set_slot(view, offsets[V_NAME], Py_NewRef(PyTuple_GET_ITEM(f, 3)));
+    set_slot(view, offsets[V_REMOTE], Py_NewRef(PyTuple_GET_ITEM(f, 7)));
+    set_slot(view, offsets[V_SCOPE_NAME], Py_NewRef(scope_name));
+    set_slot(view, offsets[V_SCOPE_VERSION], Py_NewRef(scope_version));
+    set_slot(view, offsets[V_RESOURCE], Py_NewRef(resource));
+    set_slot(view, offsets[V_KIND], Py_NewRef(PyTuple_GET_ITEM(f, 4)));
+    set_slot(view, offsets[V_START], Py_NewRef(PyTuple_GET_ITEM(f, 5)));
+    set_slot(view, offsets[V_END], Py_NewRef(PyTuple_GET_ITEM(f, 6)));
+    set_slot(view, offsets[V_STATUS_CODE], Py_NewRef(PyTuple_GET_ITEM(f, 8)));
+    set_slot(view, offsets[V_STATUS_MESSAGE], Py_NewRef(PyTuple_GET_ITEM(f, 9)));
+    set_slot(view, offsets[V_ATTRIBUTES], Py_NewRef(Py_None));
+    set_slot(view, offsets[V_EVENTS], events);
+    return view;
+}
+
 /* --- read_trace_spans ----------------------------------------------------------------------- */
 
 typedef struct {
     const uint8_t *base;
     PyObject *scopes;
     PyObject *spans;
-    /* the trace id of the previous span and its hex string (owned by `spans`): spans of a trace
-     * come together, and share one string */
+    /* the trace id of the previous span and its hex string (a reference): spans of a trace come
+     * together, and share one string */
     const uint8_t *last_trace;
     PyObject *last_trace_hex;
+    /* views instead of tuples (read_trace_views): SpanView, its slots, the resource views'
+     * factory, and the current resource view, scope name and version */
+    PyTypeObject *cls;
+    Py_ssize_t offsets[V_COUNT];
+    PyObject *proto, *data, *factory, *resource, *scope_name, *scope_version;
 } reader_t;
 
 /* A str from UTF-8 bytes; *out NULL and ST_UNHANDLED for invalid UTF-8 (upb refuses it). */
@@ -124,7 +231,11 @@ read_status(const uint8_t *p, const uint8_t *end, const uint8_t **message, size_
     return ST_OK;
 }
 
-#define SPAN_ITEMS 13
+static int fill_span(reader_t *r, PyObject *t, const uint8_t *trace_id, const uint8_t *span_id,
+                     const uint8_t *parent, size_t parent_len, const uint8_t *name,
+                     size_t name_len, uint64_t kind, uint64_t start_ns, uint64_t end_ns,
+                     uint64_t flags, uint64_t code, const uint8_t *message, size_t message_len,
+                     int events, const uint8_t *start, const uint8_t *end);
 
 static int
 read_span(reader_t *r, const uint8_t *p, const uint8_t *end)
@@ -136,7 +247,7 @@ read_span(reader_t *r, const uint8_t *p, const uint8_t *end)
     size_t trace_len = 0, span_len = 0, parent_len = 0, name_len = 0, message_len = 0;
     uint64_t kind = 0, start_ns = 0, end_ns = 0, flags = 0, code = 0;
     int events = 0, st;
-    PyObject *t, *s;
+    PyObject *t;
 
     while (p < end) {
         p = read_field(p, end, &f);
@@ -192,22 +303,40 @@ read_span(reader_t *r, const uint8_t *p, const uint8_t *end)
     if (t == NULL) {
         return ST_ERROR;
     }
-    /* the list owns t from here: on failure below, clearing the list releases it */
-    if (PyList_Append(r->spans, t) < 0) {
-        Py_DECREF(t);
-        return ST_ERROR;
+    st = fill_span(r, t, trace_id, span_id, parent, parent_len, name, name_len, kind, start_ns,
+                   end_ns, flags, code, message, message_len, events, start, end);
+    if (st == ST_OK && r->cls != NULL) { /* the view, made from the tuple, replaces it */
+        PyObject *view = view_of(r->cls, r->offsets, r->proto, r->data, t, r->resource,
+                                 r->scope_name, r->scope_version);
+        Py_SETREF(t, view);
+        st = t == NULL ? ST_ERROR : ST_OK;
     }
-    Py_DECREF(t);
+    if (st == ST_OK && PyList_Append(r->spans, t) < 0) {
+        st = ST_ERROR;
+    }
+    Py_XDECREF(t);
+    return st;
+}
+
+/* The items of read_span's tuple t (new, empty). */
+static int
+fill_span(reader_t *r, PyObject *t, const uint8_t *trace_id, const uint8_t *span_id,
+          const uint8_t *parent, size_t parent_len, const uint8_t *name, size_t name_len,
+          uint64_t kind, uint64_t start_ns, uint64_t end_ns, uint64_t flags, uint64_t code,
+          const uint8_t *message, size_t message_len, int events, const uint8_t *start,
+          const uint8_t *end)
+{
+    PyObject *s;
+    int st;
     if (r->last_trace != NULL && memcmp(r->last_trace, trace_id, 16) == 0) {
-        Py_INCREF(r->last_trace_hex);
-        PyTuple_SET_ITEM(t, 0, r->last_trace_hex);
+        PyTuple_SET_ITEM(t, 0, Py_NewRef(r->last_trace_hex));
     }
     else {
         if (put(t, 0, hex_str(trace_id, 16)) < 0) {
             return ST_ERROR;
         }
         r->last_trace = trace_id;
-        r->last_trace_hex = PyTuple_GET_ITEM(t, 0);
+        Py_XSETREF(r->last_trace_hex, Py_NewRef(PyTuple_GET_ITEM(t, 0)));
     }
     if (put(t, 1, hex_str(span_id, 8)) < 0 || put(t, 2, hex_str(parent, parent_len)) < 0) {
         return ST_ERROR;
@@ -279,7 +408,7 @@ read_scope_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_t r
     size_t scope_len = 0, name_len = 0, version_len = 0, schema_len = 0;
     Py_ssize_t first = PyList_GET_SIZE(r->spans);
     int scope_count = 0, st;
-    PyObject *t, *s;
+    PyObject *t, *s, *scope_name, *scope_version;
 
     while (q < end) { /* the scope and schema URL may come after the spans */
         q = read_field(q, end, &f);
@@ -305,20 +434,32 @@ read_scope_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_t r
             return st;
         }
     }
+    st = utf8_str(name, name_len, &scope_name);
+    if (st != ST_OK) {
+        return st;
+    }
+    st = utf8_str(version, version_len, &scope_version);
+    if (st != ST_OK) {
+        Py_DECREF(scope_name);
+        return st;
+    }
+    r->scope_name = scope_name; /* for the views */
+    r->scope_version = scope_version;
     q = p;
-    while (q < end) {
+    while (st == ST_OK && q < end) {
         q = read_field(q, end, &f);
         if (f.num == 2) {
             st = read_span(r, f.ptr, f.ptr + f.len);
-            if (st != ST_OK) {
-                return st;
-            }
         }
     }
-    t = PyTuple_New(SCOPE_ITEMS);
+    t = st == ST_OK ? PyTuple_New(SCOPE_ITEMS) : NULL;
     if (t == NULL) {
-        return ST_ERROR;
+        Py_DECREF(scope_name);
+        Py_DECREF(scope_version);
+        return st == ST_OK ? ST_ERROR : st;
     }
+    PyTuple_SET_ITEM(t, 6, scope_name);
+    PyTuple_SET_ITEM(t, 7, scope_version);
     if (PyList_Append(r->scopes, t) < 0) {
         Py_DECREF(t);
         return ST_ERROR;
@@ -336,16 +477,6 @@ read_scope_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_t r
         put(t, 5, PyLong_FromSsize_t(scope ? (Py_ssize_t)(scope + scope_len - r->base) : 0)) < 0) {
         return ST_ERROR;
     }
-    st = utf8_str(name, name_len, &s);
-    if (st != ST_OK) {
-        return st;
-    }
-    PyTuple_SET_ITEM(t, 6, s);
-    st = utf8_str(version, version_len, &s);
-    if (st != ST_OK) {
-        return st;
-    }
-    PyTuple_SET_ITEM(t, 7, s);
     st = utf8_str(schema, schema_len, &s);
     if (st != ST_OK) {
         return st;
@@ -390,6 +521,22 @@ read_resource_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_
     if (st != ST_OK) {
         return st;
     }
+    if (r->factory != NULL) { /* the resource's view, shared by its spans' views */
+        Py_ssize_t a = resource ? (Py_ssize_t)(resource - r->base) : 0;
+        Py_ssize_t b = resource ? (Py_ssize_t)(resource + resource_len - r->base) : 0;
+        PyObject *args[3] = {r->data, NULL, NULL};
+        args[1] = PyLong_FromSsize_t(a);
+        args[2] = PyLong_FromSsize_t(b);
+        r->resource = args[1] != NULL && args[2] != NULL
+                          ? PyObject_Vectorcall(r->factory, args, 3, NULL)
+                          : NULL;
+        Py_XDECREF(args[1]);
+        Py_XDECREF(args[2]);
+        if (r->resource == NULL) {
+            Py_DECREF(schema_url);
+            return ST_ERROR;
+        }
+    }
     q = p;
     while (q < end) {
         q = read_field(q, end, &f);
@@ -402,6 +549,7 @@ read_resource_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_
         }
     }
     Py_DECREF(schema_url);
+    Py_CLEAR(r->resource);
     return st;
 }
 
@@ -426,7 +574,7 @@ PyDoc_STRVAR(read_trace_spans_doc,
 "TypeError for a non-bytes-like `data`.");
 
 static PyObject *
-read_trace_spans(PyObject *module, PyObject *data)
+read_request(PyObject *data, PyTypeObject *cls, PyObject *factory)
 {
     Py_buffer view;
     reader_t r;
@@ -436,13 +584,24 @@ read_trace_spans(PyObject *module, PyObject *data)
     int st = ST_OK;
     PyObject *result;
 
-    (void)module;
+    memset(&r, 0, sizeof(r));
+    if (cls != NULL) {
+        if (view_offsets(cls, r.offsets) < 0) {
+            return NULL;
+        }
+        r.proto = PyUnicode_InternFromString("proto");
+        if (r.proto == NULL) {
+            return NULL;
+        }
+    }
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) {
+        Py_XDECREF(r.proto);
         return NULL;
     }
     r.base = (const uint8_t *)view.buf;
-    r.last_trace = NULL;
-    r.last_trace_hex = NULL;
+    r.cls = cls;
+    r.data = data;
+    r.factory = factory;
     r.scopes = PyList_New(0);
     r.spans = PyList_New(0);
     if (r.scopes == NULL || r.spans == NULL) {
@@ -468,7 +627,42 @@ read_trace_spans(PyObject *module, PyObject *data)
     }
     Py_XDECREF(r.scopes);
     Py_XDECREF(r.spans);
+    Py_XDECREF(r.last_trace_hex);
+    Py_XDECREF(r.proto);
     return result;
+}
+
+static PyObject *
+read_trace_spans(PyObject *module, PyObject *data)
+{
+    (void)module;
+    return read_request(data, NULL, NULL);
+}
+
+PyDoc_STRVAR(read_trace_views_doc,
+"read_trace_views($module, data, cls, resource_view, /)\n"
+"--\n"
+"\n"
+"read_trace_spans(data) with views in place of the span tuples: (scopes, views), each view\n"
+"what cls.from_wire(data, tuple, resource, scope_name, scope_version) makes of the span's tuple\n"
+"(None where it refuses one: a parent id neither empty nor 8 bytes), `resource` being\n"
+"resource_view(data, start, end) of the span's resource, called once per ResourceSpans, and\n"
+"the scope name and version its scope's. None where read_trace_spans is None. Raises\n"
+"TypeError when `cls` lacks one of the slots from_wire fills, and what resource_view raises.");
+
+static PyObject *
+read_trace_views(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "read_trace_views() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyType_Check(args[1]) || !PyCallable_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "read_trace_views() needs a class and a callable");
+        return NULL;
+    }
+    return read_request(args[0], (PyTypeObject *)args[1], args[2]);
 }
 
 /* --- splice_trace_request ------------------------------------------------------------------- */
@@ -822,61 +1016,6 @@ splice_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-/* --- wire_span_views ------------------------------------------------------------------------ */
-
-/* The SpanView slots wire_span_views fills, in this order. */
-enum {
-    V_SOURCE, V_SOURCE_KIND, V_WIRE_AT, V_TRACE_ID, V_SPAN_ID, V_PARENT, V_NAME, V_REMOTE,
-    V_SCOPE_NAME, V_SCOPE_VERSION, V_RESOURCE, V_KIND, V_START, V_END, V_STATUS_CODE,
-    V_STATUS_MESSAGE, V_ATTRIBUTES, V_EVENTS, V_COUNT
-};
-static const char *const VIEW_SLOTS[V_COUNT] = {
-    "_source", "_source_kind", "_wire_at", "trace_id", "span_id", "parent_span_id", "name",
-    "parent_is_remote", "scope_name", "scope_version", "resource", "_kind", "_start_ns",
-    "_end_ns", "_status_code", "_status_message", "_attributes", "_events",
-};
-
-#ifndef Py_T_OBJECT_EX
-#define Py_T_OBJECT_EX T_OBJECT_EX
-#endif
-#ifndef Py_READONLY
-#define Py_READONLY READONLY
-#endif
-
-/* The offsets of cls's slots VIEW_SLOTS, from its member descriptors; -1 with TypeError when
- * one is not a writable object slot of cls itself. */
-static int
-view_offsets(PyTypeObject *cls, Py_ssize_t *offsets)
-{
-    int i;
-    for (i = 0; i < V_COUNT; i++) {
-        PyObject *d = PyDict_GetItemString(cls->tp_dict, VIEW_SLOTS[i]);
-        PyMemberDef *member;
-        if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s has no slot %s",
-                         cls->tp_name, VIEW_SLOTS[i]);
-            return -1;
-        }
-        member = ((PyMemberDescrObject *)d)->d_member;
-        if (member->type != Py_T_OBJECT_EX || (member->flags & Py_READONLY) ||
-            member->offset <= 0 || member->offset + (Py_ssize_t)sizeof(PyObject *) >
-                                       cls->tp_basicsize) {
-            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s.%s is not an object slot",
-                         cls->tp_name, VIEW_SLOTS[i]);
-            return -1;
-        }
-        offsets[i] = member->offset;
-    }
-    return 0;
-}
-
-/* Store the new reference v in obj's slot at `offset` (a fresh object: the slot is empty). */
-static ALWAYS_INLINE void
-set_slot(PyObject *obj, Py_ssize_t offset, PyObject *v)
-{
-    *(PyObject **)((char *)obj + offset) = v;
-}
-
 PyDoc_STRVAR(wire_span_views_doc,
 "wire_span_views($module, cls, data, spans, first, stop, resource, scope_name, scope_version, /)\n"
 "--\n"
@@ -934,44 +1073,11 @@ wire_span_views(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     for (i = first; i < stop; i++) {
-        PyObject *f = PyList_GET_ITEM(spans, i), *view, *wire_at, *parent, *events;
-        if (!PyTuple_CheckExact(f) || PyTuple_GET_SIZE(f) != SPAN_ITEMS ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(f, 2))) {
-            PyErr_SetString(PyExc_TypeError,
-                            "wire_span_views(): spans must be read_trace_spans' tuples");
-            goto error;
-        }
-        parent = PyTuple_GET_ITEM(f, 2);
-        if (PyUnicode_GET_LENGTH(parent) != 0 && PyUnicode_GET_LENGTH(parent) != 16) {
-            PyList_SET_ITEM(out, i - first, Py_NewRef(Py_None));
-            continue;
-        }
-        wire_at = PyTuple_Pack(3, data, PyTuple_GET_ITEM(f, 11), PyTuple_GET_ITEM(f, 12));
-        events = PyTuple_GET_ITEM(f, 10) == Py_True ? Py_NewRef(Py_None) : PyList_New(0);
-        view = wire_at != NULL && events != NULL ? cls->tp_alloc(cls, 0) : NULL;
+        PyObject *view = view_of(cls, offsets, proto, data, PyList_GET_ITEM(spans, i), resource,
+                                 scope_name, scope_version);
         if (view == NULL) {
-            Py_XDECREF(wire_at);
-            Py_XDECREF(events);
             goto error;
         }
-        set_slot(view, offsets[V_SOURCE], Py_NewRef(Py_None));
-        set_slot(view, offsets[V_SOURCE_KIND], Py_NewRef(proto));
-        set_slot(view, offsets[V_WIRE_AT], wire_at);
-        set_slot(view, offsets[V_TRACE_ID], Py_NewRef(PyTuple_GET_ITEM(f, 0)));
-        set_slot(view, offsets[V_SPAN_ID], Py_NewRef(PyTuple_GET_ITEM(f, 1)));
-        set_slot(view, offsets[V_PARENT], Py_NewRef(parent));
-        set_slot(view, offsets[V_NAME], Py_NewRef(PyTuple_GET_ITEM(f, 3)));
-        set_slot(view, offsets[V_REMOTE], Py_NewRef(PyTuple_GET_ITEM(f, 7)));
-        set_slot(view, offsets[V_SCOPE_NAME], Py_NewRef(scope_name));
-        set_slot(view, offsets[V_SCOPE_VERSION], Py_NewRef(scope_version));
-        set_slot(view, offsets[V_RESOURCE], Py_NewRef(resource));
-        set_slot(view, offsets[V_KIND], Py_NewRef(PyTuple_GET_ITEM(f, 4)));
-        set_slot(view, offsets[V_START], Py_NewRef(PyTuple_GET_ITEM(f, 5)));
-        set_slot(view, offsets[V_END], Py_NewRef(PyTuple_GET_ITEM(f, 6)));
-        set_slot(view, offsets[V_STATUS_CODE], Py_NewRef(PyTuple_GET_ITEM(f, 8)));
-        set_slot(view, offsets[V_STATUS_MESSAGE], Py_NewRef(PyTuple_GET_ITEM(f, 9)));
-        set_slot(view, offsets[V_ATTRIBUTES], Py_NewRef(Py_None));
-        set_slot(view, offsets[V_EVENTS], events);
         PyList_SET_ITEM(out, i - first, view);
     }
     Py_DECREF(proto);
@@ -988,6 +1094,8 @@ static PyMethodDef otlp_methods[] = {
      splice_trace_request_doc},
     {"wire_span_views", (PyCFunction)(void (*)(void))wire_span_views, METH_FASTCALL,
      wire_span_views_doc},
+    {"read_trace_views", (PyCFunction)(void (*)(void))read_trace_views, METH_FASTCALL,
+     read_trace_views_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -49,6 +49,7 @@ __all__ = [
     "decode_key_values",
     "may_hold_genai",
     "read_trace_spans",
+    "read_trace_views",
     "scan_trace_request",
     "splice_trace_request",
 ]
@@ -136,6 +137,20 @@ def read_trace_spans(data: bytes) -> tuple[list[tuple[Any, ...]], list[tuple[Any
         return None
     result: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = _native.read_trace_spans(
         data
+    )
+    return result
+
+
+def read_trace_views(
+    data: bytes, cls: type[Any], resource_view: Any
+) -> tuple[list[tuple[Any, ...]], list[Any]] | None:
+    """`read_trace_spans` with each span's `cls.from_wire` view (None where it refuses the span)
+    in place of its tuple, made in the same C pass; `resource_view(data, start, end)` makes each
+    resource's view. None without the accelerator or where `read_trace_spans` is None."""
+    if _native is None:
+        return None
+    result: tuple[list[tuple[Any, ...]], list[Any]] | None = _native.read_trace_views(
+        data, cls, resource_view
     )
     return result
 

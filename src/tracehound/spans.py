@@ -625,6 +625,11 @@ class SpanView:
         those bytes, with upb as the fallback."""
         self._wire_at = (data, start, end)
 
+    def wire_range(self) -> tuple[bytes, int, int] | None:
+        """The request's bytes and this span's range in them, when the view reads them
+        (`locate_in`, `from_wire`)."""
+        return getattr(self, "_wire_at", None)
+
     def mark_not_genai(self) -> None:
         """Record that the bytes this span came in were checked (`tracehound._wire`) and hold no
         GenAI key: detection then skips it without reading its attributes."""

@@ -1,5 +1,5 @@
 """The sidecar's worker on bytes (requests the receiver's scan validated, never parsed: views
-from `read_trace_spans`, the forwarded request spliced from the bytes received) against its upb
+from `read_trace_views`, the forwarded request spliced from the bytes received) against its upb
 path (the request parsed, edited in place and re-serialized): the same spans, attributes,
 events and log records reach the lanes, once parsed. The worker's steps run synchronously."""
 
@@ -119,7 +119,7 @@ def test_the_wire_path_forwards_what_the_upb_path_forwards(
         patch.setattr(pipeline_module, "parse_protobuf", parse)
         wire = _run(requests, flags)
         assert not parsed  # every request stayed bytes: the fast path was taken
-    monkeypatch.setattr(pipeline_module, "read_trace_spans", lambda data: None)
+    monkeypatch.setattr(pipeline_module, "read_trace_views", lambda *args: None)
     upb = _run(requests, flags)
     assert wire[0] == upb[0]
     assert wire[1] == upb[1]
@@ -144,7 +144,7 @@ def test_a_result_key_already_on_the_span_is_replaced(monkeypatch: pytest.Monkey
         kv.value.string_value = "stale"
     requests = [genai.SerializeToString()]
     wire = _run(requests, {"span_events": "true"})
-    monkeypatch.setattr(pipeline_module, "read_trace_spans", lambda data: None)
+    monkeypatch.setattr(pipeline_module, "read_trace_views", lambda *args: None)
     upb = _run(requests, {"span_events": "true"})
     assert wire[0] == upb[0] and wire[1] == upb[1]
 

@@ -495,3 +495,58 @@ def test_wire_span_views_errors_and_leaks() -> None:
         watched,
         n=20_000,
     )
+
+
+# --- read_trace_views ---------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(_requests())
+def test_read_trace_views_are_from_wire_views(request: ExportTraceServiceRequest) -> None:
+    data = request.SerializeToString()
+    made: list[tuple[int, int]] = []
+
+    def resource_view(data: bytes, start: int, end: int) -> ResourceView:
+        made.append((start, end))
+        return ResourceView.from_wire(data, start, end)
+
+    answer = _speedups.read_trace_views(data, SpanView, resource_view)
+    spans = read_trace_spans(data)
+    assert (answer is None) == (spans is None)
+    if answer is None or spans is None:
+        return
+    assert answer[0] == spans[0]
+    assert len(made) == len(request.resource_spans)
+    k = 0
+    for scope in spans[0]:
+        for _ in range(scope[9]):
+            view = answer[1][k]
+            try:
+                expected = SpanView.from_wire(
+                    data, spans[1][k], ResourceView.from_wire(data, 0, 0), scope[6], scope[7]
+                )
+            except ValueError:
+                assert view is None
+            else:
+                assert view is not None
+                assert (view.resource._source[1], view.resource._source[2]) == scope[1:3]
+                view.resource = expected.resource
+                assert _slots(view) == _slots(expected)
+            k += 1
+
+
+def test_read_trace_views_errors_and_leaks() -> None:
+    data = _request(_span(_ld(5, b"chat")), _span(_ld(4, b"p" * 3)), resource=_ld(1, b""))
+    read = _speedups.read_trace_views
+
+    def failing(data: bytes, start: int, end: int) -> None:
+        raise KeyError("resource")
+
+    with pytest.raises(TypeError):
+        read(data, int, ResourceView.from_wire)
+    with pytest.raises(KeyError):
+        read(data, SpanView, failing)
+    assert read(data + b"\x0a", SpanView, ResourceView.from_wire) is None
+    watched: list[object] = [data, SpanView]
+    assert_leak_free(lambda: read(data, SpanView, ResourceView.from_wire), watched, n=20_000)
+    assert_leak_free(expecting(lambda: read(data, SpanView, failing), KeyError), watched, 20_000)

@@ -19,12 +19,13 @@ Threads and queues (the Collector's shape: receivers â†’ one processing stage â†
   `gen_ai.evaluation.result` log records (written as bytes, on the logs lane) and as metrics.
 
   With the C accelerator, a request the receiver's scan validated stays bytes all the way
-  (`_annotate_wire`): one C call (`read_trace_spans`) reads what the views need of every span
-  (`SpanView.from_wire`), results are encoded and appended to their spans' bytes, held spans are
-  kept as their bytes, and the request to forward is spliced from the bytes received
-  (`splice_trace_request`: spans cut out, lengths rewritten). Otherwise (redaction, JSON, no
-  accelerator) the request is parsed by upb, views are `SpanView.from_proto`, results are written
-  into the protobuf spans in place and the request is re-serialized once.
+  (`_annotate_wire`): one C call (`read_trace_views`) reads every span, scope and resource
+  and makes the span views (those of `SpanView.from_wire`), results are encoded and appended
+  to their spans' bytes, held spans are kept as their bytes, and the request to forward is
+  spliced from the bytes received (`splice_trace_request`: spans cut out, lengths rewritten).
+  Otherwise (redaction, JSON, no accelerator) the request is parsed by upb, views are
+  `SpanView.from_proto`, results are written into the protobuf spans in place and the request
+  is re-serialized once.
 - **One lane thread per signal** sends to the downstream (`tracehound.server._forward`).
 
 Cheap paths. A request whose bytes hold no GenAI key (`tracehound._wire`) and none of whose
@@ -61,7 +62,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from tracehound import _wire, names
 from tracehound._wire import (
     may_hold_genai,
-    read_trace_spans,
+    read_trace_views,
     scan_trace_request,
     splice_trace_request,
 )
@@ -145,8 +146,8 @@ class _Work:
     # whether it may hold GenAI (None: not scanned) and each span's range in `raw`.
     genai: bool | None = None
     offsets: list[int] | None = None
-    # When `request` is None (bytes only): `read_trace_spans` of `raw`.
-    wire: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = None
+    # When `request` is None (bytes only): `read_trace_views` of `raw` (scopes, span views).
+    wire: tuple[list[tuple[Any, ...]], list[Any]] | None = None
 
 
 @dataclass(slots=True)
@@ -310,7 +311,7 @@ class Pipeline:
         the request straight to the traces lane, as received: the worker never sees it. With the
         C accelerator, such a request is checked as upb would check it by the same scan that
         reads its ids, and is never parsed; nor is a request for the worker whose spans
-        `read_trace_spans` reads (it goes to the worker as bytes).
+        `read_trace_views` reads (it goes to the worker as bytes, with the views).
         """
         scan = None
         if request is None:
@@ -354,12 +355,12 @@ class Pipeline:
                         self._touch(trace_id)
                 else:
                     routed = not known.keys().isdisjoint(fast[1])
-        # A routed request the scan validated goes to the worker as bytes, with what
-        # `read_trace_spans` read of them; upb parses it only when that cannot be read so.
-        wire: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = None
+        # A routed request the scan validated goes to the worker as bytes, with the span views
+        # `read_trace_views` made of them; upb parses it only when that cannot be read so.
+        wire: tuple[list[tuple[Any, ...]], list[Any]] | None = None
         if request is None and routed and fast_done and not self._redact:
             assert fast is not None
-            wire = read_trace_spans(raw)
+            wire = read_trace_views(raw, SpanView, ResourceView.from_wire)
             if wire is not None and len(wire[1]) != len(fast[0]):
                 wire = None
         if request is None and (wire is None if routed else not fast_done):
@@ -727,13 +728,13 @@ class Pipeline:
         )
 
     def _annotate_wire(self, raw: bytes, work: _Work, held_here: list[_Held]) -> tuple[bytes, int]:
-        """`_annotate_request` for a request the receiver's scan validated, on its bytes: views
-        from what `read_trace_spans` read (`work.wire`), held spans cut out as byte ranges,
-        results appended to their spans' bytes, and the request to forward spliced from the
-        bytes received (`splice_trace_request`). Returns (payload, spans in it)."""
+        """`_annotate_request` for a request the receiver's scan validated, on its bytes: the
+        views `read_trace_views` made (`work.wire`), held spans cut out as byte ranges, results
+        appended to their spans' bytes, and the request to forward spliced from the bytes
+        received (`splice_trace_request`). Returns (payload, spans in it)."""
         keys = work.keys
         assert work.wire is not None
-        scopes, span_fields = work.wire
+        scopes, views = work.wire
         engine = self.engine
         stats = self.stats
         known = self._known
@@ -741,7 +742,6 @@ class Pipeline:
         recorder = self._recorder
         genai_traces = self._genai_traces
         trace_resource = self._trace_resource
-        from_wire_range = SpanView.from_wire_range
         span_events = self._span_events
         native = _wire._native
         encode = native.encode_key_values if native is not None else None
@@ -749,7 +749,7 @@ class Pipeline:
         single_scope = len(scopes) == 1
         edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
         removed = 0
-        resources: dict[int, tuple[ResourceView, tuple[bytes]]] = {}
+        resources: dict[int, tuple[bytes]] = {}
         k = 0
         for (
             resource_index,
@@ -759,7 +759,7 @@ class Pipeline:
             scope_start,
             scope_end,
             scope_name,
-            scope_version,
+            _scope_version,
             scope_schema_url,
             count,
             scope_spans_start,
@@ -777,28 +777,15 @@ class Pipeline:
             own = _is_own_scope(scope_name)
             container: _Container | None = None
             resource = resources.get(resource_index)
-            if resource is None:
-                resource = resources[resource_index] = (
-                    ResourceView.from_wire(raw, resource_start, resource_end),
-                    (raw[resource_start:resource_end],),
-                )
-            views = from_wire_range(
-                raw,
-                span_fields,
-                first,
-                k,
-                resource=resource[0],
-                scope_name=scope_name,
-                scope_version=scope_version,
-            )
+            if resource is None:  # serialized once per request (trace resources, containers)
+                resource = resources[resource_index] = (raw[resource_start:resource_end],)
             for index in range(first, k):
                 if gate is False and keys[index][:16] not in known:
                     stats.spans_bypassed += 1
                     continue
-                view = views[index - first]
+                view = views[index]
                 if view is None:  # a bad parent id the fast id check does not read
                     continue  # forwarded as received, not evaluated
-                fields = span_fields[index]
                 if gate is False:
                     view.mark_not_genai()  # the request- or scope-level check answered
                 if own:
@@ -817,7 +804,7 @@ class Pipeline:
                     stats.spans_evaluated += 1
                     genai_traces.add(trace_id)
                     if trace_id not in trace_resource:
-                        trace_resource[trace_id] = resource[1]
+                        trace_resource[trace_id] = resource
                 results = outcome.results
                 if results:
                     self._emit(results, trace_id, view.span_id, trace_resource.get(trace_id), None)
@@ -831,15 +818,16 @@ class Pipeline:
                     if hold_all or (is_root and trace_id in genai_traces):
                         if container is None:
                             container = _Container(
-                                resource[1][0],
+                                resource[0],
                                 resource_schema_url,
                                 raw[scope_start:scope_end],
                                 scope_schema_url,
                             )
                         # only a span written to later needs its keys (None: read then)
                         present = frozenset(view.attributes) if results or is_root else None
+                        _, start, end = view.wire_range()
                         held = _Held(
-                            raw[fields[11] : fields[12]],
+                            raw[start:end],
                             view.span_id,
                             container,
                             results,
@@ -859,10 +847,11 @@ class Pipeline:
                     if encode is not None and decoded.keys().isdisjoint(attributes):
                         added = encode(attributes, SPAN_ATTRIBUTES_TAG)  # the usual case
                     if added is None or span_events:
+                        _, start, end = view.wire_range()
                         added = self._span_edit(
                             raw,
-                            fields[11],
-                            fields[12],
+                            start,
+                            end,
                             attributes=attributes,
                             results=results,
                             present=decoded,
