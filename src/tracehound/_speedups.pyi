@@ -28,17 +28,6 @@ def splice_trace_request(
 def read_trace_views(
     data: ReadableBuffer, cls: type[_T], resource_view: object, /
 ) -> tuple[list[tuple[Any, ...]], list[_T | None]] | None: ...
-def wire_span_views(
-    cls: type[_T],
-    data: bytes,
-    spans: list[tuple[Any, ...]],
-    first: int,
-    stop: int,
-    resource: object,
-    scope_name: str,
-    scope_version: str,
-    /,
-) -> list[_T | None]: ...
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
 def json_loads(text: object, /) -> tuple[Any] | None: ...
 def step_from_fields(cls: type[_T], fields: dict[str, Any], span_id: str, run_id: str, /) -> _T: ...

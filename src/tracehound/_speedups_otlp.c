@@ -43,7 +43,7 @@ static const int8_t STATUS_FIELDS[4] = {WT_UNKNOWN, WT_UNKNOWN, 2, 0};
 
 /* --- span views ----------------------------------------------------------------------------- */
 
-/* The SpanView slots wire_span_views fills, in this order. */
+/* The SpanView slots read_trace_views fills, in this order. */
 enum {
     V_SOURCE, V_SOURCE_KIND, V_WIRE_AT, V_TRACE_ID, V_SPAN_ID, V_PARENT, V_NAME, V_REMOTE,
     V_SCOPE_NAME, V_SCOPE_VERSION, V_RESOURCE, V_KIND, V_START, V_END, V_STATUS_CODE,
@@ -72,7 +72,7 @@ view_offsets(PyTypeObject *cls, Py_ssize_t *offsets)
         PyObject *d = PyDict_GetItemString(cls->tp_dict, VIEW_SLOTS[i]);
         PyMemberDef *member;
         if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s has no slot %s",
+            PyErr_Format(PyExc_TypeError, "span views: %.100s has no slot %s",
                          cls->tp_name, VIEW_SLOTS[i]);
             return -1;
         }
@@ -80,7 +80,7 @@ view_offsets(PyTypeObject *cls, Py_ssize_t *offsets)
         if (member->type != Py_T_OBJECT_EX || (member->flags & Py_READONLY) ||
             member->offset <= 0 || member->offset + (Py_ssize_t)sizeof(PyObject *) >
                                        cls->tp_basicsize) {
-            PyErr_Format(PyExc_TypeError, "wire_span_views(): %.100s.%s is not an object slot",
+            PyErr_Format(PyExc_TypeError, "span views: %.100s.%s is not an object slot",
                          cls->tp_name, VIEW_SLOTS[i]);
             return -1;
         }
@@ -1016,84 +1016,10 @@ splice_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
-PyDoc_STRVAR(wire_span_views_doc,
-"wire_span_views($module, cls, data, spans, first, stop, resource, scope_name, scope_version, /)\n"
-"--\n"
-"\n"
-"SpanView.from_wire(data, spans[i], resource, scope_name, scope_version) for i in\n"
-"range(first, stop), in a list: the same views, their slots filled here (None in place of a\n"
-"view from_wire refuses: a parent id neither empty nor 8 bytes). `spans` is the list\n"
-"read_trace_spans(data) made. Raises TypeError when `cls` lacks one of the slots from_wire\n"
-"fills or an item of `spans` is not such a tuple, IndexError for a range outside `spans`.");
-
-static PyObject *
-wire_span_views(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyTypeObject *cls;
-    PyObject *data, *spans, *resource, *scope_name, *scope_version, *out, *proto;
-    Py_ssize_t offsets[V_COUNT], first, stop, i;
-
-    (void)module;
-    if (nargs != 8) {
-        PyErr_Format(PyExc_TypeError, "wire_span_views() takes 8 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    if (!PyType_Check(args[0]) || !PyList_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "wire_span_views() needs a class and a list");
-        return NULL;
-    }
-    cls = (PyTypeObject *)args[0];
-    data = args[1];
-    spans = args[2];
-    first = PyNumber_AsSsize_t(args[3], PyExc_OverflowError);
-    if (first == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    stop = PyNumber_AsSsize_t(args[4], PyExc_OverflowError);
-    if (stop == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    resource = args[5];
-    scope_name = args[6];
-    scope_version = args[7];
-    if (first < 0 || stop < first || stop > PyList_GET_SIZE(spans)) {
-        PyErr_SetString(PyExc_IndexError, "wire_span_views(): range outside the spans");
-        return NULL;
-    }
-    if (view_offsets(cls, offsets) < 0) {
-        return NULL;
-    }
-    proto = PyUnicode_InternFromString("proto");
-    if (proto == NULL) {
-        return NULL;
-    }
-    out = PyList_New(stop - first);
-    if (out == NULL) {
-        Py_DECREF(proto);
-        return NULL;
-    }
-    for (i = first; i < stop; i++) {
-        PyObject *view = view_of(cls, offsets, proto, data, PyList_GET_ITEM(spans, i), resource,
-                                 scope_name, scope_version);
-        if (view == NULL) {
-            goto error;
-        }
-        PyList_SET_ITEM(out, i - first, view);
-    }
-    Py_DECREF(proto);
-    return out;
-error:
-    Py_DECREF(proto);
-    Py_DECREF(out); /* items not set yet are NULL: list_dealloc skips them */
-    return NULL;
-}
-
 static PyMethodDef otlp_methods[] = {
     {"read_trace_spans", read_trace_spans, METH_O, read_trace_spans_doc},
     {"splice_trace_request", (PyCFunction)(void (*)(void))splice_trace_request, METH_FASTCALL,
      splice_trace_request_doc},
-    {"wire_span_views", (PyCFunction)(void (*)(void))wire_span_views, METH_FASTCALL,
-     wire_span_views_doc},
     {"read_trace_views", (PyCFunction)(void (*)(void))read_trace_views, METH_FASTCALL,
      read_trace_views_doc},
     {NULL, NULL, 0, NULL},

@@ -23,7 +23,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tracehound import _wire
 from tracehound._wire import (
     RESOURCE_ATTRIBUTES_FIELD,
     SPAN_ATTRIBUTES_FIELD,
@@ -457,34 +456,6 @@ class SpanView:
         view._attributes = None
         view._events = None if has_events else []
         return view
-
-    @classmethod
-    def from_wire_range(
-        cls,
-        data: bytes,
-        spans: list[tuple[Any, ...]],
-        first: int,
-        stop: int,
-        *,
-        resource: ResourceView,
-        scope_name: str,
-        scope_version: str,
-    ) -> list[SpanView | None]:
-        """`from_wire` of `spans[first:stop]` (None for a span it refuses), made in one C call
-        with the accelerator."""
-        native = _wire._native
-        if native is not None:
-            views: list[SpanView | None] = native.wire_span_views(
-                cls, data, spans, first, stop, resource, scope_name, scope_version
-            )
-            return views
-        out: list[SpanView | None] = []
-        for index in range(first, stop):
-            try:
-                out.append(cls.from_wire(data, spans[index], resource, scope_name, scope_version))
-            except ValueError:
-                out.append(None)
-        return out
 
     # --- lazy identity details (read from the source on first use) --------------------------
 

@@ -416,88 +416,11 @@ def test_no_leaks() -> None:
     )
 
 
-# --- wire_span_views ----------------------------------------------------------------------------
+# --- read_trace_views ---------------------------------------------------------------------------
 
 
 def _slots(view: SpanView) -> dict[str, Any]:
     return {name: getattr(view, name, "<unset>") for name in SpanView.__slots__}
-
-
-@SETTINGS
-@given(_requests(), st.data())
-def test_wire_span_views_are_from_wire_views(
-    request: ExportTraceServiceRequest, draw: st.DataObject
-) -> None:
-    data = request.SerializeToString()
-    answer = read_trace_spans(data)
-    assert answer is not None or _all_spans(request) == []
-    if answer is None:
-        return
-    spans = answer[1]
-    first = draw.draw(st.integers(0, len(spans)))
-    stop = draw.draw(st.integers(first, len(spans)))
-    resource = ResourceView.from_wire(data, 0, 0)
-    views = _speedups.wire_span_views(SpanView, data, spans, first, stop, resource, "s", "v")
-    assert len(views) == stop - first
-    for index, view in zip(range(first, stop), views, strict=True):
-        try:
-            expected = SpanView.from_wire(data, spans[index], resource, "s", "v")
-        except ValueError:
-            assert view is None
-            continue
-        assert view is not None and type(view) is SpanView
-        assert _slots(view) == _slots(expected)
-
-
-def test_wire_span_views_is_what_from_wire_range_uses() -> None:
-    data = _request(_span(_ld(4, b"P" * 8)), _span(_ld(4, b"p" * 3)))
-    answer = read_trace_spans(data)
-    assert answer is not None
-    resource = ResourceView.from_wire(data, 0, 0)
-    views = SpanView.from_wire_range(
-        data, answer[1], 0, 2, resource=resource, scope_name="", scope_version=""
-    )
-    assert views[1] is None and views[0] is not None
-    assert views[0].parent_span_id == "50" * 8
-
-
-def test_wire_span_views_errors_and_leaks() -> None:
-    data = _request(_span(_ld(5, b"chat")), _span(_ld(4, b"p" * 3)), _span(_ld(11, b"")))
-    answer = read_trace_spans(data)
-    assert answer is not None
-    spans = answer[1]
-    resource = ResourceView.from_wire(data, 0, 0)
-    views = _speedups.wire_span_views
-
-    class Other:
-        __slots__ = ("trace_id",)
-
-    with pytest.raises(TypeError):
-        views(Other, data, spans, 0, 3, resource, "", "")
-    with pytest.raises(TypeError):
-        views(SpanView, data, [("x",)], 0, 1, resource, "", "")
-    with pytest.raises(IndexError):
-        views(SpanView, data, spans, 2, 4, resource, "", "")
-    with pytest.raises(IndexError):
-        views(SpanView, data, spans, 2, 1, resource, "", "")
-    # (not the small ints of the fields: cached objects others hold too)
-    watched: list[object] = [
-        data,
-        spans,
-        resource,
-        *(f for f in spans[0] if not isinstance(f, int)),
-    ]
-    assert_leak_free(lambda: views(SpanView, data, spans, 0, 3, resource, "", ""), watched, 20_000)
-    assert_leak_free(
-        expecting(
-            lambda: views(SpanView, data, [*spans, ("x",)], 0, 4, resource, "", ""), TypeError
-        ),
-        watched,
-        n=20_000,
-    )
-
-
-# --- read_trace_views ---------------------------------------------------------------------------
 
 
 @SETTINGS
