@@ -465,7 +465,7 @@ class SpanView:
         try:
             return self._kind
         except AttributeError:
-            self._kind = int(self._proto_span().kind)
+            self._kind = int(self._source.kind)
             return self._kind
 
     @property
@@ -475,7 +475,7 @@ class SpanView:
         except AttributeError:
             value = None
         if value is None:
-            value = self._start_ns = int(self._proto_span().start_time_unix_nano)
+            value = self._start_ns = int(self._source.start_time_unix_nano)
         return value
 
     @property
@@ -485,7 +485,7 @@ class SpanView:
         except AttributeError:
             value = None
         if value is None:
-            value = self._end_ns = int(self._proto_span().end_time_unix_nano)
+            value = self._end_ns = int(self._source.end_time_unix_nano)
         return value
 
     @property
@@ -495,7 +495,7 @@ class SpanView:
         except AttributeError:
             code = None
         if code is None:
-            status = self._proto_span().status
+            status = self._source.status
             code = self._status_code = int(status.code)
             self._status_message = status.message
         return code
@@ -579,12 +579,15 @@ class SpanView:
         except AttributeError:
             if self._source_kind == "proto" and not hasattr(self, "_keys"):
                 scope_gate = getattr(self, "_scope_gate", None)
-                wire_at = getattr(self, "_wire_at", None)
-                gate = (scope_gate is None or scope_gate.may_hold_genai()) and may_hold_genai(
-                    self._proto_span().SerializeToString()
-                    if wire_at is None
-                    else wire_at[0][wire_at[1] : wire_at[2]]
-                )
+                gate = scope_gate is None or scope_gate.may_hold_genai()
+                if gate and self._source is None:  # a view from bytes (`from_wire`)
+                    data, start, end = self._wire_at
+                    span = data[start:end]
+                    # the bytes as received: the same answer as upb's serialization unless a
+                    # key's tag is written over-long (0x8a ...), which only "maybe" covers
+                    gate = may_hold_genai(span) or b"\x8a" in span
+                elif gate:
+                    gate = may_hold_genai(self._source.SerializeToString())
             else:
                 gate = True  # keys are cheap to read here; detection reads them
             self._gate = gate
@@ -615,7 +618,7 @@ class SpanView:
                 if hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
                     self._keys = tuple(self.attributes)
                 else:
-                    self._keys = tuple(kv.key for kv in self._proto_span().attributes)
+                    self._keys = tuple(kv.key for kv in self._source.attributes)
             elif kind == "json":
                 self._keys = _json_keys(self._source.get("attributes"))
             elif kind == "sdk":
@@ -720,13 +723,14 @@ class SpanView:
         located in the request's bytes and whose bytes do not hold the name, has no such event:
         its events are then not decoded (detection asks this of every GenAI span)."""
         if getattr(self, "_events", None) is None and self._source_kind == "proto":
+            source = self._source  # None: a view from bytes (`from_wire`), not parsed
+            if source is not None and not source.events:  # the usual case, nothing decoded
+                return False
             wire_at = getattr(self, "_wire_at", None)
-            if wire_at is not None:  # before anything that would parse a view from bytes
+            if wire_at is not None:
                 data, start, end = wire_at
                 if data.find(name.encode(), start, end) < 0:
                     return False
-            if not self._proto_span().events:  # the usual case, answered without decoding
-                return False
         return any(event.name == name for event in self.events)
 
     @property

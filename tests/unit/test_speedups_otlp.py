@@ -269,7 +269,6 @@ def _view_state(view: SpanView) -> tuple[Any, ...]:
         view.attribute_keys,
         [(e.name, e.time_ns, e.attributes) for e in view.events],
         view.has_event("é😀"),
-        view.may_be_genai(),
         view.resource.attributes,
         view.source,
     )
@@ -302,6 +301,20 @@ def test_wire_views_see_what_proto_views_see(request: ExportTraceServiceRequest)
             proto.locate_in(data, fields[11], fields[12])  # as the sidecar's upb path does
             wire = SpanView.from_wire(data, fields, wire_resource, scope[6], scope[7])
             assert _view_state(wire) == _view_state(proto)
+            # a pre-check: "maybe" (True) is always allowed, "no" only where upb's says no
+            assert wire.may_be_genai() or not proto.may_be_genai()
+
+
+def test_a_wire_view_prechecks_its_bytes() -> None:
+    genai = _request(_span(_ld(9, _ld(1, b"gen_ai.system"))))
+    plain = _request(_span(_ld(9, _ld(1, b"http.route"))))
+    # the same key with an over-long tag (0x8a 0x00): upb reads it as the key
+    overlong = _request(_span(_ld(9, b"\x8a\x00" + _varint(13) + b"gen_ai.system")))
+    for data, expected in ((genai, True), (plain, False), (overlong, True)):
+        answer = read_trace_spans(data)
+        assert answer is not None
+        view = SpanView.from_wire(data, answer[1][0], ResourceView.from_wire(data, 0, 0), "", "")
+        assert view.may_be_genai() is expected
 
 
 def test_a_wire_view_parses_its_span_only_when_asked() -> None:
