@@ -1,8 +1,9 @@
 /*
  * tracehound._speedups: C versions of tracehound's hot paths. This file holds the OTLP protobuf
- * paths, the message conversion, the tokenizer and the module definition; the evaluators'
- * kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c, _speedups_text.c),
- * which add their functions to the module through _speedups.h.
+ * paths, the message conversion, the tokenizer and the module definition; the sidecar's work on
+ * trace requests kept as bytes (_speedups_otlp.c, sharing the wire reader of _speedups_wire.h)
+ * and the evaluators' kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c,
+ * _speedups_text.c), which add their functions to the module through _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
  * per KeyValue and per AnyValue, about 0.35 us per attribute key. The functions here read the
