@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -54,6 +55,9 @@ SPAN_KIND_NAMES = {
     5: "CONSUMER",
 }
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+# Field 1, wire type 2 (a KeyValue's key) as an over-long tag of 2 to 5 bytes, which upb reads.
+_OVERLONG_KEY_TAG = re.compile(rb"\x8a\x80{0,3}\x00")
 
 # Deeply nested AnyValues are a cheap way to attack a decoder; nothing real nests this deep.
 MAX_VALUE_DEPTH = 32
@@ -584,8 +588,8 @@ class SpanView:
                     data, start, end = self._wire_at
                     span = data[start:end]
                     # the bytes as received: the same answer as upb's serialization unless a
-                    # key's tag is written over-long (0x8a ...), which only "maybe" covers
-                    gate = may_hold_genai(span) or b"\x8a" in span
+                    # key's tag is written over-long (0x8a 0x80... 0x00), which "maybe" covers
+                    gate = may_hold_genai(span) or _OVERLONG_KEY_TAG.search(span) is not None
                 elif gate:
                     gate = may_hold_genai(self._source.SerializeToString())
             else:
