@@ -19,10 +19,15 @@ setup(
                 "src/tracehound/_speedups_drift.c",
                 "src/tracehound/_speedups_embed.c",
                 "src/tracehound/_speedups_evidence.c",
+                "src/tracehound/_speedups_otlp.c",
                 "src/tracehound/_speedups_steps.c",
                 "src/tracehound/_speedups_text.c",
             ],
-            depends=["src/tracehound/_speedups.h", "src/tracehound/_speedups_tokens.h"],
+            depends=[
+                "src/tracehound/_speedups.h",
+                "src/tracehound/_speedups_tokens.h",
+                "src/tracehound/_speedups_wire.h",
+            ],
             optional=True,
         )
     ]

@@ -1,8 +1,9 @@
 /*
  * tracehound._speedups: C versions of tracehound's hot paths. This file holds the OTLP protobuf
- * paths, the message conversion, the tokenizer and the module definition; the evaluators'
- * kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c, _speedups_text.c),
- * which add their functions to the module through _speedups.h.
+ * paths, the message conversion, the tokenizer and the module definition; the sidecar's work on
+ * trace requests kept as bytes (_speedups_otlp.c, sharing the wire reader of _speedups_wire.h)
+ * and the evaluators' kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c,
+ * _speedups_text.c), which add their functions to the module through _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
  * per KeyValue and per AnyValue, about 0.35 us per attribute key. The functions here read the
@@ -62,126 +63,7 @@
 #define ST_UNHANDLED 1      /* no exception set: the caller gets None */
 
 #include "_speedups_tokens.h"
-
-/* One field read off the wire. */
-typedef struct {
-    uint32_t num;        /* field number, >= 1 */
-    uint32_t wt;         /* wire type: 0, 1, 2 or 5 */
-    uint64_t val;        /* wire types 0, 1, 5 */
-    const uint8_t *ptr;  /* wire type 2: the payload */
-    size_t len;          /* wire type 2: its length */
-} field_t;
-
-/* --- wire reading -------------------------------------------------------------------------- */
-
-/* A varint of at most 10 bytes; bits beyond 64 are dropped (as upb does). NULL if malformed. */
-static const uint8_t *
-read_varint_slow(const uint8_t *p, const uint8_t *end, uint64_t *out)
-{
-    uint64_t v = 0;
-    int i;
-    for (i = 0; i < 10; i++) {
-        uint64_t b;
-        if (p >= end) {
-            return NULL;
-        }
-        b = *p++;
-        v |= (b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *out = v;
-            return p;
-        }
-    }
-    return NULL;
-}
-
-static inline const uint8_t *
-read_varint(const uint8_t *p, const uint8_t *end, uint64_t *out)
-{
-    if (p < end && *p < 0x80) {
-        *out = *p;
-        return p + 1;
-    }
-    return read_varint_slow(p, end, out);
-}
-
-static inline uint64_t
-load_le64(const uint8_t *p)
-{
-    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
-           ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
-           ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
-}
-
-static inline uint64_t
-load_le32(const uint8_t *p)
-{
-    return (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
-           ((uint64_t)p[3] << 24);
-}
-
-/*
- * Read one field (tag and value) starting at p < end. Returns the position after it, or NULL
- * for malformed data: a bad or over-long tag (more than 5 bytes or above 32 bits, as upb),
- * field number 0, groups and reserved wire types, a bad varint, a value past the end.
- */
-static inline const uint8_t *
-read_field(const uint8_t *p, const uint8_t *end, field_t *f)
-{
-    uint64_t tag, n;
-    if (*p < 0x80) {
-        tag = *p++;
-    }
-    else {
-        const uint8_t *q = read_varint_slow(p, end, &tag);
-        if (q == NULL || q - p > 5 || tag > UINT32_MAX) {
-            return NULL;
-        }
-        p = q;
-    }
-    f->num = (uint32_t)(tag >> 3);
-    f->wt = (uint32_t)(tag & 7);
-    f->ptr = NULL;
-    f->len = 0;
-    if (f->num == 0) {
-        return NULL;
-    }
-    switch (f->wt) {
-    case 0:
-        return read_varint(p, end, &f->val);
-    case 1:
-        if (end - p < 8) {
-            return NULL;
-        }
-        f->val = load_le64(p);
-        return p + 8;
-    case 2:
-        p = read_varint(p, end, &n);
-        if (p == NULL || n > (uint64_t)(end - p)) {
-            return NULL;
-        }
-        f->val = n;
-        f->ptr = p;
-        f->len = (size_t)n;
-        return p + n;
-    case 5:
-        if (end - p < 4) {
-            return NULL;
-        }
-        f->val = load_le32(p);
-        return p + 4;
-    default: /* 3, 4: groups; 6, 7: invalid */
-        return NULL;
-    }
-}
-
-/* Tables of the wire type of each known field, by field number; WT_UNKNOWN for field numbers
- * the message does not define (such fields are skipped). WRONG_WT: a known field arrived with
- * another wire type (upb would treat it as an unknown field; here it makes the answer None). */
-#define WT_UNKNOWN (-1)
-#define WRONG_WT(table, f) \
-    ((f).num < sizeof(table) / sizeof((table)[0]) && (table)[(f).num] != WT_UNKNOWN && \
-     (table)[(f).num] != (int8_t)(f).wt)
+#include "_speedups_wire.h"
 
 /* --- decode_key_values ---------------------------------------------------------------------- */
 
@@ -2907,13 +2789,79 @@ PyDoc_STRVAR(encode_key_values_doc,
 "tracehound.server._otlp.set_attributes would add them. None for anything it does not encode\n"
 "exactly that way (see the C source); the caller then uses the field API.");
 
+/* A value put_any_value encodes without running Python code (no str(), no __index__). */
+static inline int
+is_plain_value(PyObject *value)
+{
+    return PyUnicode_Check(value) || PyLong_CheckExact(value) || PyBool_Check(value) ||
+           PyFloat_Check(value) || PyBytes_Check(value);
+}
+
+/* The KeyValue of `key` and `value` as field `tag`, appended to b. */
+static int
+put_tagged_key_value(outbuf_t *b, PyObject *key, PyObject *value, const char *tag,
+                     Py_ssize_t tag_len)
+{
+    Py_ssize_t mark;
+    int st;
+    if (!PyUnicode_Check(key)) {
+        return ST_UNHANDLED;
+    }
+    st = outbuf_open(b, tag, tag_len, &mark);
+    if (st == ST_OK) {
+        st = put_key_value(b, key, value, 0);
+    }
+    if (st == ST_OK) {
+        st = outbuf_close(b, mark);
+    }
+    return st;
+}
+
+/* The KeyValues of the exact dict `attributes`, each as field `tag`, appended to b. */
+static int
+put_key_values(outbuf_t *b, PyObject *attributes, const char *tag, Py_ssize_t tag_len)
+{
+    PyObject *key, *value, *items;
+    Py_ssize_t i, pos = 0;
+    int st = ST_OK, plain = 1;
+
+    /* The usual dict (str keys; str, int, float, bool or bytes values) is read in place:
+     * encoding such values runs no Python code, so nothing can change the dict meanwhile. */
+    while (PyDict_Next(attributes, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || !is_plain_value(value)) {
+            plain = 0;
+            break;
+        }
+    }
+    if (plain) {
+        pos = 0;
+        while (st == ST_OK && PyDict_Next(attributes, &pos, &key, &value)) {
+            st = put_tagged_key_value(b, key, value, tag, tag_len);
+        }
+        return st;
+    }
+    items = PyDict_Items(attributes); /* a snapshot: str() of a value may change the dict */
+    if (items == NULL) {
+        return ST_ERROR;
+    }
+    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
+        key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        st = put_tagged_key_value(b, key, value, tag, tag_len);
+    }
+    if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(attributes)) {
+        st = ST_UNHANDLED;
+    }
+    Py_DECREF(items);
+    return st;
+}
+
 static PyObject *
 encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *attributes, *tag, *key, *value, *items, *out = NULL;
+    PyObject *attributes, *tag, *out = NULL;
     outbuf_t b = {NULL, 0, 0};
-    Py_ssize_t i;
-    int st = ST_OK;
+    int st;
 
     (void)module;
     if (nargs != 2) {
@@ -2929,30 +2877,159 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyDict_CheckExact(attributes)) {
         Py_RETURN_NONE;
     }
-    items = PyDict_Items(attributes); /* a snapshot: str() of a value may change the dict */
-    if (items == NULL) {
+    st = put_key_values(&b, attributes, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag));
+    if (st == ST_OK) {
+        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
+    }
+    PyMem_Free(b.data);
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* --- encode_log_record ----------------------------------------------------------------------- */
+
+/* Each hex digit's value plus 1 (0: not a hex digit). */
+static const uint8_t HEX_DIGIT[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
+/* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
+static int
+hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
+{
+    const Py_UCS1 *p;
+    Py_ssize_t i;
+    if (!PyUnicode_Check(s) || PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND ||
+        PyUnicode_GET_LENGTH(s) != 2 * n) {
+        return 0;
+    }
+    p = PyUnicode_1BYTE_DATA(s);
+    for (i = 0; i < n; i++) {
+        int high = HEX_DIGIT[p[2 * i]], low = HEX_DIGIT[p[2 * i + 1]];
+        if (!high || !low) {
+            return 0;
+        }
+        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
+    }
+    return 1;
+}
+
+static int
+put_fixed64(outbuf_t *b, char tag, uint64_t v)
+{
+    char bytes[9];
+    int i;
+    bytes[0] = tag;
+    for (i = 0; i < 8; i++) {
+        bytes[1 + i] = (char)(v >> (8 * i));
+    }
+    return outbuf_put(b, bytes, 9);
+}
+
+PyDoc_STRVAR(encode_log_record_doc,
+"encode_log_record($module, attributes, trace_id, span_id, time_ns, parts, framed, /)\n"
+"--\n"
+"\n"
+"A serialized LogRecord, fields in number order as upb writes them: time_unix_nano (fixed64,\n"
+"left out when 0), parts[1] (the severity fields), the KeyValues of `attributes` as field\n"
+"parts[0] (a tag, as encode_key_values writes them), parts[2] (the flags field), trace_id and\n"
+"span_id (fields 9 and 10, from 32 and 16 hex digits), observed_time_unix_nano (fixed64, left\n"
+"out when 0) and parts[3] (the event_name field). With `framed`, the record comes as a\n"
+"ScopeLogs.log_records field (tag 0x12 and its length) to join into a ScopeLogs.\n"
+"\n"
+"None when encode_key_values(attributes, parts[0]) would be None, for ids that are not that\n"
+"many hex digits, or a time outside 0..2**64-1. Raises TypeError for `parts` that is not a\n"
+"4-tuple of bytes (a tag of 1 to 5 bytes first).");
+
+static PyObject *
+encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *attributes, *parts, *out = NULL, *tag;
+    outbuf_t b = {NULL, 0, 0};
+    uint8_t ids[2 + 16 + 2 + 8];
+    uint64_t time_ns;
+    Py_ssize_t i, mark = 0;
+    int st = ST_OK, framed;
+
+    (void)module;
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "encode_log_record() takes 6 arguments (%zd given)", nargs);
         return NULL;
     }
-    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(items); i++) {
-        Py_ssize_t mark;
-        key = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
-        value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
-        if (!PyUnicode_Check(key)) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        st = outbuf_open(&b, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag), &mark);
-        if (st == ST_OK) {
-            st = put_key_value(&b, key, value, 0);
-        }
-        if (st == ST_OK) {
-            st = outbuf_close(&b, mark);
+    attributes = args[0];
+    parts = args[4];
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode_log_record() parts must be a 4-tuple of bytes");
+        return NULL;
+    }
+    for (i = 0; i < 4; i++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(parts, i))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "encode_log_record() parts must be a 4-tuple of bytes");
+            return NULL;
         }
     }
-    if (st == ST_OK && PyList_GET_SIZE(items) != PyDict_GET_SIZE(attributes)) {
-        st = ST_UNHANDLED;
+    tag = PyTuple_GET_ITEM(parts, 0);
+    if (PyBytes_GET_SIZE(tag) < 1 || PyBytes_GET_SIZE(tag) > 5) {
+        PyErr_SetString(PyExc_TypeError, "encode_log_record() tag must be 1 to 5 bytes");
+        return NULL;
     }
-    Py_DECREF(items);
+    framed = PyObject_IsTrue(args[5]);
+    if (framed < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(attributes) || !PyLong_Check(args[3])) {
+        Py_RETURN_NONE;
+    }
+    time_ns = PyLong_AsUnsignedLongLong(args[3]);
+    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* negative or too large */
+        Py_RETURN_NONE;
+    }
+    ids[0] = 0x4a;
+    ids[1] = 16;
+    ids[18] = 0x52;
+    ids[19] = 8;
+    if (!hex_bytes(args[1], ids + 2, 16) || !hex_bytes(args[2], ids + 20, 8)) {
+        Py_RETURN_NONE;
+    }
+    if (framed) {
+        st = outbuf_open(&b, "\x12", 1, &mark);
+    }
+    if (st == ST_OK && time_ns) {
+        st = put_fixed64(&b, 0x09, time_ns);
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 1)),
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 1)));
+    }
+    if (st == ST_OK) {
+        st = put_key_values(&b, attributes, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag));
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 2)),
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 2)));
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, ids, sizeof(ids));
+    }
+    if (st == ST_OK && time_ns) {
+        st = put_fixed64(&b, 0x59, time_ns);
+    }
+    if (st == ST_OK) {
+        st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 3)),
+                        PyBytes_GET_SIZE(PyTuple_GET_ITEM(parts, 3)));
+    }
+    if (st == ST_OK && framed) {
+        st = outbuf_close(&b, mark);
+    }
     if (st == ST_OK) {
         out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
     }
@@ -3766,6 +3843,8 @@ static PyMethodDef speedups_methods[] = {
     {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},
+    {"encode_log_record", (PyCFunction)(void (*)(void))encode_log_record, METH_FASTCALL,
+     encode_log_record_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -3796,8 +3875,9 @@ speedups_exec(PyObject *module)
         fill_known_by_length();
     }
     if (tracehound_add_core(module) < 0 || tracehound_add_embed(module) < 0 ||
-        tracehound_add_evidence(module) < 0 || tracehound_add_steps(module) < 0 ||
-        tracehound_add_text(module) < 0 || tracehound_add_drift(module) < 0) {
+        tracehound_add_evidence(module) < 0 || tracehound_add_otlp(module) < 0 ||
+        tracehound_add_steps(module) < 0 || tracehound_add_text(module) < 0 ||
+        tracehound_add_drift(module) < 0) {
         return -1;
     }
     return 0;

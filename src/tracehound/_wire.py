@@ -48,7 +48,10 @@ __all__ = [
     "accelerator_status",
     "decode_key_values",
     "may_hold_genai",
+    "read_trace_spans",
+    "read_trace_views",
     "scan_trace_request",
+    "splice_trace_request",
 ]
 
 GENAI_KEY_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.", "tool_")
@@ -85,8 +88,9 @@ def accelerator_status() -> str:
     return "not built (no C compiler at install time): same results, slower"
 
 
-# Span.attributes is field 9 of the `Span` message.
+# Span.attributes is field 9 of the `Span` message, Resource.attributes field 1 of `Resource`.
 SPAN_ATTRIBUTES_FIELD = 9
+RESOURCE_ATTRIBUTES_FIELD = 1
 
 
 def may_hold_genai(data: bytes) -> bool:
@@ -122,4 +126,41 @@ def decode_key_values(data: bytes, start: int, end: int, field: int) -> dict[str
     if _native is None:
         return None
     result: dict[str, Any] | None = _native.decode_key_values(data, start, end, field)
+    return result
+
+
+def read_trace_spans(data: bytes) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None:
+    """What the sidecar needs of every scope and span of a serialized `ExportTraceServiceRequest`
+    (C accelerator only), read as upb reads it: (scopes, spans) — see `_speedups.pyi`. None
+    without the accelerator or for bytes it does not read exactly as upb (then parse them)."""
+    if _native is None:
+        return None
+    result: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] | None = _native.read_trace_spans(
+        data
+    )
+    return result
+
+
+def read_trace_views(
+    data: bytes, cls: type[Any], resource_view: Any
+) -> tuple[list[tuple[Any, ...]], list[Any]] | None:
+    """`read_trace_spans` with each span's `cls.from_wire` view (None where it refuses the span)
+    in place of its tuple, made in the same C pass; `resource_view(data, start, end)` makes each
+    resource's view. None without the accelerator or where `read_trace_spans` is None."""
+    if _native is None:
+        return None
+    result: tuple[list[tuple[Any, ...]], list[Any]] | None = _native.read_trace_views(
+        data, cls, resource_view
+    )
+    return result
+
+
+def splice_trace_request(data: bytes, edits: list[Any]) -> bytes | None:
+    """`data` (a serialized `ExportTraceServiceRequest`) after per-span edits, written from its
+    bytes (C accelerator only): per span, None cuts it out, bytes are appended to it (b"": as
+    is), a 1-tuple of bytes replaces it; scopes and resources left empty are dropped. None
+    without the accelerator or for malformed data."""
+    if _native is None:
+        return None
+    result: bytes | None = _native.splice_trace_request(data, edits)
     return result

@@ -20,10 +20,12 @@ from __future__ import annotations
 import base64
 import binascii
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tracehound._wire import (
+    RESOURCE_ATTRIBUTES_FIELD,
     SPAN_ATTRIBUTES_FIELD,
     decode_key_values,
     may_hold_genai,
@@ -53,6 +55,9 @@ SPAN_KIND_NAMES = {
     5: "CONSUMER",
 }
 STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+
+# Field 1, wire type 2 (a KeyValue's key) as an over-long tag of 2 to 5 bytes, which upb reads.
+_OVERLONG_KEY_TAG = re.compile(rb"\x8a\x80{0,3}\x00")
 
 # Deeply nested AnyValues are a cheap way to attack a decoder; nothing real nests this deep.
 MAX_VALUE_DEPTH = 32
@@ -213,6 +218,11 @@ class ResourceView:
         self._attributes: dict[str, AttributeValue] | None = None
 
     @classmethod
+    def from_wire(cls, data: bytes, start: int, end: int) -> ResourceView:
+        """View over the serialized `Resource` at `data[start:end]` (decoded on first use)."""
+        return cls((data, start, end), "wire")
+
+    @classmethod
     def from_mapping(cls, attributes: Mapping[str, Any]) -> ResourceView:
         view = cls(None, "dict")
         view._attributes = {k: _sdk_value(v) for k, v in attributes.items()}
@@ -223,6 +233,12 @@ class ResourceView:
         if self._attributes is None:
             if self._source_kind == "proto":
                 self._attributes = _proto_attributes(self._source.attributes)
+            elif self._source_kind == "wire":
+                data, start, end = self._source
+                decoded = decode_key_values(data, start, end, RESOURCE_ATTRIBUTES_FIELD)
+                if decoded is None:
+                    decoded = _proto_attributes(_parse("resource", data[start:end]).attributes)
+                self._attributes = decoded
             elif self._source_kind == "sdk":
                 self._attributes = {k: _sdk_value(v) for k, v in self._source.items()}
             elif self._source_kind == "json":
@@ -392,6 +408,59 @@ class SpanView:
         view._start_ns = view._end_ns = view._status_code = None
         return view
 
+    @classmethod
+    def from_wire(
+        cls,
+        data: bytes,
+        fields: tuple[Any, ...],
+        resource: ResourceView,
+        scope_name: str,
+        scope_version: str,
+    ) -> SpanView:
+        """View over a span of the serialized request `data`, from its entry in
+        `tracehound._wire.read_trace_spans` (`fields`): no protobuf message is built unless a
+        part that entry does not carry is asked for (events, `source`).
+
+        Raises ValueError when the parent id is neither empty nor 8 bytes.
+        """
+        (
+            trace_id,
+            span_id,
+            parent,
+            name,
+            kind,
+            start_ns,
+            end_ns,
+            remote,
+            status_code,
+            status_message,
+            has_events,
+            start,
+            end,
+        ) = fields
+        if len(parent) not in (0, 16):
+            raise ValueError("invalid trace/span/parent id size")
+        view = object.__new__(cls)
+        view._source = None
+        view._source_kind = "proto"
+        view._wire_at = (data, start, end)
+        view.trace_id = trace_id
+        view.span_id = span_id
+        view.parent_span_id = parent
+        view.name = name
+        view.parent_is_remote = remote
+        view.scope_name = scope_name
+        view.scope_version = scope_version
+        view.resource = resource
+        view._kind = kind
+        view._start_ns = start_ns
+        view._end_ns = end_ns
+        view._status_code = status_code
+        view._status_message = status_message
+        view._attributes = None
+        view._events = None if has_events else []
+        return view
+
     # --- lazy identity details (read from the source on first use) --------------------------
 
     @property
@@ -514,9 +583,15 @@ class SpanView:
         except AttributeError:
             if self._source_kind == "proto" and not hasattr(self, "_keys"):
                 scope_gate = getattr(self, "_scope_gate", None)
-                gate = (scope_gate is None or scope_gate.may_hold_genai()) and may_hold_genai(
-                    self._source.SerializeToString()
-                )
+                gate = scope_gate is None or scope_gate.may_hold_genai()
+                if gate and self._source is None:  # a view from bytes (`from_wire`)
+                    data, start, end = self._wire_at
+                    span = data[start:end]
+                    # the bytes as received: the same answer as upb's serialization unless a
+                    # key's tag is written over-long (0x8a 0x80... 0x00), which "maybe" covers
+                    gate = may_hold_genai(span) or _OVERLONG_KEY_TAG.search(span) is not None
+                elif gate:
+                    gate = may_hold_genai(self._source.SerializeToString())
             else:
                 gate = True  # keys are cheap to read here; detection reads them
             self._gate = gate
@@ -527,6 +602,11 @@ class SpanView:
         found it (`tracehound._wire.scan_trace_request`): its attributes are then decoded from
         those bytes, with upb as the fallback."""
         self._wire_at = (data, start, end)
+
+    def wire_range(self) -> tuple[bytes, int, int] | None:
+        """The request's bytes and this span's range in them, when the view reads them
+        (`locate_in`, `from_wire`)."""
+        return getattr(self, "_wire_at", None)
 
     def mark_not_genai(self) -> None:
         """Record that the bytes this span came in were checked (`tracehound._wire`) and hold no
@@ -568,7 +648,7 @@ class SpanView:
                 data, start, end = wire_at
                 decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
             if decoded is None:
-                decoded = _proto_attributes(self._source.attributes)
+                decoded = _proto_attributes(self._proto_span().attributes)
             self._attributes = decoded
         elif kind == "json":
             self._attributes = _json_attributes(self._source.get("attributes"))
@@ -611,7 +691,7 @@ class SpanView:
             kind = self._source_kind
             events = []
             if kind == "proto":
-                for ev in self._source.events:
+                for ev in self._proto_span().events:
                     events.append(
                         SpanEventView(
                             ev.name,
@@ -647,7 +727,8 @@ class SpanView:
         located in the request's bytes and whose bytes do not hold the name, has no such event:
         its events are then not decoded (detection asks this of every GenAI span)."""
         if getattr(self, "_events", None) is None and self._source_kind == "proto":
-            if not self._source.events:  # the usual case, answered without decoding anything
+            source = self._source  # None: a view from bytes (`from_wire`), not parsed
+            if source is not None and not source.events:  # the usual case, nothing decoded
                 return False
             wire_at = getattr(self, "_wire_at", None)
             if wire_at is not None:
@@ -667,7 +748,16 @@ class SpanView:
     @property
     def source(self) -> Any:
         """The object this view reads (protobuf Span, ReadableSpan or dict)."""
-        return self._source
+        return self._proto_span() if self._source_kind == "proto" else self._source
+
+    def _proto_span(self) -> Any:
+        """The protobuf `Span`; a view made from the request's bytes (`from_wire`) parses its
+        span's bytes on first need (its events, an attribute value the C decoder leaves to upb)."""
+        source = self._source
+        if source is None:
+            data, start, end = self._wire_at
+            source = self._source = _parse("span", data[start:end])
+        return source
 
     def __repr__(self) -> str:
         return f"SpanView({self.name!r}, trace={self.trace_id}, span={self.span_id})"
@@ -747,6 +837,17 @@ class LogView:
 
     def __repr__(self) -> str:
         return f"LogView({self.event_name!r}, span={self.span_id})"
+
+
+def _parse(kind: str, data: bytes) -> Any:
+    """A `Span` or `Resource` message from its bytes (views made from a request's bytes)."""
+    if kind == "span":
+        from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+        return Span.FromString(data)
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+    return Resource.FromString(data)
 
 
 def _as_int(value: Any) -> int:

@@ -109,3 +109,76 @@ def test_request_bytes_parse_to_the_message_request(
     payload = logs_request_bytes(framed)
     assert ExportLogsServiceRequest.FromString(payload) == expected
     assert payload == expected.SerializeToString()
+
+
+@SETTINGS
+@given(result=_results, ids=_hex_ids, time_ns=_times, upper=st.booleans())
+def test_framed_records_are_log_records_fields(
+    result: EvaluationResult, ids: tuple[bytes, bytes], time_ns: int, upper: bool
+) -> None:
+    trace_id, span_id = ids[0].hex(), ids[1].hex()
+    if upper:  # bytes.fromhex reads either case
+        trace_id, span_id = trace_id.upper(), span_id.upper()
+    record = evaluation_log_record(result, trace_id, span_id, time_ns).SerializeToString()
+    framed = encoded_log_record(result, trace_id, span_id, time_ns, framed=True)
+    assert framed == _otlp._length_delimited(b"\x12", record)
+    scope = InstrumentationScope(name="tracehound").SerializeToString()
+    assert logs_request_bytes([(b"", scope, [framed])], framed=True) == logs_request_bytes(
+        [(b"", scope, [record])]
+    )
+
+
+@pytest.mark.parametrize(
+    ("trace_id", "span_id"),
+    [("01 " * 16, "02" * 8), ("01" * 16, "0x" * 8), ("é" * 32, "02" * 8), ("01" * 16, "02" * 9)],
+)
+def test_ids_the_c_encoder_does_not_read_take_the_message_path(trace_id: str, span_id: str) -> None:
+    result = EvaluationResult(name="n", evaluator="e", evaluator_version="1", score_value=1.0)
+    assert _wire._native is None or (
+        _wire._native.encode_log_record({}, trace_id, span_id, 5, _otlp._LOG_PARTS[False], False)
+        is None
+    )
+    try:
+        expected = evaluation_log_record(result, trace_id, span_id, 5).SerializeToString()
+    except ValueError:
+        with pytest.raises(ValueError):
+            encoded_log_record(result, trace_id, span_id, 5, framed=True)
+        return
+    framed = encoded_log_record(result, trace_id, span_id, 5, framed=True)
+    assert framed == _otlp._length_delimited(b"\x12", expected)
+
+
+@pytest.mark.skipif(_wire._native is None, reason="needs the C accelerator")
+def test_encode_log_record_arguments_and_leaks() -> None:
+    from _leaks import assert_leak_free, expecting
+
+    native = _wire._native
+    parts = _otlp._LOG_PARTS[True]
+    attributes = {"gen_ai.evaluation.name": "x", "score": 0.5, "n": 3}
+    trace_id, span_id = "ab" * 16, "cd" * 8
+    with pytest.raises(TypeError):
+        native.encode_log_record(attributes, trace_id, span_id, 1, (b"",) * 4, False)
+    with pytest.raises(TypeError):
+        native.encode_log_record(attributes, trace_id, span_id, 1, parts[:3], False)
+    assert native.encode_log_record(attributes, trace_id, span_id, -1, parts, True) is None
+    assert native.encode_log_record(attributes, trace_id, span_id, 2**64, parts, True) is None
+    assert native.encode_log_record({1: "x"}, trace_id, span_id, 1, parts, True) is None
+    watched: list[object] = [attributes, trace_id, span_id, parts]
+    assert_leak_free(
+        lambda: native.encode_log_record(attributes, trace_id, span_id, 7, parts, True),
+        watched,
+        n=20_000,
+    )
+    assert_leak_free(
+        lambda: native.encode_log_record(attributes, trace_id, "zz", 7, parts, True),
+        watched,
+        n=20_000,
+    )
+    assert_leak_free(
+        expecting(
+            lambda: native.encode_log_record(attributes, trace_id, span_id, 7, (1, 2), True),
+            TypeError,
+        ),
+        watched,
+        n=20_000,
+    )

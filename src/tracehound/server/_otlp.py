@@ -27,7 +27,7 @@ import binascii
 import json
 import struct
 import zlib
-from collections.abc import Container, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +65,11 @@ __all__ = [
     "decode_request",
     "decompress",
     "encode_varint",
+    "encoded_attributes",
+    "encoded_event",
     "encoded_log_record",
     "evaluation_log_record",
+    "framed_log_records",
     "logs_request_bytes",
     "merge_attributes",
     "parse_protobuf",
@@ -75,6 +78,7 @@ __all__ = [
     "set_attributes",
     "status_body",
     "to_json_line",
+    "traces_request_bytes",
 ]
 
 PROTOBUF = "application/x-protobuf"
@@ -423,6 +427,8 @@ def set_attributes(
 
 def encode_varint(value: int) -> bytes:
     """A non-negative int as a protobuf varint."""
+    if value < 0x80:  # tags and short lengths: most calls
+        return _SMALL_VARINTS[value]
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -432,6 +438,9 @@ def encode_varint(value: int) -> bytes:
         else:
             out.append(byte)
             return bytes(out)
+
+
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
 
 
 def _attributes_tag(message_type: Any) -> bytes:
@@ -462,6 +471,51 @@ def merge_attributes(
             message.MergeFromString(encoded)
             return
     set_attributes(message.attributes, attributes, present)
+
+
+def encoded_attributes(
+    tag: bytes, attributes: Mapping[str, AttributeValue], present: Container[str] | None
+) -> bytes | None:
+    """What `merge_attributes` merges, as bytes to append to the message's own: None when that
+    takes another way (no accelerator, a key `present` or unknown, a value the C encoder
+    leaves to Python)."""
+    if not attributes:
+        return b""
+    native = _wire._native
+    if native is None or present is None:
+        return None
+    if isinstance(present, dict):  # the usual kinds: no frame per key
+        if not present.keys().isdisjoint(attributes):
+            return None
+    elif isinstance(present, (frozenset, set)):
+        if not present.isdisjoint(attributes):
+            return None
+    elif any(k in present for k in attributes):
+        return None
+    encoded: bytes | None = native.encode_key_values(attributes, tag)
+    return encoded
+
+
+_SPAN_EVENTS_TAG = encode_varint(Span.DESCRIPTOR.fields_by_name["events"].number << 3 | 2)
+
+
+def encoded_event(
+    name: str, attributes: Mapping[str, AttributeValue], time_ns: int
+) -> bytes | None:
+    """The `Span.events` field `add_event` adds, as bytes to append to the span's: fields in
+    number order (time_unix_nano, name, attributes), as upb writes them; None when
+    `encoded_attributes` is None or the time does not fit a fixed64."""
+    encoded = encoded_attributes(_EVENT_ATTRIBUTES_TAG, attributes, ())
+    if encoded is None or not 0 <= time_ns < 1 << 64:
+        return None
+    event = b"".join(
+        (
+            b"\x09" + _FIXED64.pack(time_ns) if time_ns else b"",
+            _length_delimited(b"\x12", name.encode()) if name else b"",
+            encoded,
+        )
+    )
+    return _length_delimited(_SPAN_EVENTS_TAG, event)
 
 
 def add_event(span: Any, name: str, attributes: Mapping[str, AttributeValue], time_ns: int) -> None:
@@ -533,57 +587,106 @@ _EVENT_NAME = names.EVENT_EVALUATION_RESULT.encode()
 _EVENT_NAME_FIELD = b"\x62" + encode_varint(len(_EVENT_NAME)) + _EVENT_NAME
 
 
+# (attributes tag, severity fields, flags field, event_name field) by "is a warning"
+_LOG_PARTS = {
+    warn: (_LOG_ATTRIBUTES_TAG, _SEVERITY[warn], _FLAGS_SAMPLED, _EVENT_NAME_FIELD)
+    for warn in (False, True)
+}
+
+
 def encoded_log_record(
-    result: EvaluationResult, trace_id: str, span_id: str, time_ns: int
+    result: EvaluationResult, trace_id: str, span_id: str, time_ns: int, *, framed: bool = False
 ) -> bytes:
     """`evaluation_log_record(...).SerializeToString()`, written directly as bytes with the C
     accelerator (~4x cheaper than building the message: results make about one record per
-    GenAI span); through the message otherwise."""
+    GenAI span); through the message otherwise. `framed`: as a `ScopeLogs.log_records` field
+    (tag and length), for `logs_request_bytes(..., framed=True)`."""
     native = _wire._native
-    if native is not None and 0 <= time_ns < 1 << 64:
-        attributes = native.encode_key_values(event_attributes(result), _LOG_ATTRIBUTES_TAG)
-        if attributes is not None:
-            try:
-                trace = bytes.fromhex(trace_id)
-                span = bytes.fromhex(span_id)
-            except ValueError:
-                trace = span = b""
-            if len(trace) == 16 and len(span) == 8:
-                when = _FIXED64.pack(time_ns) if time_ns else b""  # proto3 leaves out zeros
-                return b"".join(
-                    (
-                        b"\x09" if when else b"",
-                        when,
-                        _SEVERITY[bool(result.error_type)],
-                        attributes,
-                        _FLAGS_SAMPLED,
-                        b"\x4a\x10",
-                        trace,
-                        b"\x52\x08",
-                        span,
-                        b"\x59" if when else b"",
-                        when,
-                        _EVENT_NAME_FIELD,
-                    )
-                )
+    if native is not None:
+        encoded: bytes | None = native.encode_log_record(
+            event_attributes(result),
+            trace_id,
+            span_id,
+            time_ns,
+            _LOG_PARTS[bool(result.error_type)],
+            framed,
+        )
+        if encoded is not None:
+            return encoded
     serialized: bytes = evaluation_log_record(
         result, trace_id, span_id, time_ns
     ).SerializeToString()
-    return serialized
+    return _length_delimited(b"\x12", serialized) if framed else serialized
+
+
+def framed_log_records(
+    results: Iterable[EvaluationResult], trace_id: str, span_id: str, time_ns: int
+) -> list[bytes]:
+    """`encoded_log_record(result, trace_id, result.span_id or span_id, time_ns, framed=True)`
+    of each result, in one loop (the sidecar emits about one per GenAI span)."""
+    native = _wire._native
+    out: list[bytes] = []
+    for result in results:
+        parent = result.span_id or span_id
+        encoded: bytes | None = None
+        if native is not None:
+            encoded = native.encode_log_record(
+                event_attributes(result),
+                trace_id,
+                parent,
+                time_ns,
+                _LOG_PARTS[bool(result.error_type)],
+                True,
+            )
+        if encoded is None:
+            encoded = encoded_log_record(result, trace_id, parent, time_ns, framed=True)
+        out.append(encoded)
+    return out
 
 
 def _length_delimited(tag: bytes, payload: bytes) -> bytes:
     return tag + encode_varint(len(payload)) + payload
 
 
-def logs_request_bytes(groups: list[tuple[bytes, bytes, list[bytes]]]) -> bytes:
+def traces_request_bytes(groups: list[tuple[bytes, str, bytes, str, list[bytes]]]) -> bytes:
+    """An `ExportTraceServiceRequest`, serialized as upb writes it: one `ResourceSpans` per
+    (resource, resource schema URL, scope, scope schema URL, spans) group, each with one
+    `ScopeSpans` — `resource`, `scope` and `spans` are serialized `Resource`,
+    `InstrumentationScope` and `Span` messages."""
+    out: list[bytes] = []
+    for resource, resource_schema, scope, scope_schema, spans in groups:
+        scope_spans = b"".join(
+            [
+                _length_delimited(b"\x0a", scope),
+                *(_length_delimited(b"\x12", span) for span in spans),
+                _length_delimited(b"\x1a", scope_schema.encode()) if scope_schema else b"",
+            ]
+        )
+        resource_spans = b"".join(
+            (
+                _length_delimited(b"\x0a", resource),
+                _length_delimited(b"\x12", scope_spans),
+                _length_delimited(b"\x1a", resource_schema.encode()) if resource_schema else b"",
+            )
+        )
+        out.append(_length_delimited(b"\x0a", resource_spans))
+    return b"".join(out)
+
+
+def logs_request_bytes(
+    groups: list[tuple[bytes, bytes, list[bytes]]], *, framed: bool = False
+) -> bytes:
     """An `ExportLogsServiceRequest`, serialized: one `ResourceLogs` per (resource, scope,
     records) group, each with one `ScopeLogs` — `resource` and `scope` are serialized
-    `Resource` and `InstrumentationScope` messages, `records` serialized `LogRecord`s."""
+    `Resource` and `InstrumentationScope` messages, `records` serialized `LogRecord`s (already
+    framed as `ScopeLogs.log_records` fields with `framed`: `encoded_log_record(framed=True)`)."""
     out: list[bytes] = []
     for resource, scope, records in groups:
         scope_logs = b"".join(
-            [_length_delimited(b"\x0a", scope), *(_length_delimited(b"\x12", r) for r in records)]
+            [
+                _length_delimited(b"\x0a", scope),
+                *(records if framed else (_length_delimited(b"\x12", r) for r in records)),
+            ]
         )
         resource_logs = _length_delimited(b"\x0a", resource) + _length_delimited(
             b"\x12", scope_logs

@@ -10,14 +10,22 @@ Threads and queues (the Collector's shape: receivers → one processing stage �
   hold GenAI, or belongs to a trace the engine knows) or put it straight on the traces lane,
   as received. They never evaluate and never block on the downstream.
 - **One worker thread** owns the `Engine`, like the processor's worker: it takes requests in
-  arrival order, views each span (`SpanView.from_proto`, lazy), feeds the engine, writes each
-  span's results into the protobuf span *in place* (`tracehound.*` attributes, optional span
-  events and redaction), cuts out the spans that must wait (`stream`: the local root of a GenAI
-  trace; `hold`: every span of an evaluated trace) and hands the rest of the request to the
-  traces lane — the bytes as received when nothing changed, else one `SerializeToString`. Every
-  `poll_interval` it finalizes due traces (`Engine.poll`), writes the trace results onto the held
-  root, and forwards the held spans. Results also leave as `gen_ai.evaluation.result` log
-  records (built as protobuf, on the logs lane) and as metrics.
+  arrival order, views each span, feeds the engine, writes each span's results into it
+  (`tracehound.*` attributes, optional span events and redaction), cuts out the spans that must
+  wait (`stream`: the local root of a GenAI trace; `hold`: every span of an evaluated trace) and
+  hands the rest of the request to the traces lane — the bytes as received when nothing
+  changed. Every `poll_interval` it finalizes due traces (`Engine.poll`), writes the trace
+  results onto the held root, and forwards the held spans. Results also leave as
+  `gen_ai.evaluation.result` log records (written as bytes, on the logs lane) and as metrics.
+
+  With the C accelerator, a request the receiver's scan validated stays bytes all the way
+  (`_annotate_wire`): one C call (`read_trace_views`) reads every span, scope and resource
+  and makes the span views (those of `SpanView.from_wire`), results are encoded and appended
+  to their spans' bytes, held spans are kept as their bytes, and the request to forward is
+  spliced from the bytes received (`splice_trace_request`: spans cut out, lengths rewritten).
+  Otherwise (redaction, JSON, no accelerator) the request is parsed by upb, views are
+  `SpanView.from_proto`, results are written into the protobuf spans in place and the request
+  is re-serialized once.
 - **One lane thread per signal** sends to the downstream (`tracehound.server._forward`).
 
 Cheap paths. A request whose bytes hold no GenAI key (`tracehound._wire`) and none of whose
@@ -26,7 +34,8 @@ span's ids from the bytes in one pass (the C scan, else a regex: `_fast_keys`; t
 pass only when that does not account for every span), dedupes them with set operations and
 forwards the request as received. With the C accelerator such a request is not even parsed:
 trace requests arrive here as bytes, and the same scan checks them as upb would (wire structure,
-UTF-8 strings); upb parses only the requests the engine or the span-by-span pass needs.
+UTF-8 strings); upb parses only the requests the span-by-span pass or the worker's upb path
+needs.
 
 A trace becomes known when a request that may hold GenAI, or a GenAI log event, of it is
 accepted — before it is queued, so a later non-GenAI span of it (the HTTP root, say) goes to the
@@ -47,13 +56,16 @@ from dataclasses import dataclass, field
 from operator import itemgetter, methodcaller
 from typing import Any
 
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import names
-from tracehound._wire import may_hold_genai, scan_trace_request
+from tracehound import _wire, names
+from tracehound._wire import (
+    may_hold_genai,
+    read_trace_views,
+    scan_trace_request,
+    splice_trace_request,
+)
 from tracehound.emit import (
     MetricsRecorder,
     event_attributes,
@@ -73,11 +85,14 @@ from tracehound.server._otlp import (
     BadRequest,
     Overloaded,
     add_event,
-    encoded_log_record,
+    encoded_attributes,
+    encoded_event,
+    framed_log_records,
     logs_request_bytes,
     merge_attributes,
     parse_protobuf,
     redact_span,
+    traces_request_bytes,
 )
 from tracehound.server._settings import ServeSettings
 from tracehound.spans import AttributeValue, LogView, ResourceView, SpanView
@@ -131,25 +146,29 @@ class _Work:
     # whether it may hold GenAI (None: not scanned) and each span's range in `raw`.
     genai: bool | None = None
     offsets: list[int] | None = None
+    # When `request` is None (bytes only): `read_trace_views` of `raw` (scopes, span views).
+    wire: tuple[list[tuple[Any, ...]], list[Any]] | None = None
 
 
 @dataclass(slots=True)
 class _Container:
-    """Resource and scope of held spans (copies: a held span must not pin its request)."""
+    """Resource and scope of held spans, serialized (a held span must not pin its request)."""
 
-    resource: Resource
+    resource: bytes
     resource_schema_url: str
-    scope: Any
+    scope: bytes
     scope_schema_url: str
 
 
 @dataclass(slots=True)
 class _Held:
+    # the protobuf span, or its bytes (spans of requests never parsed); None: cut, never copied
     span: Any
     span_id: str
     container: _Container
     results: tuple[EvaluationResult, ...]
     present: frozenset[str] | None  # the span's attribute keys, for `_write`
+    end_ns: int = 0  # of a span held as bytes (the time of its result events)
 
 
 class _Seen:
@@ -223,10 +242,11 @@ class Pipeline:
         self._lock = threading.Lock()  # the dedupe window and the known traces
         self._genai_traces: set[str] = set()
         self._held: dict[str, list[_Held]] = {}
-        self._trace_resource: dict[str, Resource] = {}
+        # each GenAI trace's resource, serialized (in a 1-tuple: records are grouped by its id)
+        self._trace_resource: dict[str, tuple[bytes]] = {}
         self._released: list[_Held] = []
         # `gen_ai.evaluation.result` records (serialized) by resource, until the next flush
-        self._events: dict[int, tuple[Resource, list[bytes]]] = {}
+        self._events: dict[int, tuple[tuple[bytes], list[bytes]]] = {}
         self._scope_bytes = InstrumentationScope(
             name=names.SCOPE_NAME, version=scope_version
         ).SerializeToString()
@@ -290,13 +310,14 @@ class Pipeline:
         the engine too, after them); otherwise, when no span belongs to a known trace, forward
         the request straight to the traces lane, as received: the worker never sees it. With the
         C accelerator, such a request is checked as upb would check it by the same scan that
-        reads its ids, and is never parsed.
+        reads its ids, and is never parsed; nor is a request for the worker whose spans
+        `read_trace_views` reads (it goes to the worker as bytes, with the views).
         """
         scan = None
         if request is None:
             assert raw is not None
             scan = scan_trace_request(raw, validate=True)
-            if scan is None or scan[0]:  # not validated here, or GenAI: the engine needs it
+            if scan is None:  # not validated here: upb checks it
                 request = parse_protobuf(TRACES, raw)
         if scan is not None:
             total = len(scan[1])
@@ -334,7 +355,15 @@ class Pipeline:
                         self._touch(trace_id)
                 else:
                     routed = not known.keys().isdisjoint(fast[1])
-        if request is None and (routed or not fast_done):
+        # A routed request the scan validated goes to the worker as bytes, with the span views
+        # `read_trace_views` made of them; upb parses it only when that cannot be read so.
+        wire: tuple[list[tuple[Any, ...]], list[Any]] | None = None
+        if request is None and routed and fast_done and not self._redact:
+            assert fast is not None
+            wire = read_trace_views(raw, SpanView, ResourceView.from_wire)
+            if wire is not None and len(wire[1]) != len(fast[0]):
+                wire = None
+        if request is None and (wire is None if routed else not fast_done):
             try:
                 request = parse_protobuf(TRACES, raw)
             except BadRequest:
@@ -413,6 +442,7 @@ class Pipeline:
                     keys,
                     genai if scan is not None else None,
                     None if modified else offsets,
+                    wire,
                 )
             )
         else:
@@ -554,6 +584,24 @@ class Pipeline:
         request = work.request
         raw = work.raw
         lane = self.lanes[TRACES.name]
+        if request is None:  # validated by the receiver's scan and never parsed
+            assert raw is not None
+            held: list[_Held] = []
+            try:
+                payload, remaining = self._annotate_wire(raw, work, held)
+            except Exception:
+                # Never lose accepted spans to a bug: forward the request as received (the
+                # spans held from it so far are left out of the held spans' release).
+                self.stats.internal_errors += 1
+                _logger.exception("evaluating a request failed; forwarding it unevaluated")
+                for item in held:
+                    item.span = None
+                payload, remaining = raw, work.items
+            if remaining:
+                lane.put(payload, remaining, reserved=work.size)
+            else:
+                lane.budget.release(work.size)
+            return
         try:
             modified = self._annotate_request(request, raw, work) or work.modified
         except Exception:
@@ -591,7 +639,7 @@ class Pipeline:
         k = 0
         for rs in resource_list:
             resource_view: ResourceView | None = None
-            resource_copy: Resource | None = None
+            resource_copy: tuple[bytes] | None = None
             for ss in rs.scope_spans:
                 spans = ss.spans
                 count = len(spans)
@@ -630,8 +678,7 @@ class Pipeline:
                         self._genai_traces.add(trace_id)
                         if trace_id not in self._trace_resource:
                             if resource_copy is None:
-                                resource_copy = Resource()
-                                resource_copy.CopyFrom(rs.resource)
+                                resource_copy = (rs.resource.SerializeToString(),)
                             self._trace_resource[trace_id] = resource_copy
                         if recorder is not None:
                             recorder.duration(time.perf_counter() - started, "span")
@@ -640,10 +687,7 @@ class Pipeline:
                     results = outcome.results
                     if results:
                         resource = self._trace_resource.get(trace_id)
-                        for result in results:
-                            self._emit(
-                                result, trace_id, result.span_id or view.span_id, resource, None
-                            )
+                        self._emit(results, trace_id, view.span_id, resource, None)
                     if outcome.duplicate:
                         stats.spans_duplicate += 1
                         cut.append((index, None))
@@ -676,11 +720,181 @@ class Pipeline:
         return modified
 
     def _container(self, rs: Any, ss: Any) -> _Container:
-        resource = Resource()
-        resource.CopyFrom(rs.resource)
-        scope = type(ss.scope)()
-        scope.CopyFrom(ss.scope)
-        return _Container(resource, rs.schema_url, scope, ss.schema_url)
+        return _Container(
+            rs.resource.SerializeToString(),
+            rs.schema_url,
+            ss.scope.SerializeToString(),
+            ss.schema_url,
+        )
+
+    def _annotate_wire(self, raw: bytes, work: _Work, held_here: list[_Held]) -> tuple[bytes, int]:
+        """`_annotate_request` for a request the receiver's scan validated, on its bytes: the
+        views `read_trace_views` made (`work.wire`), held spans cut out as byte ranges, results
+        appended to their spans' bytes, and the request to forward spliced from the bytes
+        received (`splice_trace_request`). Returns (payload, spans in it)."""
+        keys = work.keys
+        assert work.wire is not None
+        scopes, views = work.wire
+        engine = self.engine
+        stats = self.stats
+        known = self._known
+        hold_all = self._hold
+        recorder = self._recorder
+        genai_traces = self._genai_traces
+        trace_resource = self._trace_resource
+        span_events = self._span_events
+        native = _wire._native
+        encode = native.encode_key_values if native is not None else None
+        request_gate = None if work.genai else False
+        single_scope = len(scopes) == 1
+        edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
+        removed = 0
+        resources: dict[int, tuple[bytes]] = {}
+        k = 0
+        for (
+            resource_index,
+            resource_start,
+            resource_end,
+            resource_schema_url,
+            scope_start,
+            scope_end,
+            scope_name,
+            _scope_version,
+            scope_schema_url,
+            count,
+            scope_spans_start,
+            scope_spans_end,
+        ) in scopes:
+            first = k
+            k += count
+            gate = request_gate
+            if (
+                gate is None
+                and not single_scope
+                and not may_hold_genai(raw[scope_spans_start:scope_spans_end])
+            ):
+                gate = False
+            own = _is_own_scope(scope_name)
+            container: _Container | None = None
+            resource = resources.get(resource_index)
+            if resource is None:  # serialized once per request (trace resources, containers)
+                resource = resources[resource_index] = (raw[resource_start:resource_end],)
+            for index in range(first, k):
+                if gate is False and keys[index][:16] not in known:
+                    stats.spans_bypassed += 1
+                    continue
+                view = views[index]
+                if view is None:  # a bad parent id the fast id check does not read
+                    continue  # forwarded as received, not evaluated
+                if gate is False:
+                    view.mark_not_genai()  # the request- or scope-level check answered
+                if own:
+                    continue
+                if recorder is None:
+                    outcome = engine.add_span(view)
+                else:
+                    started = time.perf_counter()
+                    outcome = engine.add_span(view)
+                    if outcome.genai:
+                        recorder.duration(time.perf_counter() - started, "span")
+                    if outcome.late:
+                        recorder.add(names.METRIC_LATE_SPANS, 1)
+                trace_id = view.trace_id
+                if outcome.genai:
+                    stats.spans_evaluated += 1
+                    genai_traces.add(trace_id)
+                    if trace_id not in trace_resource:
+                        trace_resource[trace_id] = resource
+                results = outcome.results
+                if results:
+                    self._emit(results, trace_id, view.span_id, trace_resource.get(trace_id), None)
+                if outcome.duplicate:
+                    stats.spans_duplicate += 1
+                    edits[index] = None
+                    removed += 1
+                    continue
+                if not outcome.late:
+                    is_root = not view.parent_span_id or view.parent_is_remote
+                    if hold_all or (is_root and trace_id in genai_traces):
+                        if container is None:
+                            container = _Container(
+                                resource[0],
+                                resource_schema_url,
+                                raw[scope_start:scope_end],
+                                scope_schema_url,
+                            )
+                        # only a span written to later needs its keys (None: read then)
+                        present = frozenset(view.attributes) if results or is_root else None
+                        _, start, end = view.wire_range()
+                        held = _Held(
+                            raw[start:end],
+                            view.span_id,
+                            container,
+                            results,
+                            present,
+                            view.end_ns,
+                        )
+                        held_here.append(held)
+                        self._held.setdefault(trace_id, []).append(held)
+                        stats.spans_held += 1
+                        edits[index] = None
+                        removed += 1
+                        continue
+                if results:
+                    attributes = span_attributes(results)
+                    decoded = view.attributes
+                    added = None
+                    if encode is not None and decoded.keys().isdisjoint(attributes):
+                        added = encode(attributes, SPAN_ATTRIBUTES_TAG)  # the usual case
+                    if added is None or span_events:
+                        _, start, end = view.wire_range()
+                        added = self._span_edit(
+                            raw,
+                            start,
+                            end,
+                            attributes=attributes,
+                            results=results,
+                            present=decoded,
+                            end_ns=view.end_ns,
+                        )
+                    edits[index] = added
+        if not removed and not any(edits):
+            return raw, len(keys)
+        spliced = splice_trace_request(raw, edits)
+        if spliced is None:  # the validating scan accepted these bytes: never here
+            raise ValueError("a validated request could not be spliced")
+        return spliced, len(keys) - removed
+
+    def _span_edit(
+        self,
+        data: bytes,
+        start: int,
+        end: int,
+        *,
+        attributes: dict[str, AttributeValue],
+        results: Sequence[EvaluationResult],
+        present: Container[str] | None,
+        end_ns: int,
+    ) -> bytes | tuple[bytes]:
+        """What `_write` adds to the span serialized as `data[start:end]`: the encoded fields to
+        append, or (when they cannot be appended: a key already there, say) the whole span
+        rewritten by upb, in a 1-tuple."""
+        added = encoded_attributes(SPAN_ATTRIBUTES_TAG, attributes, present)
+        if added is not None and self._span_events and results:
+            when = end_ns or time.time_ns()
+            events = [
+                encoded_event(names.EVENT_EVALUATION_RESULT, event_attributes(result), when)
+                for result in results
+            ]
+            if any(event is None for event in events):
+                added = None
+            else:
+                added += b"".join(events)  # type: ignore[arg-type]
+        if added is not None:
+            return added
+        message = Span.FromString(data[start:end])
+        self._write(message, attributes, results, present)
+        return (message.SerializeToString(),)
 
     def _write(
         self,
@@ -747,11 +961,9 @@ class Pipeline:
                 if trace.reason == "max_traces":
                     recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
             if genai:
-                agent = trace_agent(trace)
-                for result in trace.results:
-                    self._emit(
-                        result, trace_id, result.span_id or trace.root_span_id, resource, agent
-                    )
+                self._emit(
+                    trace.results, trace_id, trace.root_span_id, resource, trace_agent(trace)
+                )
             for item in held:
                 if item.span is None:  # cut but never copied: an internal error
                     continue
@@ -759,30 +971,50 @@ class Pipeline:
                     root_results = tuple(
                         r for r in trace.results if r.span_id in (None, item.span_id)
                     )
-                    self._write(
-                        item.span,
-                        root_attributes(trace, item.results),
-                        (*item.results, *root_results),
-                        item.present,
+                    self._write_held(
+                        item, root_attributes(trace, item.results), (*item.results, *root_results)
                     )
                 elif item.results:
-                    self._write(
-                        item.span, span_attributes(item.results), item.results, item.present
-                    )
-                if self._redact:
+                    self._write_held(item, span_attributes(item.results), item.results)
+                if self._redact and not isinstance(item.span, bytes):
                     redact_span(item.span)
                 self._released.append(item)
 
+    def _write_held(
+        self,
+        item: _Held,
+        attributes: dict[str, AttributeValue],
+        results: Sequence[EvaluationResult],
+    ) -> None:
+        span = item.span
+        if not isinstance(span, bytes):
+            self._write(span, attributes, results, item.present)
+            return
+        edit = self._span_edit(
+            span,
+            0,
+            len(span),
+            attributes=attributes,
+            results=results,
+            present=item.present,
+            end_ns=item.end_ns,
+        )
+        item.span = edit[0] if isinstance(edit, tuple) else span + edit
+
     def _emit(
         self,
-        result: EvaluationResult,
+        results: Sequence[EvaluationResult],
         trace_id: str,
         span_id: str,
-        resource: Resource | None,
+        resource: tuple[bytes] | None,
         agent: str | None,
     ) -> None:
-        if self._recorder is not None:
-            self._recorder.record(result_measurements(result, agent))
+        """Record `results` as metrics and queue their log records (a result without a span id
+        of its own is about span `span_id`)."""
+        recorder = self._recorder
+        if recorder is not None:
+            for result in results:
+                recorder.record(result_measurements(result, agent))
         if not self._emit_events:
             return
         if resource is None:
@@ -790,34 +1022,32 @@ class Pipeline:
         group = self._events.get(id(resource))
         if group is None:
             group = self._events[id(resource)] = (resource, [])
-        group[1].append(encoded_log_record(result, trace_id, span_id, time.time_ns()))
+        group[1].extend(framed_log_records(results, trace_id, span_id, time.time_ns()))
 
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
         if released:
-            request = ExportTraceServiceRequest()
-            by_container: dict[int, Any] = {}
+            by_container: dict[int, tuple[_Container, list[bytes]]] = {}
             for item in released:
-                scope_spans = by_container.get(id(item.container))
-                if scope_spans is None:
-                    rs = request.resource_spans.add()
-                    rs.resource.CopyFrom(item.container.resource)
-                    rs.schema_url = item.container.resource_schema_url
-                    scope_spans = rs.scope_spans.add()
-                    scope_spans.scope.CopyFrom(item.container.scope)
-                    scope_spans.schema_url = item.container.scope_schema_url
-                    by_container[id(item.container)] = scope_spans
-                scope_spans.spans.append(item.span)
-            self.lanes[TRACES.name].put(request.SerializeToString(), len(released))
+                group = by_container.get(id(item.container))
+                if group is None:
+                    group = by_container[id(item.container)] = (item.container, [])
+                span = item.span
+                group[1].append(span if isinstance(span, bytes) else span.SerializeToString())
+            payload = traces_request_bytes(
+                [
+                    (c.resource, c.resource_schema_url, c.scope, c.scope_schema_url, spans)
+                    for c, spans in by_container.values()
+                ]
+            )
+            self.lanes[TRACES.name].put(payload, len(released))
         groups, self._events = self._events, {}
         if groups:
             scope = self._scope_bytes
             count = sum(len(records) for _, records in groups.values())
             payload = logs_request_bytes(
-                [
-                    (resource.SerializeToString(), scope, records)
-                    for resource, records in groups.values()
-                ]
+                [(resource[0], scope, records) for resource, records in groups.values()],
+                framed=True,
             )
             if self.lanes[LOGS.name].offer(payload, count):
                 self.stats.events_emitted += count
@@ -825,7 +1055,7 @@ class Pipeline:
                 self.stats.events_dropped += count
 
 
-_EMPTY_RESOURCE = Resource()
+_EMPTY_RESOURCE = (b"",)
 
 
 # The `spans` field tag and a 1-5 byte varint length, just before the trace id's tag: checked
