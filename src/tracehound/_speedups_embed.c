@@ -17,6 +17,10 @@
  * runs the numpy code, which gives the same result or raises. Only bad arguments raise here.
  * The GIL is held throughout.
  *
+ * embed_hashed_sum adds those rows up; embed_texts_sum does so from the texts themselves, for
+ * texts of the tokenizer's ASCII path: their informative tokens are scanned, hashed and looked
+ * up in place, never made into Python strings (see "embed_texts_sum" below).
+ *
  * C99, ordinary CPython API only (the output array is read through the buffer protocol).
  */
 #include "_speedups.h"

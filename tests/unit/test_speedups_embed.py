@@ -9,6 +9,11 @@ accelerator switched off (`_wire._native = None`).
 
 `embed_hashed_sum` is the sum of those rows (`np.add.reduce(rows, axis=0)`, which adds them in
 order), to the bit, without the rows' matrix: `HashingEmbedder.embed_tokens_sum`.
+
+`embed_texts_sum(texts, out, lexical_dim, bigrams, stance_index, stop_words)` is that sum for
+the texts' informative tokens, from the texts themselves (tokenized, stop words dropped and
+tokens hashed in C): the bits of `embed_tokens_sum` of `informative_tokens` of each text, which
+`drift._features.embed_run` used before; None for texts off the tokenizer's ASCII path.
 """
 
 from __future__ import annotations
