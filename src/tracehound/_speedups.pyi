@@ -1,6 +1,7 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from types import NotImplementedType
 from typing import Any, TypeVar
 
@@ -67,6 +68,15 @@ def embed_hashed_sum(
     lexical_dim: int,
     bigrams: bool,
     stance_index: dict[str, int] | None,
+    /,
+) -> bool | None: ...
+def embed_texts_sum(
+    texts: Sequence[str],
+    out: WriteableBuffer,
+    lexical_dim: int,
+    bigrams: bool,
+    stance_index: dict[str, int] | None,
+    stop_words: AbstractSet[str],
     /,
 ) -> bool | None: ...
 def crc32_utf8(text: str, /) -> int | None: ...

@@ -17,6 +17,10 @@
  * runs the numpy code, which gives the same result or raises. Only bad arguments raise here.
  * The GIL is held throughout.
  *
+ * embed_hashed_sum adds those rows up; embed_texts_sum does so from the texts themselves, for
+ * texts of the tokenizer's ASCII path: their informative tokens are scanned, hashed and looked
+ * up in place, never made into Python strings (see "embed_texts_sum" below).
+ *
  * C99, ordinary CPython API only (the output array is read through the buffer protocol).
  */
 #include "_speedups.h"
@@ -44,6 +48,8 @@
 #define ST_OK 0
 #define ST_ERROR (-1)  /* a Python exception is set */
 #define ST_UNHANDLED 1 /* no exception set: the caller gets None */
+
+#include "_speedups_tokens.h"
 
 /* --- CRC-32 ---------------------------------------------------------------------------------- */
 
@@ -192,21 +198,7 @@ crc32_utf8(PyObject *module, PyObject *text)
 
 /* --- embed_hashed ---------------------------------------------------------------------------- */
 
-/* The index of the lowest set bit of x != 0. TRACEHOUND_PORTABLE (as in _speedups.c) builds
- * the portable code, for tests. */
-#if defined(__GNUC__) && !defined(TRACEHOUND_PORTABLE)
-#define LOWEST_BIT(x) ((Py_ssize_t)__builtin_ctzll(x))
-#else
-static inline Py_ssize_t
-LOWEST_BIT(uint64_t x)
-{
-    Py_ssize_t i = 0;
-    for (; !(x & 1); x >>= 1) {
-        i++;
-    }
-    return i;
-}
-#endif
+/* LOWEST_BIT(x), the index of the lowest set bit of x != 0: from _speedups_tokens.h. */
 
 /* f % d for a feature f below 2^32 and d below 2^32 (embed_hashed leaves larger lexical
  * blocks to numpy). With 128-bit integers, Lemire's direct remainder replaces the division
@@ -398,6 +390,42 @@ normalize(double *x, Py_ssize_t n)
     }
 }
 
+/* Normalize the blocks of the row made in out (and its stance block if `has_stance`). */
+static void
+finish_row(const embed_t *e, double *out, int has_stance)
+{
+    double *stance = out + e->lexical_dim;
+
+    if (!normalize_lexical(e, out)) {
+        /* a row without lexical content has no stance either */
+        memset(stance, 0, (size_t)e->n_stance * sizeof(double));
+    }
+    else if (has_stance) {
+        normalize(stance, e->n_stance);
+    }
+}
+
+/* Add the row made in `scratch` to out and zero it: its touched buckets and its stance block
+ * are all its non-zero elements. */
+static void
+add_row(const embed_t *e, double *out, double *scratch)
+{
+    Py_ssize_t w, i;
+    uint64_t bits;
+
+    for (w = 0; w < e->n_touched; w++) {
+        for (bits = e->touched[w]; bits; bits &= bits - 1) {
+            i = 64 * w + LOWEST_BIT(bits);
+            out[i] += scratch[i];
+            scratch[i] = 0.0;
+        }
+    }
+    for (i = e->lexical_dim; i < e->dim; i++) {
+        out[i] += scratch[i];
+        scratch[i] = 0.0;
+    }
+}
+
 /* Count the token's stance category, if it has one, in `stance`. The category must be an int
  * in [0, n_stance). */
 static inline int
@@ -461,13 +489,7 @@ embed_row(const embed_t *e, PyObject *row, double *out)
             }
         }
     }
-    if (!normalize_lexical(e, out)) {
-        /* a row without lexical content has no stance either */
-        memset(stance, 0, (size_t)e->n_stance * sizeof(double));
-    }
-    else if (e->stance != NULL) {
-        normalize(stance, e->n_stance);
-    }
+    finish_row(e, out, e->stance != NULL);
     return ST_OK;
 }
 
@@ -505,8 +527,7 @@ embed_rows(const embed_t *e, PyObject *token_lists, double *out, Py_ssize_t n_ro
 static int
 embed_rows_sum(const embed_t *e, PyObject *token_lists, double *out, double *scratch)
 {
-    Py_ssize_t r, w, i;
-    uint64_t bits;
+    Py_ssize_t r;
     int st = ST_OK;
 
     for (r = 0; r < PySequence_Fast_GET_SIZE(token_lists) && st == ST_OK; r++) {
@@ -518,20 +539,275 @@ embed_rows_sum(const embed_t *e, PyObject *token_lists, double *out, double *scr
         Py_INCREF(row);
         st = embed_row(e, row, scratch);
         Py_DECREF(row);
-        /* the touched buckets and the stance block: all the row's non-zero elements */
-        for (w = 0; w < e->n_touched; w++) {
-            for (bits = e->touched[w]; bits; bits &= bits - 1) {
-                i = 64 * w + LOWEST_BIT(bits);
-                out[i] += scratch[i];
-                scratch[i] = 0.0;
-            }
-        }
-        for (i = e->lexical_dim; i < e->dim; i++) {
-            out[i] += scratch[i];
-            scratch[i] = 0.0;
-        }
+        add_row(e, out, scratch);
     }
     return st;
+}
+
+/* --- embed_texts_sum ------------------------------------------------------------------------- */
+
+/*
+ * embed_texts_sum is embed_hashed_sum of the texts' informative tokens (tracehound.text's
+ * informative_tokens) without those tokens as Python strings: each text of the tokenizer's
+ * ASCII path is scanned by scan_tokens (_speedups_tokens.h, the tokens of ascii_tokens), each
+ * token's CRC-32 is computed from its lower-cased characters (which are its UTF-8 bytes), and
+ * the stop words and the stance words are told by that CRC in small tables made for the call
+ * from the set and the dict (a word matches a token when its CRC is the token's and its
+ * characters are the same, which is when the set or the dict would find it). The features then
+ * go to the row as embed_row adds them, in the same order.
+ */
+
+/* The words of a set or dict that can equal a token (ASCII strs, not empty), by CRC. */
+#define WORD_TABLE_KEYS 256
+typedef struct {
+    uint32_t crc;
+    Py_ssize_t len, value; /* value: the stance category (0 for a stop word) */
+    const Py_UCS1 *chars;  /* the key's: the set or dict is held while in use */
+} word_entry_t;
+
+typedef struct {
+    size_t mask;                         /* of slots */
+    Py_ssize_t n;                        /* entries */
+    uint16_t slots[2 * WORD_TABLE_KEYS]; /* entry index + 1; 0: empty */
+    word_entry_t entries[WORD_TABLE_KEYS];
+} word_table_t;
+
+static void
+word_table_init(word_table_t *t, Py_ssize_t n_keys)
+{
+    size_t size = 16;
+
+    while (size < 2 * (size_t)n_keys) {
+        size *= 2;
+    }
+    t->mask = size - 1;
+    t->n = 0;
+    memset(t->slots, 0, size * sizeof(uint16_t));
+}
+
+/* Enter the key (an exact str) with its value. Other keys than ASCII, non-empty ones are left
+ * out: they never equal a token. */
+static void
+word_table_add(word_table_t *t, PyObject *key, Py_ssize_t value)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(key);
+    const Py_UCS1 *chars;
+    uint32_t h;
+    size_t i;
+
+    if (!PyUnicode_IS_ASCII(key) || len == 0) {
+        return;
+    }
+    chars = PyUnicode_1BYTE_DATA(key);
+    h = ~crc_bytes(0xFFFFFFFFu, chars, len);
+    for (i = h & t->mask; t->slots[i]; i = (i + 1) & t->mask) {
+    }
+    t->entries[t->n].crc = h;
+    t->entries[t->n].len = len;
+    t->entries[t->n].value = value;
+    t->entries[t->n].chars = chars;
+    t->slots[i] = (uint16_t)++t->n;
+}
+
+/* The entry of the token of CRC h, `len` characters at data[start] (lower-cased: c | 0x20), or
+ * NULL. */
+static ALWAYS_INLINE const word_entry_t *
+word_table_find(const word_table_t *t, uint32_t h, int kind, const void *data, Py_ssize_t start,
+                Py_ssize_t len)
+{
+    size_t i;
+    Py_ssize_t j;
+
+    for (i = h & t->mask; t->slots[i]; i = (i + 1) & t->mask) {
+        const word_entry_t *w = &t->entries[t->slots[i] - 1];
+        if (w->crc != h || w->len != len) {
+            continue;
+        }
+        for (j = 0; j < len && w->chars[j] == (PyUnicode_READ(kind, data, start + j) | 0x20);
+             j++) {
+        }
+        if (j == len) {
+            return w;
+        }
+    }
+    return NULL;
+}
+
+/* The stop words of an exact set or frozenset of exact strs, at most WORD_TABLE_KEYS:
+ * ST_UNHANDLED for any other. The set's own table is read, as _speedups_text.c does. */
+static int
+stop_table_init(word_table_t *t, PyObject *stop_words)
+{
+    const PySetObject *set = (const PySetObject *)stop_words;
+    Py_ssize_t i;
+
+    if (!PyFrozenSet_CheckExact(stop_words) && !PySet_CheckExact(stop_words)) {
+        return ST_UNHANDLED;
+    }
+    if (PySet_GET_SIZE(stop_words) > WORD_TABLE_KEYS) {
+        return ST_UNHANDLED;
+    }
+    word_table_init(t, PySet_GET_SIZE(stop_words));
+    for (i = 0; i <= set->mask; i++) {
+        PyObject *key = set->table[i].key;
+        if (key == NULL || set->table[i].hash == -1) { /* empty or deleted */
+            continue;
+        }
+        if (!PyUnicode_CheckExact(key)) {
+            return ST_UNHANDLED;
+        }
+        word_table_add(t, key, 0);
+    }
+    return ST_OK;
+}
+
+/* The stance words of a dict of exact strs to ints in [0, n_stance), at most WORD_TABLE_KEYS:
+ * ST_UNHANDLED for any other (numpy would index from the end, or raise). */
+static int
+stance_table_init(word_table_t *t, PyObject *dict, Py_ssize_t n_stance)
+{
+    Py_ssize_t pos = 0, k;
+    PyObject *key, *value;
+
+    if (PyDict_GET_SIZE(dict) > WORD_TABLE_KEYS) {
+        return ST_UNHANDLED;
+    }
+    word_table_init(t, PyDict_GET_SIZE(dict));
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key) || !PyLong_CheckExact(value)) {
+            return ST_UNHANDLED;
+        }
+        k = PyLong_AsSsize_t(value);
+        if (k == -1 && PyErr_Occurred()) {
+            PyErr_Clear(); /* an int beyond Py_ssize_t */
+            return ST_UNHANDLED;
+        }
+        if (k < 0 || k >= n_stance) {
+            return ST_UNHANDLED;
+        }
+        word_table_add(t, key, k);
+    }
+    return ST_OK;
+}
+
+/* A text's row in the making: the sink of scan_tokens. */
+typedef struct {
+    const embed_t *e;
+    const word_table_t *stop;
+    const word_table_t *stance; /* NULL: no stance block */
+    double *row;
+    uint64_t prev;        /* the previous informative token's CRC */
+    Py_ssize_t n_tokens;  /* informative tokens so far */
+} text_row_t;
+
+/* CRC-32 of the lower-cased characters data[start:start + len] (ASCII: their UTF-8). */
+static ALWAYS_INLINE uint32_t
+crc_token(int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
+{
+    uint8_t buf[64];
+    uint32_t c = 0xFFFFFFFFu;
+    Py_ssize_t done, m, j;
+
+    if (kind == PyUnicode_1BYTE_KIND && len <= 8) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data + start;
+        for (j = 0; j < len; j++) {
+            c = CRC_BYTE(c, p[j] | 0x20);
+        }
+        return ~c;
+    }
+    for (done = 0; done < len; done += m) {
+        m = len - done < 64 ? len - done : 64;
+        for (j = 0; j < m; j++) {
+            buf[j] = (uint8_t)(PyUnicode_READ(kind, data, start + done + j) | 0x20);
+        }
+        c = crc_bytes(c, buf, m);
+    }
+    return ~c;
+}
+
+static ALWAYS_INLINE int
+text_row_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
+{
+    text_row_t *r = (text_row_t *)ctx;
+    const embed_t *e = r->e;
+    uint32_t h = crc_token(kind, data, start, len);
+    const word_entry_t *w;
+
+    if (word_table_find(r->stop, h, kind, data, start, len) != NULL) {
+        return ST_OK; /* a stop word: not informative */
+    }
+    if (r->n_tokens >= MAX_ROW_TOKENS) {
+        return ST_UNHANDLED;
+    }
+    add_feature(e, r->row, h);
+    if (e->bigrams && r->n_tokens > 0) {
+        add_feature(e, r->row, ((r->prev * BIGRAM_MULT) ^ (h + BIGRAM_MULT)) & MASK32);
+    }
+    r->prev = h;
+    r->n_tokens++;
+    if (r->stance != NULL &&
+        (w = word_table_find(r->stance, h, kind, data, start, len)) != NULL) {
+        r->row[e->lexical_dim + w->value] += 1.0;
+    }
+    return ST_OK;
+}
+
+/* The row of the text (an exact str) into r->row (dim zeros on entry): ST_UNHANDLED if the
+ * text is off the tokenizer's ASCII path. */
+static int
+embed_text(text_row_t *r, PyObject *text)
+{
+    const void *data;
+    Py_ssize_t n;
+    int st;
+
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) { /* a legacy string (deprecated APIs, before 3.12) */
+        return ST_ERROR;
+    }
+#endif
+    data = PyUnicode_DATA(text);
+    n = PyUnicode_GET_LENGTH(text);
+    memset(r->e->touched, 0, (size_t)r->e->n_touched * sizeof(uint64_t));
+    r->prev = 0;
+    r->n_tokens = 0;
+    switch (PyUnicode_KIND(text)) {
+    case PyUnicode_1BYTE_KIND:
+        st = scan_tokens(PyUnicode_1BYTE_KIND, data, n, text_row_sink, r);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        st = scan_tokens(PyUnicode_2BYTE_KIND, data, n, text_row_sink, r);
+        break;
+    default:
+        st = scan_tokens(PyUnicode_4BYTE_KIND, data, n, text_row_sink, r);
+        break;
+    }
+    if (st == ST_OK) {
+        finish_row(r->e, r->row, r->stance != NULL);
+    }
+    return st;
+}
+
+/* The sum of the rows of the texts (a list or tuple of exact strs) into out (dim zeros on
+ * entry), in order, as embed_rows_sum adds them. No Python code runs. */
+static int
+embed_texts_rows_sum(text_row_t *r, PyObject *texts, double *out)
+{
+    Py_ssize_t i;
+    int st;
+
+    for (i = 0; i < PySequence_Fast_GET_SIZE(texts); i++) {
+        PyObject *text = PySequence_Fast_GET_ITEM(texts, i);
+        if (!PyUnicode_CheckExact(text)) {
+            return ST_UNHANDLED;
+        }
+        st = embed_text(r, text);
+        if (st != ST_OK) {
+            return st;
+        }
+        add_row(r->e, out, r->row);
+    }
+    return ST_OK;
 }
 
 PyDoc_STRVAR(embed_hashed_doc,
@@ -564,23 +840,44 @@ PyDoc_STRVAR(embed_hashed_sum_doc,
 "bits, without the rows' matrix. Returns True, or None with `out` all zeros for the input\n"
 "embed_hashed leaves to numpy; raises as it does for bad arguments.");
 
-/* embed_hashed (sum: 0) and embed_hashed_sum (sum: 1). */
+PyDoc_STRVAR(embed_texts_sum_doc,
+"embed_texts_sum($module, texts, out, lexical_dim, bigrams, stance_index, stop_words, /)\n"
+"--\n"
+"\n"
+"embed_hashed_sum of the texts' informative tokens (their tokens, as ascii_tokens makes them,\n"
+"but those in `stop_words`) into `out`, the same bits, without the tokens as Python strings.\n"
+"Returns True, or None with `out` all zeros for input it leaves to Python: texts not a list or\n"
+"tuple, a text not a str (subclasses included) or off the tokenizer's ASCII path (see\n"
+"ascii_tokens), stop_words not an exact set or frozenset of strs, stance_index not a dict of\n"
+"strs to ints in [0, dim - lexical_dim), either of more than 256 words, a text of more than\n"
+"2**25 informative tokens, lexical_dim of 2**32 or more. Raises as embed_hashed_sum does for\n"
+"bad arguments, and TypeError if stop_words is not a set or frozenset.");
+
+/* The modes of embed_common. */
+#define MODE_ROWS 0      /* embed_hashed */
+#define MODE_SUM 1       /* embed_hashed_sum */
+#define MODE_TEXTS_SUM 2 /* embed_texts_sum */
+
 static PyObject *
-embed_common(PyObject *const *args, Py_ssize_t nargs, int sum)
+embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
 {
-    const char *name = sum ? "embed_hashed_sum" : "embed_hashed";
+    static const char *const names[] = {"embed_hashed", "embed_hashed_sum", "embed_texts_sum"};
+    const char *name = names[mode];
+    const Py_ssize_t n_args = mode == MODE_TEXTS_SUM ? 6 : 5;
+    const int sum = mode != MODE_ROWS;
     PyObject *token_lists;
     Py_buffer view;
     Py_ssize_t lexical_dim, n_rows;
     uint64_t touched_stack[64];
     double scratch_stack[1024], *scratch = NULL;
     stance_t stance; /* about 7 kB */
+    word_table_t *words = NULL; /* embed_texts_sum's: the stop words, the stance words */
     embed_t e;
     int bigrams, st;
 
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "%s() takes exactly 5 arguments (%zd given)", name,
-                     nargs);
+    if (nargs != n_args) {
+        PyErr_Format(PyExc_TypeError, "%s() takes exactly %zd arguments (%zd given)", name,
+                     n_args, nargs);
         return NULL;
     }
     token_lists = args[0];
@@ -595,6 +892,11 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int sum)
     if (args[4] != Py_None && !PyDict_CheckExact(args[4])) {
         PyErr_Format(PyExc_TypeError, "%s() stance_index must be a dict or None, not %.100s",
                      name, Py_TYPE(args[4])->tp_name);
+        return NULL;
+    }
+    if (mode == MODE_TEXTS_SUM && !PyAnySet_Check(args[5])) {
+        PyErr_Format(PyExc_TypeError, "%s() stop_words must be a set or frozenset, not %.100s",
+                     name, Py_TYPE(args[5])->tp_name);
         return NULL;
     }
     if (PyObject_GetBuffer(args[1], &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) <
@@ -662,11 +964,33 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int sum)
             memset(scratch, 0, (size_t)e.dim * sizeof(double));
         }
     }
-    if (st == ST_OK && args[4] != Py_None) {
+    if (st == ST_OK && mode == MODE_TEXTS_SUM) {
+        words = PyMem_Malloc(2 * sizeof(word_table_t));
+        if (words == NULL) {
+            PyErr_NoMemory();
+            st = ST_ERROR;
+        }
+        else {
+            st = stop_table_init(&words[0], args[5]);
+            if (st == ST_OK && args[4] != Py_None) {
+                st = stance_table_init(&words[1], args[4], e.n_stance);
+            }
+        }
+    }
+    else if (st == ST_OK && args[4] != Py_None) {
         st = stance_init(&stance, args[4]);
         e.stance = &stance;
     }
-    if (st == ST_OK) {
+    if (st == ST_OK && mode == MODE_TEXTS_SUM) {
+        /* no Python code runs: the tables borrow the set's and the dict's strings */
+        text_row_t r;
+        r.e = &e;
+        r.stop = &words[0];
+        r.stance = args[4] != Py_None ? &words[1] : NULL;
+        r.row = scratch;
+        st = embed_texts_rows_sum(&r, token_lists, (double *)view.buf);
+    }
+    else if (st == ST_OK) {
         /* held, as the rows: Python code run by a dict lookup could drop them */
         Py_INCREF(token_lists);
         Py_INCREF(args[4]);
@@ -685,6 +1009,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int sum)
     if (scratch != NULL && scratch != scratch_stack) {
         PyMem_Free(scratch);
     }
+    PyMem_Free(words);
     if (st != ST_OK) {
         memset(view.buf, 0, (size_t)view.len);
     }
@@ -702,14 +1027,21 @@ static PyObject *
 embed_hashed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    return embed_common(args, nargs, 0);
+    return embed_common(args, nargs, MODE_ROWS);
 }
 
 static PyObject *
 embed_hashed_sum(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    return embed_common(args, nargs, 1);
+    return embed_common(args, nargs, MODE_SUM);
+}
+
+static PyObject *
+embed_texts_sum(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return embed_common(args, nargs, MODE_TEXTS_SUM);
 }
 
 /* --- module ---------------------------------------------------------------------------------- */
@@ -718,6 +1050,8 @@ static PyMethodDef embed_methods[] = {
     {"embed_hashed", (PyCFunction)(void (*)(void))embed_hashed, METH_FASTCALL, embed_hashed_doc},
     {"embed_hashed_sum", (PyCFunction)(void (*)(void))embed_hashed_sum, METH_FASTCALL,
      embed_hashed_sum_doc},
+    {"embed_texts_sum", (PyCFunction)(void (*)(void))embed_texts_sum, METH_FASTCALL,
+     embed_texts_sum_doc},
     {"crc32_utf8", crc32_utf8, METH_O, crc32_utf8_doc},
     {NULL, NULL, 0, NULL},
 };

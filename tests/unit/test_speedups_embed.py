@@ -9,6 +9,11 @@ accelerator switched off (`_wire._native = None`).
 
 `embed_hashed_sum` is the sum of those rows (`np.add.reduce(rows, axis=0)`, which adds them in
 order), to the bit, without the rows' matrix: `HashingEmbedder.embed_tokens_sum`.
+
+`embed_texts_sum(texts, out, lexical_dim, bigrams, stance_index, stop_words)` is that sum for
+the texts' informative tokens, from the texts themselves (tokenized, stop words dropped and
+tokens hashed in C): the bits of `embed_tokens_sum` of `informative_tokens` of each text, which
+`drift._features.embed_run` used before; None for texts off the tokenizer's ASCII path.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import random
 import sys
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,14 +32,15 @@ from typing import Any
 import numpy as np
 import pytest
 from _leaks import assert_leak_free, expecting
-from _native import pure_python
+from _native import native_module, pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracehound import _speedups, _wire
 from tracehound.drift import _embed
 from tracehound.drift._embed import _N_STANCE, _STANCE_INDEX, HashingEmbedder
-from tracehound.text import informative_tokens
+from tracehound.drift._features import embed_run
+from tracehound.text import STOP_WORDS, TextCache, informative_tokens, normalize_text
 
 embed_hashed = _speedups.embed_hashed
 embed_hashed_sum = _speedups.embed_hashed_sum
@@ -578,4 +585,298 @@ def test_leak_inputs_take_the_intended_paths() -> None:
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
     tokens = [t for row in _ROWS for t in row]
     watched = [_ROWS, _OUT, _TOTAL, _WIDE_TOTAL, _STANCE_INDEX, _GENERIC, _ODD, *_ROWS, *tokens]
+    assert_leak_free(call, watched, n)
+
+
+# --- embed_texts_sum: straight from the texts ----------------------------------------------------
+
+embed_texts_sum = _speedups.embed_texts_sum
+
+
+def informative_rows(texts: Sequence[str]) -> list[tuple[str, ...]]:
+    """The token lists `embed_run` hands to `embed_tokens_sum` (its TextCache path)."""
+    return [informative_tokens(t) if t else () for t in texts]
+
+
+def on_ascii_path(texts: Sequence[str]) -> bool:
+    return all(_speedups.ascii_tokens(t) is not None for t in texts)
+
+
+def check_texts(
+    embedder: HashingEmbedder, texts: Sequence[str], stop_words: AbstractSet[str] = STOP_WORDS
+) -> bool | None:
+    """`embed_texts_sum` gives the bits of `embed_tokens_sum` of the texts' informative tokens
+    (with the accelerator, as `embed_run` did before, and without it) when every text is on
+    the tokenizer's ASCII path; None with `out` all zeros otherwise."""
+    if stop_words is STOP_WORDS:
+        rows = informative_rows(texts)
+    else:  # all the tokens but those of `stop_words`
+        rows = [tuple(t for t in normalize_text(t).split() if t not in stop_words) for t in texts]
+    with pure_python():
+        expected = embedder.embed_tokens_sum(rows)
+    with native_module(_speedups):
+        assert embedder.embed_tokens_sum(rows).tobytes() == expected.tobytes()
+    out = np.full(embedder.dim, np.nan)  # whatever it holds
+    index = _embed._STANCE_INDEX if embedder._stance_weight > 0 else None
+    lexical_dim, bigrams = embedder._lexical_dim, embedder._bigrams
+    result = embed_texts_sum(texts, out, lexical_dim, bigrams, index, stop_words)
+    if on_ascii_path(texts):
+        assert result is True
+        assert np.array_equal(out, expected)
+        assert out.tobytes() == expected.tobytes()
+    else:
+        assert result is None
+        assert not out.any()
+    return result
+
+
+def _cased(word: str) -> st.SearchStrategy[str]:
+    return st.sampled_from((word, word.upper(), word.capitalize()))
+
+
+_WORDS = sorted(STOP_WORDS) + STANCE_WORDS + ["agent", "gpt-5", "v1.2", "3.14", "x"]
+PIECE = st.one_of(
+    st.sampled_from(_WORDS).flatmap(_cased),
+    st.text("abcdefghijklmnopqrstuvwxyzABCXYZ0123456789.-", min_size=1, max_size=30),
+    st.text("aB3", min_size=9, max_size=200),  # long tokens: the CRC's 8-byte steps and chunks
+    st.sampled_from(("\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014", "\u2026")),
+    st.text(st.characters(max_codepoint=0x7F), max_size=10),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=3),  # off the path, mostly
+)
+SEPARATOR = st.sampled_from((" ", " ", ", ", ". ", "\n", "-", ".", "\u00a0", "\u2014", ""))
+TEXT = st.lists(st.tuples(PIECE, SEPARATOR), max_size=40).map(
+    lambda parts: "".join(p + s for p, s in parts)
+)
+ASCII_TEXT = st.lists(
+    st.tuples(st.one_of(PIECE.filter(str.isascii), st.sampled_from(_WORDS)), SEPARATOR), max_size=40
+).map(lambda parts: "".join(p + s for p, s in parts if s.isascii()))
+TEXTS = st.lists(
+    st.one_of(ASCII_TEXT, ASCII_TEXT, TEXT, st.just(""), st.just("the a an of")), max_size=8
+).flatmap(lambda texts: st.sampled_from((texts, tuple(texts))))
+
+
+@SETTINGS
+@given(EMBEDDER, TEXTS)
+def test_texts_parity(embedder: HashingEmbedder, texts: Sequence[str]) -> None:
+    check_texts(embedder, texts)
+
+
+@SETTINGS
+@given(EMBEDDER, st.lists(ASCII_TEXT, max_size=6))
+def test_texts_parity_ascii(embedder: HashingEmbedder, texts: list[str]) -> None:
+    assert check_texts(embedder, texts) is True
+
+
+@SETTINGS
+@given(
+    st.integers(1, 40),
+    st.sampled_from((0.0, 0.5)),
+    st.booleans(),
+    st.lists(ASCII_TEXT, max_size=5),
+)
+def test_texts_parity_tiny_lexical_blocks(
+    lexical_dim: int, stance_weight: float, bigrams: bool, texts: list[str]
+) -> None:
+    assert check_texts(tiny(lexical_dim, stance_weight, bigrams), texts) is True
+
+
+@SETTINGS
+@given(
+    EMBEDDER,
+    st.lists(ASCII_TEXT, max_size=4),
+    st.frozensets(st.one_of(st.sampled_from(_WORDS), st.text(max_size=4)), max_size=40),
+)
+def test_texts_parity_other_stop_words(
+    embedder: HashingEmbedder, texts: list[str], stop_words: frozenset[str]
+) -> None:
+    assert check_texts(embedder, texts, stop_words) is True
+    assert check_texts(embedder, texts, set(stop_words)) is True
+
+
+@pytest.mark.parametrize("stance_weight", [0.0, 0.5])
+@pytest.mark.parametrize("bigrams", [True, False])
+def test_texts_edge_cases(stance_weight: float, bigrams: bool) -> None:
+    embedder = HashingEmbedder(stance_weight=stance_weight, bigrams=bigrams)
+    rng = random.Random(5)
+    long_text = " ".join(rng.choice(_WORDS) for _ in range(20_000))
+    for texts in (
+        [],
+        [""],
+        ["", "", ""],
+        ["the a an and of", "THE. A, An!"],  # stop words only: zero rows
+        ["maybe maybe maybe not not error", "x x x x"],  # repeated tokens
+        ["Maybe the tool failed \u2014 I\u2019m not sure\u2026 retrying", "\u00a0\u2019"],
+        ["supercalifragilistic-expialidocious v1.2.3-rc.4 " * 3, "a" * 1000, "A" * 63 + "."],
+        ["..--..", "-a-", ".a.", "a..b", "a--b", "a.-b", "3.14.15", "-.-"],
+        [long_text, long_text.upper()],
+        ["x" * n for n in range(1, 140)],  # every token length: the CRC's steps
+        ["caf\u00e9 maybe", "plain"],  # off the path: None
+        ["plain", "\U0001f600"],
+    ):
+        check_texts(embedder, texts)
+
+
+@SETTINGS
+@given(st.binary(max_size=300))
+def test_texts_crc_of_random_bytes(data: bytes) -> None:
+    """The token CRC (on the lower-cased characters) is zlib's: one token of the bytes'
+    letters and digits, in a lexical block so large that its bucket shows the CRC mod a prime."""
+    token = bytes(b for b in data if chr(b).isascii() and chr(b).isalnum()).decode("ascii")
+    assert crc32_utf8(data.decode("latin-1")) == zlib.crc32(data.decode("latin-1").encode())
+    if not token:
+        return
+    prime = 1_000_003
+    out = np.zeros(prime)
+    assert embed_texts_sum([token], out, prime, False, None, frozenset()) is True
+    (bucket,) = np.flatnonzero(out)
+    assert bucket == zlib.crc32(token.lower().encode()) % prime
+
+
+def test_texts_stance_dicts_and_stop_sets() -> None:
+    """Stance dicts and stop-word sets the tables do not take: None (Python then runs)."""
+    texts = ["Maybe the agent is not sure", "again"]
+    out = np.full(1024, np.nan)
+    for index in ({**_STANCE_INDEX, 1: 0}, {**_STANCE_INDEX, "maybe": 5}, {"x": True}):
+        assert embed_texts_sum(texts, out, 1019, True, index, STOP_WORDS) is None
+        assert not out.any()
+    big_index = {f"w{i}": 0 for i in range(300)}
+    assert embed_texts_sum(texts, out, 1019, True, big_index, STOP_WORDS) is None
+    for stop in (frozenset({"the", 1}), frozenset(f"w{i}" for i in range(300)), _FrozenSet()):
+        assert embed_texts_sum(texts, out, 1019, True, _STANCE_INDEX, stop) is None
+        assert not out.any()
+    # non-ASCII and empty words never equal a token: left out, not declined
+    odd = {**_STANCE_INDEX, "caf\u00e9": 1, "": 2}
+    with stance_index(odd):
+        assert check_texts(HashingEmbedder(), texts, frozenset({"the", "caf\u00e9", ""})) is True
+
+
+class _FrozenSet(frozenset):  # type: ignore[type-arg]
+    pass
+
+
+def test_texts_unhandled_input_is_none() -> None:
+    out = np.full(1024, np.nan)
+    for texts in (iter(["a"]), _List(["a"]), ["a", _Str("b")], ["a", None], ["a", b"b"], "ab"):
+        assert embed_texts_sum(texts, out, 1019, True, _STANCE_INDEX, STOP_WORDS) is None
+        assert not out.any()
+
+
+def test_texts_bad_arguments() -> None:
+    texts = ["a b"]
+    with pytest.raises(TypeError):
+        embed_texts_sum(texts, np.zeros(10), 5, True, None)  # type: ignore[call-arg]
+    for stop in ([], ["the"], None, {"the": 1}, "the"):
+        with pytest.raises(TypeError):
+            embed_texts_sum(texts, np.zeros(10), 5, True, None, stop)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        embed_texts_sum(texts, np.zeros((1, 10)), 5, True, None, STOP_WORDS)
+    with pytest.raises(TypeError):
+        embed_texts_sum(texts, np.zeros(10, np.float32), 5, True, None, STOP_WORDS)
+    for lexical_dim in (0, 11):
+        with pytest.raises(ValueError):
+            embed_texts_sum(texts, np.zeros(10), lexical_dim, True, None, STOP_WORDS)
+    with pytest.raises(TypeError):
+        embed_texts_sum(texts, np.zeros(10), 5, True, [], STOP_WORDS)  # type: ignore[arg-type]
+    read_only = np.zeros(10)
+    read_only.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        embed_texts_sum(texts, read_only, 5, True, None, STOP_WORDS)
+    out = np.full(10, np.nan)
+    assert embed_texts_sum([], out, 5, True, None, STOP_WORDS) is True and not out.any()
+    assert str(inspect.signature(embed_texts_sum)) == (
+        "(texts, out, lexical_dim, bigrams, stance_index, stop_words, /)"
+    )
+
+
+def test_embed_run_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`embed_run` with the HashingEmbedder calls `embed_texts_sum` (set on `_wire._native`
+    here, so that this holds with TRACEHOUND_PURE_PYTHON=1 too) and leaves the text cache
+    alone on the ASCII path; off it, the cache's tokens give the same bits."""
+    calls: list[bool | None] = []
+
+    def counting(*args: Any) -> bool | None:
+        result = embed_texts_sum(*args)
+        calls.append(result)
+        return result
+
+    monkeypatch.setattr(_speedups, "embed_texts_sum", counting)
+    monkeypatch.setattr(_wire, "_native", _speedups)
+    embedder = HashingEmbedder()
+    for texts, taken in (
+        (["Maybe the tool failed \u2014 not sure, retrying.", "", "Done."], True),
+        (["Caf\u00e9 maybe", "Done."], None),
+    ):
+        calls.clear()
+        cache = TextCache()
+        with pure_python():
+            expected = embed_run(texts, embedder)
+        got = embed_run(texts, embedder, cache)
+        assert calls == [taken]
+        assert got.tobytes() == expected.tobytes()
+        assert bool(cache._informative) is (taken is None)
+        assert embed_run(texts, embedder).tobytes() == expected.tobytes()  # no cache
+    # without the accelerator: the cache's tokens
+    monkeypatch.setattr(_wire, "_native", None)
+    cache = TextCache()
+    texts = ["Maybe the tool failed."]
+    with pure_python():
+        expected = embed_run(texts, embedder)
+    assert embed_run(texts, embedder, cache).tobytes() == expected.tobytes()
+    assert cache._informative
+
+
+_TEXTS = [
+    "Maybe the tool failed: I\u2019m not sure the search returned the right rows, retrying. " * 4,
+    "",
+    "the a an",
+    " ".join(STANCE_WORDS),
+    "x" * 300,
+]
+_OFF_PATH = ["Maybe the tool failed", "caf\u00e9"]
+
+
+def test_texts_leak_inputs_take_the_intended_paths() -> None:
+    assert embed_texts_sum(_TEXTS, _TOTAL, 1019, True, _STANCE_INDEX, STOP_WORDS) is True
+    assert embed_texts_sum(_TEXTS, _WIDE_TOTAL, 5000, True, _STANCE_INDEX, STOP_WORDS) is True
+    assert embed_texts_sum(_OFF_PATH, _TOTAL, 1019, True, _STANCE_INDEX, STOP_WORDS) is None
+    assert embed_texts_sum(_TEXTS, _TOTAL, 1019, True, _GENERIC, STOP_WORDS) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "n"),
+    [
+        pytest.param(
+            lambda: embed_texts_sum(_TEXTS, _TOTAL, 1019, True, _STANCE_INDEX, STOP_WORDS),
+            20_000,
+            id="texts",
+        ),
+        pytest.param(
+            lambda: embed_texts_sum(_TEXTS, _TOTAL, 1024, False, None, STOP_WORDS),
+            20_000,
+            id="texts-plain",
+        ),
+        pytest.param(
+            lambda: embed_texts_sum(_TEXTS, _WIDE_TOTAL, 5000, True, _STANCE_INDEX, STOP_WORDS),
+            5_000,
+            id="texts-wide",
+        ),
+        pytest.param(
+            lambda: embed_texts_sum(_OFF_PATH, _TOTAL, 1019, True, _STANCE_INDEX, STOP_WORDS),
+            50_000,
+            id="texts-off-path",
+        ),
+        pytest.param(
+            lambda: embed_texts_sum(_TEXTS, _TOTAL, 1019, True, _GENERIC, STOP_WORDS),
+            50_000,
+            id="texts-generic",
+        ),
+        pytest.param(
+            expecting(lambda: embed_texts_sum(_TEXTS, _TOTAL, 1019, True, None, []), TypeError),
+            50_000,
+            id="texts-type-error",
+        ),
+    ],
+)
+def test_texts_no_leaks(call: Callable[[], object], n: int) -> None:
+    watched = [_TEXTS, _TOTAL, _WIDE_TOTAL, _STANCE_INDEX, _GENERIC, STOP_WORDS, *_TEXTS]
     assert_leak_free(call, watched, n)

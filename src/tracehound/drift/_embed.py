@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tracehound import _wire
-from tracehound.text import informative_tokens
+from tracehound.text import STOP_WORDS, informative_tokens
 
 __all__ = [
     "DEFAULT_DIM",
@@ -320,6 +320,24 @@ class HashingEmbedder:
         rows = np.asarray(self.embed_tokens(token_lists), dtype=np.float64)
         total: FloatArray = np.add.reduce(rows, axis=0)
         return total
+
+    def embed_texts_sum(self, texts: Sequence[str]) -> FloatArray | None:
+        """The sum of the rows of `embed(texts)`, computed by the C accelerator straight from
+        the texts, or None when it is not built or leaves the texts to Python (a text off the
+        tokenizer's ASCII path, for one).
+
+        `embed_texts_sum` tokenizes each text, drops the stop words and hashes the informative
+        tokens without making them Python strings: the same bits as `embed_tokens_sum` of the
+        texts' informative tokens.
+        """
+        native = getattr(_wire._native, "embed_texts_sum", None)
+        if native is None:
+            return None
+        out = np.empty(self._dim, dtype=np.float64)
+        stance_index = _STANCE_INDEX if self._stance_weight > 0 else None
+        if native(texts, out, self._lexical_dim, self._bigrams, stance_index, STOP_WORDS):
+            return out
+        return None
 
     def _hash_miss(self, token: str) -> int:
         cache = self._cache

@@ -227,13 +227,19 @@ def embed_run(
     """The mean of the texts' embeddings, each block normalized (zeros without text)."""
     if not texts:
         return np.zeros(embedder.dim, dtype=np.float64)
-    total: FloatArray
-    if texts_cache is not None and isinstance(embedder, HashingEmbedder):
-        # `embed(texts)` is `embed_tokens` of each text's informative tokens: the same rows
-        informative = texts_cache.informative
-        total = embedder.embed_tokens_sum([informative(t) if t else () for t in texts])
-    else:
-        total = np.add.reduce(np.asarray(embedder.embed(texts), dtype=np.float64), axis=0)
+    summed: FloatArray | None = None
+    if isinstance(embedder, HashingEmbedder):
+        # in C straight from the texts when it can; else from the cache's tokens: the same bits
+        summed = embedder.embed_texts_sum(texts)
+        if summed is None and texts_cache is not None:
+            # `embed(texts)` is `embed_tokens` of each text's informative tokens: the same rows
+            informative = texts_cache.informative
+            summed = embedder.embed_tokens_sum([informative(t) if t else () for t in texts])
+    total: FloatArray = (
+        np.add.reduce(np.asarray(embedder.embed(texts), dtype=np.float64), axis=0)
+        if summed is None
+        else summed
+    )
     _normalize_blocks_in_place(total, embedder.blocks)
     return total
 
