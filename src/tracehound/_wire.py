@@ -16,20 +16,28 @@ and a pure-Python path that gives the same answers:
   id and where the span lies in the request, so that its attributes can be decoded straight from
   those bytes (`decode_key_values`), without a Python wrapper object per field.
 
-The module also decodes the JSON of GenAI attributes (`json_loads`, used by
-`tracehound.conventions.base.parse_json_value`), converts decoded GenAI message lists into
-`Message`/`Part` objects (`convert_messages`, used by
-`tracehound.conventions._messages.parse_messages`), tokenizes
-mostly-ASCII text (`ascii_tokens`, used by `tracehound.text`), makes such a text's normalized
-form and informative tokens in one call (`text_tokens`, used by
-`tracehound.text.TextCache.normalized_informative`), cuts such text into evidence units
-(`text_units`, used by `tracehound.text.TextCache.units`), encodes the sidecar's result
-attributes (`encode_key_values`, `tracehound.server._otlp.merge_attributes`) and holds the
-evaluators' kernels (`EvidenceCore` for `tracehound.evaluators._evidence_index`, `embed_hashed`
-for `tracehound.drift`'s hashing embedder, and for the drift scorer and its baselines
-`embedding_distance`, `ring_distances`, `complexity_scores`, `complexity_distances`,
-`tool_mixes` — sums in their own order, within 1e-12 of the Python code's, not to the bit —
-and `round_float16`).
+The module also holds the other hot paths, each beside the Python code it stands in for:
+
+- **Normalization and steps**: the JSON of GenAI attributes (`json_loads`, used by
+  `tracehound.conventions.base.parse_json_value`), decoded message lists into `Message`/`Part`
+  objects (`convert_messages`, `tracehound.conventions._messages.parse_messages`), the OTel GenAI
+  mapping of a span in one call (`genai_extract`, `tracehound.conventions.genai.extract`), a
+  span's trajectory drafts and tool-call arguments (`span_drafts`, `canonical_arguments`,
+  `steps_from_drafts`, `step_from_fields`, `tracehound.steps`), the engine's text budget
+  (`text_size`) and frozen slotted dataclasses made without their `__init__` (`slots_maker`).
+- **The sidecar on bytes**: span views of a request read in one pass (`read_trace_views`,
+  `read_trace_spans`), the request to forward spliced from the bytes received
+  (`splice_trace_request`), result attributes and `gen_ai.evaluation.result` records written as
+  protobuf (`encode_key_values`, `encode_log_record`, `tracehound.server._otlp`).
+- **Text and evidence**: the tokenizer for mostly-ASCII text (`ascii_tokens`, `tracehound.text`),
+  a text's normalized form and informative tokens (`text_tokens`), evidence units (`text_units`),
+  and the evidence index (`EvidenceCore`, `tracehound.evaluators._evidence_index`), which also
+  cuts, tokenizes and matches ASCII-path texts itself.
+- **Drift**: the hashed embedding (`embed_hashed`, `embed_hashed_sum`, `embed_texts_sum`, the same
+  bits as numpy), the scorer's kernels (`embedding_distance`, `ring_distances`,
+  `complexity_scores`, `complexity_distances`, `tool_mixes`, `recent_divergences` — sums in their
+  own order, within 1e-12 of the Python code's, not to the bit) and the baselines' helpers
+  (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, to the bit).
 
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set
