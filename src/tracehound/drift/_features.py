@@ -95,46 +95,7 @@ def run_texts(steps: Sequence[Step]) -> list[str]:
 
 def complexity_vector(run: Run, steps: Sequence[Step], runs: Sequence[Run]) -> tuple[float, ...]:
     """The run's values of `COMPLEXITY_DIMENSIONS` (steps: the run's subtree)."""
-    llm_calls = tool_calls = errors = retries = n_steps = 0
-    input_tokens = output_tokens = 0
-    tools: set[str] = set()
-    seen_calls: set[tuple[str, str]] = set()
-    for step in steps:
-        kind = step.kind
-        if kind == "agent":
-            continue
-        n_steps += 1
-        if kind == "llm":
-            llm_calls += 1
-            input_tokens += step.input_tokens or 0
-            output_tokens += step.output_tokens or 0
-        elif kind == "tool_call":
-            tool_calls += 1
-            name = step.tool or ""
-            tools.add(name)
-            if step.arguments is not None:
-                key = (name, step.arguments)
-                if key in seen_calls:
-                    retries += 1
-                else:
-                    seen_calls.add(key)
-        elif kind == "error" or (kind == "tool_result" and step.error):
-            errors += 1
-    inside = _subtree_run_ids(run, runs)
-    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
-    duration = max(0, run.end_ns - run.start_ns) / 1e9
-    return (
-        float(llm_calls),
-        float(tool_calls),
-        float(len(tools)),
-        float(n_steps),
-        float(input_tokens),
-        float(output_tokens),
-        float(errors),
-        float(retries),
-        duration,
-        float(depth),
-    )
+    return _profile(run, steps, runs)[2]
 
 
 def _subtree_run_ids(run: Run, runs: Sequence[Run]) -> set[str]:
