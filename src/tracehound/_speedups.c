@@ -47,20 +47,8 @@
 #define MAX_VALUE_DEPTH 32
 /* Hard bound on C recursion (decode_any_value nests at most MAX_VALUE_DEPTH + 1 levels). */
 #define MAX_C_DEPTH 40
-/* For the few small functions of the hot loops that must be inlined. */
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
 /* The largest protobuf field number. */
 #define MAX_FIELD_NUMBER ((1 << 29) - 1)
-
-/* Status codes of the internal decoders. */
-#define ST_OK 0
-#define ST_ERROR (-1)       /* a Python exception is set (MemoryError) */
-#define ST_UNHANDLED 1      /* no exception set: the caller gets None */
 
 #include "_speedups_tokens.h"
 #include "_speedups_wire.h"

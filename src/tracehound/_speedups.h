@@ -10,6 +10,18 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+/* For the few small functions of the hot loops that must be inlined. */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* Status codes of the internal functions. */
+#define ST_OK 0
+#define ST_ERROR (-1)  /* a Python exception is set */
+#define ST_UNHANDLED 1 /* no exception set: the caller gets None (or takes its Python path) */
+
 int tracehound_add_core(PyObject *module);
 int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);

@@ -17,11 +17,6 @@
 
 #include <structmember.h>
 
-/* Status codes (as in _speedups.c). */
-#define ST_OK 0
-#define ST_ERROR (-1)  /* a Python exception is set */
-#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
-
 /* --- strings --------------------------------------------------------------------------------- */
 
 enum {

@@ -29,12 +29,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
 /* The constants of tracehound.drift._embed. */
 #define BIGRAM_MULT UINT64_C(0x9E3779B1)
 #define MASK32 UINT64_C(0xFFFFFFFF)
@@ -43,11 +37,6 @@
 /* A row of n tokens has at most 2n - 1 features (n unigrams, n - 1 bigrams), so its buckets'
  * absolute values sum to less than 2^26 and their squares to less than 2^52: exact. */
 #define MAX_ROW_TOKENS ((Py_ssize_t)1 << 25)
-
-/* Status codes (as in _speedups.c). */
-#define ST_OK 0
-#define ST_ERROR (-1)  /* a Python exception is set */
-#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
 
 #include "_speedups_tokens.h"
 

@@ -58,17 +58,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-/* Status codes (as in _speedups.c). */
-#define ST_OK 0
-#define ST_ERROR (-1)  /* a Python exception is set */
-#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
-
 #include "_speedups_tokens.h"
 
 /* A growable array of ids (scratch lists). */

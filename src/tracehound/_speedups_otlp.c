@@ -20,16 +20,6 @@
 
 #include <structmember.h> /* T_OBJECT_EX, READONLY before Python 3.12 */
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-#define ST_OK 0
-#define ST_ERROR (-1)  /* a Python exception is set */
-#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
-
 /* Wire types of the known fields (opentelemetry-proto trace/v1, resource/v1, common/v1). */
 static const int8_t REQUEST_FIELDS[2] = {WT_UNKNOWN, 2};
 static const int8_t RESOURCE_SPANS_FIELDS[4] = {WT_UNKNOWN, 2, 2, 2};

@@ -17,16 +17,6 @@
  */
 #include "_speedups.h"
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-#define ST_OK 0
-#define ST_ERROR (-1)  /* a Python exception is set */
-#define ST_UNHANDLED 1 /* no exception set: the caller gets None */
-
 enum {
     /* fields of drafts */
     D_KIND,

@@ -5,8 +5,9 @@
  * The texts of that path: every character ASCII or one of the typographic characters of
  * text._TYPOGRAPHIC (see is_typographic in _speedups.h), which separate tokens.
  *
- * The including file defines ALWAYS_INLINE and the status codes ST_OK, ST_ERROR (a Python
- * exception is set) and ST_UNHANDLED (the text is not of the path; no exception set). */
+ * _speedups.h (included first) defines ALWAYS_INLINE and the status codes ST_OK, ST_ERROR
+ * (a Python exception is set) and ST_UNHANDLED (the text is not of the path; no exception
+ * set). */
 #ifndef TRACEHOUND_SPEEDUPS_TOKENS_H
 #define TRACEHOUND_SPEEDUPS_TOKENS_H
 

@@ -59,7 +59,7 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound._wire import (
     may_hold_genai,
     read_trace_views,
@@ -609,7 +609,6 @@ class Pipeline:
             self.stats.internal_errors += 1
             _logger.exception("evaluating a request failed; forwarding it unevaluated")
             modified = True
-        remaining = 0
         remaining = _drop_empty(request) if modified else work.items
         if not remaining:
             lane.budget.release(work.size)
@@ -743,8 +742,6 @@ class Pipeline:
         genai_traces = self._genai_traces
         trace_resource = self._trace_resource
         span_events = self._span_events
-        native = _wire._native
-        encode = native.encode_key_values if native is not None else None
         request_gate = None if work.genai else False
         single_scope = len(scopes) == 1
         edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
@@ -843,10 +840,14 @@ class Pipeline:
                 if results:
                     attributes = span_attributes(results)
                     decoded = view.attributes
-                    added = None
-                    if encode is not None and decoded.keys().isdisjoint(attributes):
-                        added = encode(attributes, SPAN_ATTRIBUTES_TAG)  # the usual case
-                    if added is None or span_events:
+                    # the usual case: the attributes appended as they are (with span events,
+                    # `_span_edit` encodes both)
+                    added: bytes | tuple[bytes] | None = (
+                        None
+                        if span_events
+                        else encoded_attributes(SPAN_ATTRIBUTES_TAG, attributes, decoded)
+                    )
+                    if added is None:
                         _, start, end = view.wire_range()
                         added = self._span_edit(
                             raw,
