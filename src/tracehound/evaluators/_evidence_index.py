@@ -190,32 +190,16 @@ class EvidenceIndex:
         source_index = len(sources)
         first = self._unit_count
         core = self._core
-        if core is not None:
-            # the core cuts and tokenizes the texts of the tokenizer's ASCII path itself, making
-            # their units only when asked for; the others' units come from the cache
-            count = core.add_text(source_index, text)
-            units = None
-            if count is None:
-                units = self._cache.units(text)
+        # the core cuts and tokenizes the texts of the tokenizer's ASCII path itself, making
+        # their units only when asked for; the others' units come from the cache
+        units: list[Unit] | None = None
+        count = core.add_text(source_index, text) if core is not None else None
+        if count is None:
+            units = self._cache.units(text)
+            count = len(units)
+            if core is not None:
                 core.add_units(source_index, units)
-                count = len(units)
-            self._unit_count = first + count
-            source = EvidenceSource(
-                evidence_id,
-                position,
-                step_key,
-                source_type,
-                tool,
-                source_name,
-                range(first, first + count),
-                [()] * count,
-                units,
-                core,
-            )
-            sources.append(source)
-            return source
-        units = self._cache.units(text)
-        self._unit_count = first + len(units)
+        self._unit_count = first + count
         source = EvidenceSource(
             evidence_id,
             position,
@@ -223,11 +207,15 @@ class EvidenceIndex:
             source_type,
             tool,
             source_name,
-            range(first, first + len(units)),
-            [()] * len(units),
+            range(first, first + count),
+            [()] * count,
             units,
+            core,
         )
         sources.append(source)
+        if core is not None:  # the core keeps the classes and groups itself
+            return source
+        assert units is not None  # without a core, the units come from the cache
         self._group.append(source_index)
         self._members[source_index] = [source_index]
         self._group_classes[source_index] = set()
