@@ -217,6 +217,55 @@ dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
     *xr = (d0 + d1) + (d2 + d3);
 }
 
+/* dot(x, c) and dot(x, r) in one pass, the same sums (dot3 without dot(x, x)). */
+static void
+dot2(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssize_t stop,
+     double *xc, double *xr)
+{
+    double b0 = 0.0, b1 = 0.0, b2 = 0.0, b3 = 0.0;
+    double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+    Py_ssize_t i = start;
+
+    if (r == NULL) {
+        *xc = dot(x, c, start, stop);
+        *xr = 0.0;
+        return;
+    }
+#if defined(__GNUC__)
+    {
+        v2d b_lo = {0.0, 0.0}, b_hi = {0.0, 0.0}, d_lo = {0.0, 0.0}, d_hi = {0.0, 0.0};
+
+        for (; i + 4 <= stop; i += 4) {
+            v2d x_lo = load2(x + i), x_hi = load2(x + i + 2);
+
+            b_lo += x_lo * load2(c + i);
+            b_hi += x_hi * load2(c + i + 2);
+            d_lo += x_lo * load2(r + i);
+            d_hi += x_hi * load2(r + i + 2);
+        }
+        b0 = b_lo[0], b1 = b_lo[1], b2 = b_hi[0], b3 = b_hi[1];
+        d0 = d_lo[0], d1 = d_lo[1], d2 = d_hi[0], d3 = d_hi[1];
+    }
+#else
+    for (; i + 4 <= stop; i += 4) {
+        b0 += x[i] * c[i];
+        b1 += x[i + 1] * c[i + 1];
+        b2 += x[i + 2] * c[i + 2];
+        b3 += x[i + 3] * c[i + 3];
+        d0 += x[i] * r[i];
+        d1 += x[i + 1] * r[i + 1];
+        d2 += x[i + 2] * r[i + 2];
+        d3 += x[i + 3] * r[i + 3];
+    }
+#endif
+    for (; i < stop; i++) {
+        b0 += x[i] * c[i];
+        d0 += x[i] * r[i];
+    }
+    *xc = (b0 + b1) + (b2 + b3);
+    *xr = (d0 + d1) + (d2 + d3);
+}
+
 /* --- round_float16 ----------------------------------------------------------------------- */
 
 /* x (finite) rounded to the nearest binary16 value, ties to even, as a double: adding and
@@ -1074,9 +1123,9 @@ ranks_before(const ranked_t *a, const ranked_t *b)
 }
 
 /* Attribute names of a RunSummary, interned once (tracehound_add_drift). */
-enum { A_TRACE_ID, A_RUN_ID, A_COMPLEXITY, A_EMBEDDING, A_SHARES, A_TOOL_SHARES, N_NAMES };
+enum { A_TRACE_ID, A_RUN_ID, A_COMPLEXITY, A_EMBEDDING, A_SHARES, A_TOOL_SHARES, A_NORMS, N_NAMES };
 static const char *const NAME_STRINGS[N_NAMES] = {
-    "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares",
+    "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares", "_norms",
 };
 static PyObject *names[N_NAMES];
 
@@ -1093,6 +1142,78 @@ get_attr(PyObject *obj, int which)
 }
 
 #define MAX_RECENT 256
+
+/* A summary's embedding (`embedding`, not None) as `dim` doubles at *x, and the squared norms
+ * of its blocks (dot(x, x) over each) in norms. Both are kept in the summary's `_norms` slot as
+ * (blocks, norms, memoryview of the embedding): asking numpy for a buffer costs more than the
+ * rest of a summary's work but the dot products, and the embedding does not change. They are
+ * made again when the slot holds anything else (None at first, the norms of other blocks, the
+ * view of another array); a summary without such a slot gets them made every time. *holder
+ * gets a reference to release once *x is no longer read (it keeps the view alive). Returns 1,
+ * 0 for an embedding that is not a 1-D C-contiguous float64 buffer of dim elements (no
+ * exception set), -1 with an exception set. */
+static int
+summary_vector(PyObject *summary, PyObject *embedding, PyObject *blocks_obj,
+               const block_t *blocks, Py_ssize_t n_blocks, Py_ssize_t dim, PyObject **holder,
+               const double **x, double *norms)
+{
+    PyObject *kept = get_attr(summary, A_NORMS), *view, *list;
+    const Py_buffer *b;
+    Py_ssize_t k;
+
+    if (kept != NULL && PyTuple_CheckExact(kept) && PyTuple_GET_SIZE(kept) == 3 &&
+        PyMemoryView_Check(PyTuple_GET_ITEM(kept, 2))) {
+        view = PyTuple_GET_ITEM(kept, 2);
+        b = PyMemoryView_GET_BUFFER(view);
+        /* blocks were checked to be tuples of exact ints and floats: comparing them runs no
+         * Python code */
+        if (PyMemoryView_GET_BASE(view) == embedding && b->len == dim * (Py_ssize_t)sizeof(double) &&
+            (PyTuple_GET_ITEM(kept, 0) == blocks_obj ||
+             PyObject_RichCompareBool(PyTuple_GET_ITEM(kept, 0), blocks_obj, Py_EQ) == 1) &&
+            get_floats(PyTuple_GET_ITEM(kept, 1), n_blocks, norms)) {
+            *holder = kept;
+            *x = (const double *)b->buf;
+            return 1;
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(kept);
+            return -1;
+        }
+    }
+    Py_XDECREF(kept);
+    view = PyMemoryView_FromObject(embedding);
+    if (view == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    b = PyMemoryView_GET_BUFFER(view);
+    if (b->ndim != 1 || b->itemsize != (Py_ssize_t)sizeof(double) || b->format == NULL ||
+        strcmp(b->format, "d") != 0 || b->shape[0] != dim || !PyBuffer_IsContiguous(b, 'C')) {
+        Py_DECREF(view);
+        return 0;
+    }
+    *x = (const double *)b->buf;
+    for (k = 0; k < n_blocks; k++) {
+        norms[k] = dot(*x, *x, blocks[k].start, blocks[k].stop);
+    }
+    list = float_list(norms, n_blocks);
+    if (list == NULL) {
+        Py_DECREF(view);
+        return -1;
+    }
+    kept = PyTuple_Pack(3, blocks_obj, list, view);
+    Py_DECREF(list);
+    Py_DECREF(view);
+    if (kept == NULL) {
+        return -1;
+    }
+    /* object.__setattr__: the summary is a frozen dataclass */
+    if (PyObject_GenericSetAttr(summary, names[A_NORMS], kept) < 0) {
+        PyErr_Clear(); /* not a slot of its own: made again next time */
+    }
+    *holder = kept;
+    return 1;
+}
 
 PyDoc_STRVAR(recent_divergences_doc,
 "recent_divergences($module, recent, x, sigmas, cap, run_shares, centroid, run, blocks,\n"
@@ -1119,7 +1240,7 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *recent, *run_shares, *out = NULL;
     double x[MAX_DIMS], sigma[MAX_DIMS], row[MAX_DIMS];
-    double weights[3], centroid_norms[MAX_BLOCKS], run_norms[MAX_BLOCKS];
+    double weights[3], centroid_norms[MAX_BLOCKS], run_norms[MAX_BLOCKS], row_norms[MAX_BLOCKS];
     double cap, typical_sum = 0.0;
     block_t blocks[MAX_BLOCKS];
     ranked_t ranked[MAX_RECENT];
@@ -1235,14 +1356,15 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         }
         if (embedding != Py_None) {
-            Py_buffer vx;
+            PyObject *holder;
             const double *row_embedding;
 
-            if (!get_vector(embedding, &vx, vc.shape[0])) {
+            ok = summary_vector(summary, embedding, args[7], blocks, n_blocks, vc.shape[0],
+                                &holder, &row_embedding, row_norms);
+            if (ok <= 0) {
                 Py_DECREF(embedding);
                 goto done;
             }
-            row_embedding = (const double *)vx.buf;
             for (k = 0; k < n_blocks; k++) {
                 const block_t *block = &blocks[k];
                 double x_norm, xc, xr;
@@ -1250,12 +1372,12 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 if (block->weight <= 0.0) {
                     continue;
                 }
-                dot3(row_embedding, c, r, block->start, block->stop, &x_norm, &xc, &xr);
-                x_norm = sqrt(x_norm);
+                dot2(row_embedding, c, r, block->start, block->stop, &xc, &xr);
+                x_norm = sqrt(row_norms[k]);
                 add_block(block->weight, x_norm, centroid_norms[k], xc, &total_c, &weights_c);
                 add_block(block->weight, x_norm, run_norms[k], xr, &total_r, &weights_r);
             }
-            PyBuffer_Release(&vx);
+            Py_DECREF(holder);
         }
         Py_DECREF(embedding);
         /* ring_distances' values: NaN (no text on one side) is no distance to the centroid and
@@ -1423,6 +1545,714 @@ merge_moments(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+/* --- drift_explanation ----------------------------------------------------------------------- */
+
+/* The explanation text is made as UTF-8 in a growable buffer, then decoded once. */
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    int st; /* ST_OK; ST_ERROR (exception set) or ST_UNHANDLED once something failed */
+    char stack[2048];
+} text_t;
+
+static void
+text_init(text_t *t)
+{
+    t->buf = t->stack;
+    t->len = 0;
+    t->cap = sizeof t->stack;
+    t->st = ST_OK;
+}
+
+static void
+text_free(text_t *t)
+{
+    if (t->buf != t->stack) {
+        PyMem_Free(t->buf);
+    }
+}
+
+static void
+text_add(text_t *t, const char *s, size_t n)
+{
+    if (t->st != ST_OK) {
+        return;
+    }
+    if (t->cap - t->len < n) {
+        size_t cap = 2 * t->cap;
+        char *grown;
+
+        while (cap - t->len < n) {
+            if (cap > ((size_t)PY_SSIZE_T_MAX) / 2) {
+                PyErr_NoMemory();
+                t->st = ST_ERROR;
+                return;
+            }
+            cap *= 2;
+        }
+        if (t->buf == t->stack) {
+            grown = PyMem_Malloc(cap);
+            if (grown != NULL) {
+                memcpy(grown, t->stack, t->len);
+            }
+        }
+        else {
+            grown = PyMem_Realloc(t->buf, cap);
+        }
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            t->st = ST_ERROR;
+            return;
+        }
+        t->buf = grown;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+}
+
+#define TEXT_LITERAL(t, s) text_add((t), (s), sizeof(s) - 1)
+
+static void
+text_cstr(text_t *t, const char *s)
+{
+    text_add(t, s, strlen(s));
+}
+
+/* The str's characters (an exact str): unhandled if it has no UTF-8 (a lone surrogate). */
+static void
+text_str(text_t *t, PyObject *s)
+{
+    Py_ssize_t n;
+    const char *utf8;
+
+    if (t->st != ST_OK) {
+        return;
+    }
+    utf8 = PyUnicode_AsUTF8AndSize(s, &n);
+    if (utf8 == NULL) {
+        PyErr_Clear();
+        t->st = ST_UNHANDLED;
+        return;
+    }
+    text_add(t, utf8, (size_t)n);
+}
+
+/* format(value, f".{precision}f") for precision <= 3 and |value| < 2^53 into out (at least 32
+ * bytes; with `sign`, "+.{precision}f"): its length, or -1 for other values. The value is
+ * m * 2^-s exactly (m < 2^53, s >= 0), so value * 10^precision is m * 10^precision (below
+ * 2^63) shifted right by s, rounded to the nearest integer, ties to even: the correctly
+ * rounded digits CPython's conversion (dtoa's mode 3) gives, without its big integers. */
+static int
+fixed_digits(double value, int precision, int sign, char *out)
+{
+    static const uint64_t POW10[4] = {1, 10, 100, 1000};
+    uint64_t bits, m, scaled, q, whole, frac;
+    int biased, shift, n = 0, k;
+    char digits[24];
+
+    memcpy(&bits, &value, sizeof bits);
+    biased = (int)((bits >> 52) & 0x7ff);
+    m = bits & ((UINT64_C(1) << 52) - 1);
+    if (precision < 0 || precision > 3 || biased > 1075) {
+        return -1; /* 2^53 or more, or not finite */
+    }
+    if (biased == 0) {
+        shift = 1074; /* a subnormal */
+    }
+    else {
+        m |= UINT64_C(1) << 52;
+        shift = 1075 - biased;
+    }
+    scaled = m * POW10[precision];
+    if (shift == 0) {
+        q = scaled;
+    }
+    else if (shift >= 64) {
+        q = 0; /* scaled < 2^63 <= half a unit */
+    }
+    else {
+        uint64_t rest = scaled & ((UINT64_C(1) << shift) - 1);
+        uint64_t half = UINT64_C(1) << (shift - 1);
+
+        q = scaled >> shift;
+        if (rest > half || (rest == half && (q & 1))) {
+            q++;
+        }
+    }
+    if (bits >> 63) {
+        out[n++] = '-'; /* -0.0 and negatives that round to 0 included, as Python */
+    }
+    else if (sign) {
+        out[n++] = '+';
+    }
+    whole = q / POW10[precision];
+    frac = q % POW10[precision];
+    k = 0;
+    do {
+        digits[k++] = (char)('0' + whole % 10);
+        whole /= 10;
+    } while (whole > 0);
+    while (k > 0) {
+        out[n++] = digits[--k];
+    }
+    if (precision > 0) {
+        out[n++] = '.';
+        for (k = precision - 1; k >= 0; k--) {
+            out[n + k] = (char)('0' + frac % 10);
+            frac /= 10;
+        }
+        n += precision;
+    }
+    return n;
+}
+
+/* format(value, f".{precision}f") (with `flags` Py_DTSF_SIGN: "+.{precision}f"), as
+ * float.__format__ makes it: fixed_digits, else CPython's own conversion. */
+static void
+text_fixed(text_t *t, double value, int precision, int flags)
+{
+    char quick[32], *s;
+    int n;
+
+    if (t->st != ST_OK) {
+        return;
+    }
+    n = fixed_digits(value, precision, flags & Py_DTSF_SIGN, quick);
+    if (n >= 0) {
+        text_add(t, quick, (size_t)n);
+        return;
+    }
+    s = PyOS_double_to_string(value, 'f', precision, flags, NULL);
+    if (s == NULL) {
+        t->st = ST_ERROR;
+        return;
+    }
+    text_cstr(t, s);
+    PyMem_Free(s);
+}
+
+/* format(value, ".0%"): float.__format__ multiplies by 100 and formats as "f". */
+static void
+text_percent(text_t *t, double value)
+{
+    text_fixed(t, value * 100.0, 0, 0);
+    TEXT_LITERAL(t, "%");
+}
+
+/* _score._num: ".0f" when within 1e-9 of round(value) (ties to even, as Python's round), else
+ * ".1f". */
+static void
+text_num(text_t *t, double value)
+{
+    double rounded = round(value);
+
+    if (fabs(value - rounded) == 0.5) {
+        rounded = 2.0 * round(value / 2.0);
+    }
+    text_fixed(t, value, fabs(value - rounded) < 1e-9 ? 0 : 1, 0);
+}
+
+/* A named value to rank: a tool's share (and its baseline share) or a dimension's z-score. */
+typedef struct {
+    PyObject *name; /* borrowed */
+    double key;     /* ranked by it, largest first, then by name */
+    double share, base, mean, value, z;
+} named_t;
+
+/* Does a rank before b (key descending, then name)? Python's order of (-key, name) tuples for
+ * finite keys and distinct exact strs. */
+static int
+named_before(const named_t *a, const named_t *b)
+{
+    if (a->key != b->key) {
+        return a->key > b->key;
+    }
+    return PyUnicode_Compare(a->name, b->name) < 0;
+}
+
+static void
+named_sort(named_t *items, Py_ssize_t n)
+{
+    Py_ssize_t i, j;
+
+    for (i = 1; i < n; i++) {
+        named_t item = items[i];
+
+        for (j = i; j > 0 && named_before(&item, &items[j - 1]); j--) {
+            items[j] = items[j - 1];
+        }
+        items[j] = item;
+    }
+}
+
+#define MAX_EXPLAINED_TOOLS 256
+
+/* builtins.sum, for the baseline's tool total: Python's float sum (its algorithm changed in
+ * 3.12) gives the bits the Python code divides by. */
+static PyObject *builtin_sum;
+
+/* A finite exact float's value into *out; 0 for anything else. */
+static int
+finite_float(PyObject *obj, double *out)
+{
+    if (!PyFloat_CheckExact(obj)) {
+        return 0;
+    }
+    *out = PyFloat_AS_DOUBLE(obj);
+    return isfinite(*out);
+}
+
+/* The tools' shares of the run (a dict of exact strs to exact ints, each and their total below
+ * 2^53 in magnitude: Python's int true division is then the double division) into out, in the
+ * dict's order: their number, or -1 for anything else. A zero total gives no shares. */
+static Py_ssize_t
+run_tool_shares(PyObject *tools, named_t *out)
+{
+    Py_ssize_t pos = 0, n = 0;
+    PyObject *name, *count;
+    long long total = 0, limit = (long long)1 << 53;
+    int overflow;
+
+    if (!PyDict_CheckExact(tools) || PyDict_GET_SIZE(tools) > MAX_EXPLAINED_TOOLS) {
+        return -1;
+    }
+    while (PyDict_Next(tools, &pos, &name, &count)) {
+        long long v;
+
+        if (!PyUnicode_CheckExact(name) || !PyLong_CheckExact(count)) {
+            return -1;
+        }
+        v = PyLong_AsLongLongAndOverflow(count, &overflow);
+        if (overflow || v >= limit || v <= -limit) {
+            return -1;
+        }
+        total += v;
+        if (total >= limit || total <= -limit) {
+            return -1;
+        }
+        out[n].name = name;
+        out[n].value = (double)v;
+        n++;
+    }
+    if (total == 0) {
+        return 0;
+    }
+    for (pos = 0; pos < n; pos++) {
+        out[pos].share = out[pos].value / (double)total;
+    }
+    return n;
+}
+
+/* The base shares of the baseline's tools (a dict of exact strs to finite exact floats) in the
+ * dict's order, `value / total` with total = sum(tools.values()): their number (0: a total
+ * that is not > 0), or -1 (with *st set) for anything else. */
+static Py_ssize_t
+base_tool_shares(PyObject *tools, named_t *out, double *total_out, int *st)
+{
+    Py_ssize_t pos = 0, n = 0, i;
+    PyObject *name, *value, *values, *sum;
+    double total;
+
+    *st = ST_UNHANDLED;
+    if (!PyDict_CheckExact(tools) || PyDict_GET_SIZE(tools) > MAX_EXPLAINED_TOOLS) {
+        return -1;
+    }
+    while (PyDict_Next(tools, &pos, &name, &value)) {
+        if (!PyUnicode_CheckExact(name) || !finite_float(value, &out[n].value)) {
+            return -1;
+        }
+        out[n].name = name;
+        n++;
+    }
+    if (n == 0) {
+        *total_out = 0.0;
+        return 0;
+    }
+    values = PyDict_Values(tools);
+    if (values == NULL) {
+        *st = ST_ERROR;
+        return -1;
+    }
+    sum = PyObject_CallOneArg(builtin_sum, values);
+    Py_DECREF(values);
+    if (sum == NULL) {
+        *st = ST_ERROR;
+        return -1;
+    }
+    if (!finite_float(sum, &total)) {
+        Py_DECREF(sum);
+        return -1;
+    }
+    Py_DECREF(sum);
+    *total_out = total;
+    if (!(total > 0.0)) {
+        return 0;
+    }
+    for (i = 0; i < n; i++) {
+        out[i].share = out[i].value / total;
+    }
+    return n;
+}
+
+/* The names of items[0:n] joined by ", ". */
+static void
+text_names(text_t *t, const named_t *items, Py_ssize_t n)
+{
+    Py_ssize_t i;
+
+    for (i = 0; i < n; i++) {
+        if (i > 0) {
+            TEXT_LITERAL(t, ", ");
+        }
+        text_str(t, items[i].name);
+    }
+}
+
+static const char *const COMPONENT_NAMES[3] = {"tool_mix", "semantic", "complexity"};
+static const char *const COMPONENT_LABELS[3] = {"tool mix", "semantic", "complexity"};
+
+/* _score._recommendation's `what`, its first letter lower-cased if `lower`. */
+static void
+text_what(text_t *t, int component, int lower, const named_t *appeared, Py_ssize_t n_appeared,
+          const named_t *moved, Py_ssize_t n_moved)
+{
+    switch (component) {
+    case 0:
+        text_cstr(t, lower ? "c" : "C");
+        TEXT_LITERAL(t, "heck whether the available tools or the tool-selection prompt changed");
+        if (n_appeared > 0) {
+            TEXT_LITERAL(t, " (new: ");
+            text_names(t, appeared, n_appeared < 3 ? n_appeared : 3);
+            TEXT_LITERAL(t, ")");
+        }
+        break;
+    case 1:
+        text_cstr(t, lower ? "c" : "C");
+        TEXT_LITERAL(t, "ompare this run's reasoning with the baseline runs it diverged from; "
+                        "check for a prompt or model change");
+        break;
+    default:
+        text_cstr(t, lower ? "l" : "L");
+        TEXT_LITERAL(t, "ook for retries, loops or errors behind the change in ");
+        if (n_moved > 0) {
+            text_names(t, moved, n_moved < 2 ? n_moved : 2);
+        }
+        else {
+            TEXT_LITERAL(t, "cost");
+        }
+        break;
+    }
+}
+
+PyDoc_STRVAR(drift_explanation_doc,
+"drift_explanation($module, composite, severity, confidence, runs, primary, run_tools,\n"
+"                  base_tools, shift_threshold, z, means, values, top, distance, typical,\n"
+"                  sample, divergences, /)\n"
+"--\n"
+"\n"
+"The text of a scored run's explanation, DriftScore.explanation_text() of the score\n"
+"tracehound.drift._score.DriftScorer.score makes (its _explain, _recommendation and\n"
+"DriftExplanation.text), without the explanation's objects: the same string.\n"
+"\n"
+"`run_tools`: the run's tool counts (features.tools); `base_tools`: the baseline's tool sums\n"
+"(baseline.tools); `z`: the dimensions' z-scores (a dict, in dimension order), zipped with\n"
+"the baseline `means` and the run's `values`; `top`: the config's explain_top; `divergences`:\n"
+"the (trace_id, run_id, divergence, index) list of recent_divergences. Floats are formatted\n"
+"by CPython's own conversion (PyOS_double_to_string), as format() does.\n"
+"\n"
+"Returns None for input it leaves to Python: values not of the types the scorer passes (exact\n"
+"strs, ints, finite floats, dicts, lists and tuples), counts or totals of 2**53 or more, more\n"
+"than 256 tools on a side or 64 dimensions, lengths that do not match, a negative `top`, an\n"
+"unknown primary driver, a str without UTF-8 (a lone surrogate).");
+
+static PyObject *
+drift_explanation(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    named_t run[MAX_EXPLAINED_TOOLS], base[MAX_EXPLAINED_TOOLS];
+    named_t appeared[MAX_EXPLAINED_TOOLS], shifted[MAX_EXPLAINED_TOOLS];
+    named_t disappeared[MAX_EXPLAINED_TOOLS], dims[MAX_DIMS];
+    double composite, threshold, distance = 0.0, typical = 0.0, base_total = 0.0;
+    long long runs;
+    Py_ssize_t n_run, n_base, n_appeared = 0, n_shifted = 0, n_disappeared = 0, n_dims = 0;
+    Py_ssize_t n_moved, top, i, pos = 0;
+    PyObject *severity, *confidence, *primary, *run_tools, *base_tools, *z, *means, *values;
+    PyObject *sample, *divergences, *name, *z_value, *out;
+    int component, overflow, st = ST_OK, has_distance, has_typical;
+    char number[32];
+    text_t t;
+
+    (void)module;
+    if (nargs != 16) {
+        PyErr_Format(PyExc_TypeError,
+                     "drift_explanation() takes exactly 16 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    severity = args[1];
+    confidence = args[2];
+    primary = args[4];
+    run_tools = args[5];
+    base_tools = args[6];
+    z = args[8];
+    means = args[9];
+    values = args[10];
+    sample = args[14];
+    divergences = args[15];
+    has_distance = args[12] != Py_None;
+    has_typical = args[13] != Py_None;
+    if (!finite_float(args[0], &composite) || !PyUnicode_CheckExact(severity) ||
+        !PyUnicode_CheckExact(confidence) || !PyLong_CheckExact(args[3]) ||
+        !PyUnicode_CheckExact(primary) || !finite_float(args[7], &threshold) ||
+        !PyDict_CheckExact(z) || (!PyList_CheckExact(means) && !PyTuple_CheckExact(means)) ||
+        (!PyList_CheckExact(values) && !PyTuple_CheckExact(values)) ||
+        !PyLong_CheckExact(args[11]) || (has_distance && !finite_float(args[12], &distance)) ||
+        (has_typical && !finite_float(args[13], &typical)) || !PyUnicode_CheckExact(sample) ||
+        !PyList_CheckExact(divergences)) {
+        Py_RETURN_NONE;
+    }
+    runs = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (overflow || (runs == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    top = PyLong_AsSsize_t(args[11]);
+    if (top < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    for (component = 0; component < 3; component++) {
+        if (PyUnicode_CompareWithASCIIString(primary, COMPONENT_NAMES[component]) == 0) {
+            break;
+        }
+    }
+    if (component == 3) {
+        Py_RETURN_NONE;
+    }
+
+    /* _explain: the tools */
+    n_run = run_tool_shares(run_tools, run);
+    if (n_run < 0) {
+        Py_RETURN_NONE;
+    }
+    n_base = base_tool_shares(base_tools, base, &base_total, &st);
+    if (n_base < 0) {
+        if (st == ST_ERROR) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    for (i = 0; i < n_run; i++) {
+        /* base_shares.get(t, 0.0): base_tools' keys are exact strs, so no Python code runs */
+        PyObject *raw = n_base > 0 ? PyDict_GetItemWithError(base_tools, run[i].name) : NULL;
+        double b = raw != NULL ? PyFloat_AS_DOUBLE(raw) / base_total : 0.0;
+
+        if (raw == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (b <= 0.0) {
+            appeared[n_appeared] = run[i];
+            appeared[n_appeared++].key = run[i].share;
+        }
+        if (raw != NULL && fabs(run[i].share - b) >= threshold) {
+            shifted[n_shifted] = run[i];
+            shifted[n_shifted].base = b;
+            shifted[n_shifted++].key = fabs(run[i].share - b);
+        }
+    }
+    for (i = 0; i < n_base; i++) {
+        int in_run = 0;
+
+        if (!(base[i].share >= 0.05)) {
+            continue;
+        }
+        if (n_run > 0) {
+            in_run = PyDict_Contains(run_tools, base[i].name);
+            if (in_run < 0) {
+                return NULL;
+            }
+        }
+        if (!in_run) {
+            disappeared[n_disappeared] = base[i];
+            disappeared[n_disappeared++].key = base[i].share;
+        }
+    }
+    named_sort(appeared, n_appeared);
+    named_sort(disappeared, n_disappeared);
+    if (n_disappeared > 5) {
+        n_disappeared = 5;
+    }
+    named_sort(shifted, n_shifted);
+
+    /* _explain: the complexity dimensions, zip(z.items(), means, values, strict=True) */
+    n_dims = PyDict_GET_SIZE(z);
+    if (n_dims > MAX_DIMS || PySequence_Fast_GET_SIZE(means) != n_dims ||
+        PySequence_Fast_GET_SIZE(values) != n_dims) {
+        Py_RETURN_NONE;
+    }
+    for (i = 0; PyDict_Next(z, &pos, &name, &z_value); i++) {
+        named_t *d = &dims[i];
+
+        if (!PyUnicode_CheckExact(name) || !finite_float(z_value, &d->z) ||
+            !finite_float(PySequence_Fast_GET_ITEM(means, i), &d->mean) ||
+            !finite_float(PySequence_Fast_GET_ITEM(values, i), &d->value)) {
+            Py_RETURN_NONE;
+        }
+        d->name = name;
+        d->key = fabs(d->z);
+    }
+    named_sort(dims, n_dims);
+    for (n_moved = 0; n_moved < n_dims && n_moved < top && dims[n_moved].key >= 1.0; n_moved++) {
+    }
+    for (i = 0; i < PyList_GET_SIZE(divergences); i++) {
+        PyObject *item = PyList_GET_ITEM(divergences, i);
+        double divergence;
+
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 4 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
+            !finite_float(PyTuple_GET_ITEM(item, 2), &divergence)) {
+            Py_RETURN_NONE;
+        }
+    }
+
+    /* DriftScore.explanation_text */
+    text_init(&t);
+    TEXT_LITERAL(&t, "drift ");
+    text_fixed(&t, composite, 2, 0);
+    TEXT_LITERAL(&t, " (");
+    text_str(&t, severity);
+    TEXT_LITERAL(&t, "; baseline of ");
+    PyOS_snprintf(number, sizeof number, "%lld", runs);
+    text_cstr(&t, number);
+    text_cstr(&t, runs != 1 ? " runs" : " run");
+    TEXT_LITERAL(&t, ", confidence ");
+    text_str(&t, confidence);
+    TEXT_LITERAL(&t, "); primary driver: ");
+    text_cstr(&t, COMPONENT_LABELS[component]);
+    TEXT_LITERAL(&t, ". Tools: ");
+    if (n_appeared + n_disappeared + n_shifted == 0) {
+        TEXT_LITERAL(&t, "same mix.");
+    }
+    else {
+        int any = 0;
+
+        if (n_appeared > 0) {
+            TEXT_LITERAL(&t, "appeared ");
+            text_names(&t, appeared, n_appeared);
+            any = 1;
+        }
+        if (n_disappeared > 0) {
+            text_cstr(&t, any ? "; disappeared " : "disappeared ");
+            text_names(&t, disappeared, n_disappeared);
+            any = 1;
+        }
+        if (n_shifted > 0) {
+            text_cstr(&t, any ? "; shifted " : "shifted ");
+            for (i = 0; i < n_shifted; i++) {
+                if (i > 0) {
+                    TEXT_LITERAL(&t, ", ");
+                }
+                text_str(&t, shifted[i].name);
+                TEXT_LITERAL(&t, " ");
+                text_percent(&t, shifted[i].base);
+                TEXT_LITERAL(&t, "\xe2\x86\x92"); /* → */
+                text_percent(&t, shifted[i].share);
+            }
+        }
+        TEXT_LITERAL(&t, ".");
+    }
+    if (n_moved > 0) {
+        TEXT_LITERAL(&t, " Complexity: ");
+        for (i = 0; i < n_moved; i++) {
+            if (i > 0) {
+                TEXT_LITERAL(&t, ", ");
+            }
+            text_str(&t, dims[i].name);
+            TEXT_LITERAL(&t, " ");
+            text_num(&t, dims[i].mean);
+            TEXT_LITERAL(&t, "\xe2\x86\x92"); /* → */
+            text_num(&t, dims[i].value);
+            TEXT_LITERAL(&t, " (");
+            text_fixed(&t, dims[i].z, 1, Py_DTSF_SIGN);
+            TEXT_LITERAL(&t, "\xcf\x83)"); /* σ */
+        }
+        TEXT_LITERAL(&t, ".");
+    }
+    else {
+        TEXT_LITERAL(&t, " Complexity: within one standard deviation.");
+    }
+    if (has_distance) {
+        TEXT_LITERAL(&t, " Semantic distance ");
+        text_fixed(&t, distance, 2, 0);
+        if (has_typical) {
+            TEXT_LITERAL(&t, ", typical ");
+            text_fixed(&t, typical, 2, 0);
+        }
+        if (PyUnicode_GET_LENGTH(sample) > 0) {
+            TEXT_LITERAL(&t, " \xe2\x80\x94 \""); /* — */
+            text_str(&t, sample);
+            TEXT_LITERAL(&t, "\"");
+        }
+        TEXT_LITERAL(&t, ".");
+    }
+    else {
+        TEXT_LITERAL(&t, " Semantic: no text to compare.");
+    }
+    if (PyList_GET_SIZE(divergences) > 0) {
+        TEXT_LITERAL(&t, " Diverged most from baseline runs ");
+        for (i = 0; i < PyList_GET_SIZE(divergences); i++) {
+            PyObject *item = PyList_GET_ITEM(divergences, i);
+
+            if (i > 0) {
+                TEXT_LITERAL(&t, ", ");
+            }
+            text_str(&t, PyTuple_GET_ITEM(item, 0));
+            TEXT_LITERAL(&t, "/");
+            text_str(&t, PyTuple_GET_ITEM(item, 1));
+            TEXT_LITERAL(&t, " (");
+            text_fixed(&t, PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(item, 2)), 2, 0);
+            TEXT_LITERAL(&t, ")");
+        }
+        TEXT_LITERAL(&t, ".");
+    }
+    /* _recommendation */
+    TEXT_LITERAL(&t, " ");
+    if (PyUnicode_CompareWithASCIIString(severity, "none") == 0) {
+        TEXT_LITERAL(&t, "No action needed: the run is consistent with its baseline.");
+    }
+    else if (PyUnicode_CompareWithASCIIString(severity, "warning") == 0) {
+        TEXT_LITERAL(&t, "Minor ");
+        text_cstr(&t, COMPONENT_LABELS[component]);
+        TEXT_LITERAL(&t, " drift: watch the next runs to see whether it persists. ");
+        text_what(&t, component, 0, appeared, n_appeared, dims, n_moved);
+        TEXT_LITERAL(&t, ".");
+    }
+    else if (PyUnicode_CompareWithASCIIString(severity, "alert") == 0) {
+        TEXT_LITERAL(&t, "Significant ");
+        text_cstr(&t, COMPONENT_LABELS[component]);
+        TEXT_LITERAL(&t, " drift: ");
+        text_what(&t, component, 1, appeared, n_appeared, dims, n_moved);
+        TEXT_LITERAL(&t, ".");
+    }
+    else {
+        TEXT_LITERAL(&t, "Critical ");
+        text_cstr(&t, COMPONENT_LABELS[component]);
+        TEXT_LITERAL(&t, " drift: the agent behaves unlike its baseline. ");
+        text_what(&t, component, 0, appeared, n_appeared, dims, n_moved);
+        TEXT_LITERAL(&t, "; pin a known-good baseline to gate releases on it.");
+    }
+    out = NULL;
+    if (t.st == ST_OK) {
+        out = PyUnicode_DecodeUTF8(t.buf, (Py_ssize_t)t.len, NULL);
+    }
+    st = t.st;
+    text_free(&t);
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef drift_methods[] = {
@@ -1444,6 +2274,8 @@ static PyMethodDef drift_methods[] = {
      recent_divergences_doc},
     {"merge_moments", (PyCFunction)(void (*)(void))merge_moments, METH_FASTCALL,
      merge_moments_doc},
+    {"drift_explanation", (PyCFunction)(void (*)(void))drift_explanation, METH_FASTCALL,
+     drift_explanation_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1459,6 +2291,19 @@ tracehound_add_drift(PyObject *module)
             if (names[i] == NULL) {
                 return -1;
             }
+        }
+    }
+    if (builtin_sum == NULL) {
+        /* kept for the life of the process, as the builtins module */
+        PyObject *builtins = PyImport_ImportModule("builtins");
+
+        if (builtins == NULL) {
+            return -1;
+        }
+        builtin_sum = PyObject_GetAttrString(builtins, "sum");
+        Py_DECREF(builtins);
+        if (builtin_sum == NULL) {
+            return -1;
         }
     }
     return PyModule_AddFunctions(module, drift_methods);

@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import os
+import pickle
 import random
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -858,3 +860,277 @@ def test_no_leaks(call: Callable[[], object]) -> None:
     watched = [_V, _OUT, _ROWS, _BLOCKS, *_BLOCKS, _X, *_X, _S, _SHARES, *_SHARES.values()]
     watched += [_M, _M2, _W, _RECENT, *_RECENT, *(r.trace_id for r in _RECENT), _TEXT]
     assert_leak_free(call, watched, 20_000)
+
+
+# --- the explanation text ------------------------------------------------------------------------
+
+tool_names = st.sampled_from(["a", "b", "search", "read_file", "é", "工具", "a b", ""])
+finite = st.floats(allow_nan=False, allow_infinity=False)
+formatted = st.one_of(
+    finite,
+    st.floats(-1e4, 1e4),
+    st.floats(-3, 3),
+    st.sampled_from([0.0, -0.0, 0.125, 0.375, 0.005, 0.015, 2.5, 3.5, -2.5, 0.95, 1e-300, 2.0**53]),
+    st.integers(-50, 50).map(lambda k: k / 8),
+    st.integers(-2000, 2000).map(lambda k: k / 200),
+)
+
+
+@st.composite
+def explained(draw: st.DrawFn) -> dict[str, Any]:
+    """What `drift_explanation` reads, as the scorer would pass it (and odder values)."""
+    dims = COMPLEXITY_DIMENSIONS[: draw(st.integers(0, len(COMPLEXITY_DIMENSIONS)))]
+    distance = draw(st.one_of(st.none(), st.floats(0, 1), formatted))
+    return {
+        "composite": draw(st.one_of(st.floats(0, 1), formatted)),
+        "severity": draw(st.sampled_from(["none", "warning", "alert", "critical"])),
+        "confidence": draw(st.sampled_from(["low", "medium", "high"])),
+        "runs": draw(st.integers(1, 2**40)),
+        "primary": draw(st.sampled_from(["tool_mix", "semantic", "complexity"])),
+        "run_tools": draw(st.dictionaries(tool_names, st.integers(0, 9), max_size=5)),
+        "base_tools": draw(
+            st.dictionaries(tool_names, st.one_of(st.floats(0, 50), formatted), max_size=6)
+        ),
+        "threshold": draw(st.sampled_from([0.15, 0.5, 1.0, 0.01])),
+        "z": {d: draw(formatted) for d in dims},
+        "means": [draw(formatted) for _ in dims],
+        "values": tuple(draw(formatted) for _ in dims),
+        "top": draw(st.integers(0, 4)),
+        "distance": distance,
+        "typical": draw(st.one_of(st.none(), st.floats(0, 1))),
+        "sample": draw(st.sampled_from(["", "the plan", "« naïve » — 工具 “ok”", "x" * 119 + "…"])),
+        "divergences": draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from(["t1", "t2", "é"]),
+                    st.sampled_from(["r1", "r2"]),
+                    st.floats(0, 1),
+                    st.integers(0, 8),
+                ),
+                max_size=3,
+            )
+        ),
+    }
+
+
+def python_text(inputs: dict[str, Any]) -> str:
+    """The Python code's text for these inputs: `_explain`, then the score's text."""
+    scorer = DriftScorer(_score.DriftConfig(shift_threshold=inputs["threshold"]))
+    baseline = Baseline(embedder="e", dim=2, runs=inputs["runs"], tools=dict(inputs["base_tools"]))
+    features = RunFeatures(
+        run_id="r", tools=inputs["run_tools"], complexity=inputs["values"], sample=inputs["sample"]
+    )
+    config = scorer.config
+    object.__setattr__(config, "explain_top", inputs["top"])
+    explanation = scorer._explain(
+        features,
+        baseline=baseline,
+        primary=inputs["primary"],
+        severity=inputs["severity"],
+        distance=inputs["distance"],
+        typical=inputs["typical"],
+        z=inputs["z"],
+        divergences=tuple(_score.Divergence(t, r, d) for t, r, d, _ in inputs["divergences"]),
+        means=inputs["means"],
+    )
+    score = _score.DriftScore(
+        composite=inputs["composite"],
+        severity=inputs["severity"],
+        confidence=inputs["confidence"],
+        baseline_runs=inputs["runs"],
+        explanation=explanation,
+    )
+    return score.explanation_text()
+
+
+def c_text(inputs: dict[str, Any]) -> str | None:
+    return native("drift_explanation")(*inputs.values())  # type: ignore[no-any-return]
+
+
+@compares_both_paths
+@SETTINGS
+@given(explained())
+def test_explanation_text_in_c_is_pythons(inputs: dict[str, Any]) -> None:
+    """The same string, floats formatted as format() does (ties, -0.0, large values)."""
+    assert c_text(inputs) == python_text(inputs)
+
+
+@compares_both_paths
+def test_explanation_text_formats_floats_as_python() -> None:
+    rng = random.Random(5)
+    values = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, 0.125, 0.375, 0.005, 0.045, 0.995, 99.5, 1e-320]
+    values += [2.0**52 + 0.5, 2.0**53, 1e300, -1e300, 123456.785]
+    values += [rng.uniform(-10, 10) for _ in range(3000)]
+    values += [rng.randint(-4000, 4000) / 1000 for _ in range(3000)]
+    values += [rng.randint(-4000, 4000) / 200 + 0.0025 for _ in range(1000)]
+    for value in values:
+        inputs = {
+            "composite": value,
+            "severity": "alert",
+            "confidence": "high",
+            "runs": 3,
+            "primary": "complexity",
+            "run_tools": {"a": 1, "b": 1},
+            "base_tools": {"a": abs(value) + 1.0, "b": 1.0, "c": 2.0},
+            "threshold": 0.01,
+            "z": {"steps": value, "errors": -value},
+            "means": [value, value / 3],
+            "values": (value * 7, 2.0),
+            "top": 3,
+            "distance": value,
+            "typical": value / 7,
+            "sample": "s",
+            "divergences": [("t", "r", value, 0)],
+        }
+        assert c_text(inputs) == python_text(inputs), value
+
+
+@compares_both_paths
+def test_explanation_text_leaves_other_input_to_python() -> None:
+    inputs: dict[str, Any] = {
+        "composite": 0.5,
+        "severity": "warning",
+        "confidence": "high",
+        "runs": 1,
+        "primary": "semantic",
+        "run_tools": {"a": 1},
+        "base_tools": {"b": 1.0},
+        "threshold": 0.15,
+        "z": {"steps": 2.0},
+        "means": [1.0],
+        "values": (3.0,),
+        "top": 3,
+        "distance": 0.2,
+        "typical": None,
+        "sample": "",
+        "divergences": [("t", "r", 0.5, 0)],
+    }
+    assert c_text(inputs) == python_text(inputs)
+    for name, value in [
+        ("composite", float("nan")),
+        ("composite", 1),
+        ("runs", 2**70),
+        ("primary", "other"),
+        ("run_tools", {"a": 1.0}),
+        ("run_tools", {"a": 2**53}),
+        ("run_tools", {1: 1}),
+        ("base_tools", {"b": 1}),
+        ("base_tools", {"b": float("inf")}),
+        ("z", {"steps": 2.0, "errors": 1.0}),
+        ("z", [2.0]),
+        ("values", (3,)),
+        ("means", [float("nan")]),
+        ("top", -1),
+        ("distance", float("inf")),
+        ("sample", "\ud800"),
+        ("divergences", [("t", "r", 0.5)]),
+        ("divergences", (("t", "r", 0.5, 0),)),
+    ]:
+        assert c_text({**inputs, name: value}) is None, (name, value)
+    with pytest.raises(TypeError):
+        native("drift_explanation")()
+
+
+@SETTINGS
+@given(st.integers(0, 2**32), st.integers(1, 14))
+def test_score_text_is_the_scores_text(seed: int, n_runs: int) -> None:
+    """`score_text`: the unexplained score and the explained score's text (either path)."""
+    rng = random.Random(seed)
+    runs = [features_of(rng, i) for i in range(n_runs + 1)]
+    scorer = DriftScorer()
+    baseline = None
+    for features in runs:
+        score, text = scorer.score_text(features, baseline, embedder=EMBEDDER)
+        assert score == scorer.score(features, baseline, embedder=EMBEDDER, explain=False)
+        assert text == scorer.score(features, baseline, embedder=EMBEDDER).explanation_text()
+        delta = Baseline.from_run(features, EMBEDDER)
+        baseline = delta if baseline is None else baseline.merged(delta)
+
+
+@compares_both_paths
+def test_score_text_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Would fail if the evaluator's text were silently made by the Python code."""
+    module = _wire._native
+    texts: list[Any] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            function = getattr(module, name)
+            if name != "drift_explanation":
+                return function
+
+            def call(*args: Any) -> Any:
+                texts.append(function(*args))
+                return texts[-1]
+
+            return call
+
+    rng = random.Random(13)
+    runs = [features_of(rng, i) for i in range(6)]
+    monkeypatch.setattr(_wire, "_native", Spy())
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:]:
+        DriftScorer().score_text(features, baseline, embedder=EMBEDDER)
+        baseline = baseline.with_run(features, EMBEDDER)
+    assert len(texts) == 5 and all(isinstance(t, str) for t in texts)
+
+
+@compares_both_paths
+def test_explanation_text_does_not_leak() -> None:
+    run_tools = {"a": 2, "工具": 1}
+    base_tools = {"a": 3.5, "b": 1.25, "工具": 0.5}
+    z = {"steps": 2.5, "errors": -1.25}
+    means = [3.0, 0.25]
+    values = (7.0, 0.0)
+    divergences = [("t", "r", 0.5, 0), ("t", "é", 0.25, 1)]
+    sample = "« naïve » sample"
+    args = (0.61, "alert", "high", 12, "complexity", run_tools, base_tools, 0.15, z, means)
+    args += (values, 3, 0.33, 0.2, sample, divergences)
+    assert isinstance(native("drift_explanation")(*args), str)
+    odd = (*args[:5], {"a": 1.5}, *args[6:])
+    watched = [*run_tools, *base_tools, *base_tools.values(), *z, *z.values(), *means, sample]
+    watched += [*divergences, *divergences[0]]
+    assert_leak_free(lambda: native("drift_explanation")(*args), watched, 20_000)
+    assert_leak_free(lambda: native("drift_explanation")(*odd), watched, 20_000)
+
+
+@compares_both_paths
+def test_recent_divergences_keep_the_summaries_norms() -> None:
+    """The squared block norms of a recent run's embedding (and a view of it) are made once,
+    kept in the summary, and give the same answer as making them again (also for other blocks
+    or another array); the summaries still pickle and copy."""
+    rng = random.Random(17)
+    runs = [r for r in (features_of(rng, i) for i in range(8)) if r.has_text]
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:-1]:
+        baseline = baseline.with_run(features, EMBEDDER)
+    scorer = DriftScorer()
+    features = runs[-1]
+    sigmas = scorer._sigma_list(baseline)
+    x = [float(v) for v in features.complexity]
+    shares = tool_shares_of(features.tools)
+    first = scorer._recent_native(features, baseline, x, sigmas, True, shares, 8)
+    kept = [r._norms for r in baseline.recent]
+    for summary, k in zip(baseline.recent, kept, strict=True):
+        assert k is not None and k[0] == BLOCKS and k[2].obj is summary.embedding
+        assert summary.embedding is not None
+        assert all(
+            close(n, float(summary.embedding[a:b] @ summary.embedding[a:b]))
+            for n, (a, b, _) in zip(k[1], BLOCKS, strict=True)
+        )
+    assert scorer._recent_native(features, baseline, x, sigmas, True, shares, 8) == first
+    assert [r._norms for r in baseline.recent] == kept
+    for summary in baseline.recent:  # the norms of other blocks, a view of another array
+        object.__setattr__(summary, "_norms", (((0, 64, 1.0),), [1.0], memoryview(np.ones(64))))
+    assert scorer._recent_native(features, baseline, x, sigmas, True, shares, 8) == first
+    assert all(
+        r._norms is not None and r._norms[1] == k[1]
+        for r, k in zip(baseline.recent, kept, strict=True)
+    )
+    for summary in baseline.recent:
+        object.__setattr__(summary, "_norms", (BLOCKS, [1.0, 1.0], memoryview(np.ones(64))))
+    assert scorer._recent_native(features, baseline, x, sigmas, True, shares, 8) == first
+    copied = pickle.loads(pickle.dumps(baseline))
+    assert copied.to_dict() == baseline.to_dict()
+    assert all(r._norms is None for r in copied.recent)
+    assert copy.deepcopy(baseline).to_dict() == baseline.to_dict()

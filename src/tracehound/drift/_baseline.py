@@ -25,7 +25,7 @@ import base64
 import binascii
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from operator import itemgetter
 from typing import Any
 
@@ -34,6 +34,7 @@ import numpy as np
 from tracehound import _wire
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
+from tracehound.drift._make import fields_maker
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -172,6 +173,20 @@ class RunSummary:
     # Computed once, when first scored against: a summary stays in the ring for several runs.
     _shares: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
     _complexity: FloatArray | None = field(default=None, init=False, repr=False, compare=False)
+    _norms: tuple[Any, list[float], memoryview] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """(blocks, the squared norms of `embedding`'s blocks, a view of it): the C accelerator's
+    `recent_divergences` keeps them (the embedding does not change)."""
+
+    def __getstate__(self) -> list[Any]:
+        """The fields, as the dataclass pickles them, without the caches (a view does not
+        pickle, and they are made again when needed)."""
+        return [None if f.name in _CACHES else getattr(self, f.name) for f in fields(self)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for f, value in zip(fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
 
     @property
     def order_key(self) -> tuple[int, str, str]:
@@ -194,18 +209,33 @@ class RunSummary:
         return shares
 
     @classmethod
-    def of(cls, features: RunFeatures) -> RunSummary:
+    def of(cls, features: RunFeatures, has_text: bool | None = None) -> RunSummary:
+        """The summary of a run (`has_text`: `features.has_text`, when known)."""
         embedding = None
-        if features.has_text:
+        if features.has_text if has_text is None else has_text:
             embedding = _float16_copy(features.embedding)
-        return cls(
-            trace_id=features.trace_id,
-            run_id=features.run_id,
-            end_ns=features.end_ns,
-            tools=dict(features.tools),
-            complexity=tuple(features.complexity),
-            embedding=embedding,
-            sample=features.sample,
+        if cls is not RunSummary:
+            return cls(
+                trace_id=features.trace_id,
+                run_id=features.run_id,
+                end_ns=features.end_ns,
+                tools=dict(features.tools),
+                complexity=tuple(features.complexity),
+                embedding=embedding,
+                sample=features.sample,
+            )
+        return _new_summary(
+            features.trace_id,
+            features.run_id,
+            features.end_ns,
+            1.0,
+            dict(features.tools),
+            tuple(features.complexity),
+            embedding,
+            features.sample,
+            None,
+            None,
+            None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,6 +272,13 @@ class RunSummary:
             embedding=None if embedding is None else _decode(embedding, "<f2", dim),
             sample=_str(data.get("sample", ""), "recent.sample"),
         )
+
+
+_CACHES = frozenset(("_shares", "_complexity", "_norms"))
+"""`RunSummary`'s cached values (not pickled)."""
+
+# summaries are made for every run that updates a baseline: without the dataclass's __init__
+_new_summary = fields_maker(RunSummary)
 
 
 # --- the baseline ------------------------------------------------------------------------------
@@ -343,7 +380,7 @@ class Baseline:
                 features.start_ns,
                 features.end_ns,
                 False,
-                (RunSummary.of(features),),
+                (RunSummary.of(features, has_text),),
                 recent_limit,
             )
         return cls(

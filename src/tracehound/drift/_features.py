@@ -15,6 +15,7 @@ import numpy as np
 
 from tracehound import _wire
 from tracehound.drift._embed import Blocks, Embedder, FloatArray, HashingEmbedder
+from tracehound.drift._make import fields_maker
 from tracehound.steps import Run, Step, Trajectory
 from tracehound.text import TextCache
 
@@ -77,6 +78,10 @@ class RunFeatures:
         return has_nonzero(self.embedding)
 
 
+# features are made for every run: without the frozen dataclass's __init__
+_new_features = fields_maker(RunFeatures)
+
+
 def has_nonzero(vector: FloatArray) -> bool:
     """`bool(vector.size) and bool(vector.any())` (the C accelerator's `any_nonzero` when built:
     a numpy reduction costs more than the scan)."""
@@ -117,15 +122,15 @@ def run_features(
     steps = trajectory.run_steps(run.run_id, nested=True)
     tools, texts, complexity = _profile(run, steps, trajectory.runs)
     embedding = embed_run(texts, embedder, texts_cache)
-    return RunFeatures(
-        run_id=run.run_id,
-        trace_id=trajectory.trace_id,
-        start_ns=run.start_ns,
-        end_ns=run.end_ns,
-        tools=tools,
-        complexity=complexity,
-        embedding=embedding,
-        sample=make_sample(texts),
+    return _new_features(
+        run.run_id,
+        trajectory.trace_id,
+        run.start_ns,
+        run.end_ns,
+        tools,
+        complexity,
+        embedding,
+        make_sample(texts),
     )
 
 

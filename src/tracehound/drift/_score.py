@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import isnan
 from typing import Any, Literal, cast
 
@@ -58,6 +58,7 @@ from tracehound import _wire
 from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures, has_nonzero
+from tracehound.drift._make import fields_maker
 
 __all__ = [
     "COMPONENTS",
@@ -388,6 +389,9 @@ class DriftScore:
         }
 
 
+_new_score = fields_maker(DriftScore)
+
+
 # --- the scorer ----------------------------------------------------------------------------------
 
 
@@ -437,6 +441,127 @@ class DriftScorer:
             return DriftScore(
                 composite=None, severity=None, confidence=confidence_of(runs), baseline_runs=runs
             )
+        measured = self._measure(features, baseline, embedder)
+        tool, semantic, complexity, composite, primary, severity, distance = measured[:7]
+        x, sigmas, mean, z_by_dim, has_text, run_shares = measured[7:]
+        explanation = None
+        typical = None
+        if explain:
+            divergences, typical = self._recent_runs(
+                features, baseline, x, sigmas, has_text, run_shares, self.config.explain_top
+            )
+            explanation = self._explain(
+                features,
+                baseline=baseline,
+                primary=primary,
+                severity=severity,
+                distance=distance,
+                typical=typical,
+                z=z_by_dim,
+                divergences=divergences,
+                means=mean,
+            )
+        return _new_score(
+            composite,
+            severity,
+            confidence_of(baseline.runs),
+            baseline.runs,
+            tool,
+            semantic,
+            complexity,
+            primary,
+            distance,
+            typical,
+            z_by_dim,
+            explanation,
+        )
+
+    def score_text(
+        self, features: RunFeatures, baseline: Baseline | None, *, embedder: Embedder | None = None
+    ) -> tuple[DriftScore, str]:
+        """`score(features, baseline, embedder=embedder, explain=False)` and the text of the
+        explanation `score(features, baseline, embedder=embedder)` would give
+        (`explanation_text()`): what the drift evaluator reports.
+
+        With the C accelerator, `drift_explanation` makes the text without the explanation's
+        objects (the same string).
+        """
+        if baseline is None or baseline.runs == 0 or baseline.weight <= 0.0:
+            unscored = self.score(features, baseline, embedder=embedder, explain=False)
+            return unscored, unscored.explanation_text()
+        measured = self._measure(features, baseline, embedder)
+        tool, semantic, complexity, composite, primary, severity, distance = measured[:7]
+        x, sigmas, mean, z_by_dim, has_text, run_shares = measured[7:]
+        runs = baseline.runs
+        confidence = confidence_of(runs)
+        score = _new_score(
+            composite,
+            severity,
+            confidence,
+            runs,
+            tool,
+            semantic,
+            complexity,
+            primary,
+            distance,
+            None,
+            z_by_dim,
+            None,
+        )
+        config = self.config
+        top = config.explain_top
+        native = getattr(_wire._native, "drift_explanation", None)
+        if native is not None:
+            answer = (
+                self._recent_native(features, baseline, x, sigmas, has_text, run_shares, top)
+                if baseline.recent
+                else ([], None)
+            )
+            if answer is not None:
+                first, typical = answer
+                text = native(
+                    composite,
+                    severity,
+                    confidence,
+                    runs,
+                    primary,
+                    features.tools,
+                    baseline.tools,
+                    config.shift_threshold,
+                    z_by_dim,
+                    mean,
+                    features.complexity,
+                    top,
+                    distance,
+                    typical,
+                    features.sample,
+                    first,
+                )
+                if text is not None:  # None: input the C code leaves to the code below
+                    return score, cast("str", text)
+        divergences, typical = self._recent_runs(
+            features, baseline, x, sigmas, has_text, run_shares, top
+        )
+        explanation = self._explain(
+            features,
+            baseline=baseline,
+            primary=primary,
+            severity=severity,
+            distance=distance,
+            typical=typical,
+            z=z_by_dim,
+            divergences=divergences,
+            means=mean,
+        )
+        explained = replace(score, semantic_typical=typical, explanation=explanation)
+        return score, explained.explanation_text()
+
+    def _measure(
+        self, features: RunFeatures, baseline: Baseline, embedder: Embedder | None
+    ) -> tuple[Any, ...]:
+        """The components of a run against a baseline with runs: (tool, semantic, complexity,
+        composite, primary, severity, distance, x, sigmas, means, z by dimension, has_text,
+        run_shares)."""
         if embedder is not None:
             baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
         embedding = features.embedding
@@ -484,36 +609,20 @@ class DriftScorer:
             primary = "complexity"
         severity = severity_of(composite)
         z_by_dim = dict(zip(baseline.dimensions, z, strict=True))
-        explanation = None
-        typical = None
-        if explain:
-            divergences, typical = self._recent_runs(
-                features, baseline, x, sigmas, has_text, run_shares, self.config.explain_top
-            )
-            explanation = self._explain(
-                features,
-                baseline=baseline,
-                primary=primary,
-                severity=severity,
-                distance=distance,
-                typical=typical,
-                z=z_by_dim,
-                divergences=divergences,
-                means=mean,
-            )
-        return DriftScore(
-            composite=composite,
-            severity=severity,
-            confidence=confidence_of(baseline.runs),
-            baseline_runs=baseline.runs,
-            tool_mix=tool,
-            semantic=semantic,
-            complexity=complexity,
-            primary_driver=primary,
-            semantic_distance=distance,
-            semantic_typical=typical,
-            complexity_z=z_by_dim,
-            explanation=explanation,
+        return (
+            tool,
+            semantic,
+            complexity,
+            composite,
+            primary,
+            severity,
+            distance,
+            x,
+            sigmas,
+            mean,
+            z_by_dim,
+            has_text,
+            run_shares,
         )
 
     # --- components --------------------------------------------------------------------------
@@ -559,6 +668,37 @@ class DriftScorer:
         squares = np.array(capped, dtype=np.float64)
         return _clip01(math.sqrt(float(squares @ squares) / len(capped))), z
 
+    def _recent_native(  # noqa: PLR0917 - private, two callers
+        self,
+        features: RunFeatures,
+        baseline: Baseline,
+        x: Sequence[float],
+        sigmas: list[float],
+        has_text: bool,
+        run_shares: dict[str, float] | None,
+        top: int,
+    ) -> tuple[list[tuple[str, str, float, int]], float | None] | None:
+        """`_recent_runs` by the C accelerator's `recent_divergences` (the divergences as
+        (trace_id, run_id, divergence, index)); None: not built, or input it leaves to Python."""
+        native = getattr(_wire._native, "recent_divergences", None)
+        if native is None:
+            return None
+        return cast(
+            "tuple[list[tuple[str, str, float, int]], float | None] | None",
+            native(
+                baseline.recent,
+                x,
+                sigmas,
+                self._z_cap,
+                run_shares,
+                baseline.centroid_sum,
+                features.embedding if has_text else None,
+                baseline.blocks,
+                self._weights,
+                top,
+            ),
+        )
+
     def _recent_runs(  # noqa: PLR0917 - private, one caller
         self,
         features: RunFeatures,
@@ -575,26 +715,13 @@ class DriftScorer:
         if not recent:
             return (), None
         cap = self._z_cap
-        native_recent = getattr(_wire._native, "recent_divergences", None)
-        if native_recent is not None:
-            answer = native_recent(
-                recent,
-                x,
-                sigmas,
-                cap,
-                run_shares,
-                baseline.centroid_sum,
-                features.embedding if has_text else None,
-                baseline.blocks,
-                self._weights,
-                top,
-            )
-            if answer is not None:  # None: input the C code leaves to the code below
-                first, typical = answer
-                return tuple(
-                    Divergence(trace_id, run_id, divergence, recent[i].sample)
-                    for trace_id, run_id, divergence, i in first
-                ), typical
+        answer = self._recent_native(features, baseline, x, sigmas, has_text, run_shares, top)
+        if answer is not None:
+            first, typical = answer
+            return tuple(
+                Divergence(trace_id, run_id, divergence, recent[i].sample)
+                for trace_id, run_id, divergence, i in first
+            ), typical
         w_tool, w_sem, w_cx = self._weights
         native = getattr(_wire._native, "complexity_distances", None)
         complexity = None

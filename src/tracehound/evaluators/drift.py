@@ -37,6 +37,7 @@ from tracehound.drift import (
     run_features,
     severity_rank,
 )
+from tracehound.drift._make import fields_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.spans import AttributeValue
 from tracehound.steps import Run, Trajectory
@@ -107,7 +108,7 @@ class DriftEvaluator(Evaluator):
             # the scorer only reads the baseline: a store that can lend it saves the copy
             get_shared = getattr(self.store, "get_shared", None)
             baseline = self.store.get(key) if get_shared is None else get_shared(key)
-            score = self.scorer.score(features, baseline, embedder=embedder)
+            score, text = self.scorer.score_text(features, baseline, embedder=embedder)
             updated = False
             if self._should_update(score, baseline, trace):
                 delta = Baseline.from_run(features, embedder)
@@ -123,17 +124,16 @@ class DriftEvaluator(Evaluator):
                 explanation=f"drift of {key!r} not evaluated: {exc}"[:1000],
                 attributes={names.ATTR_DRIFT_AGENT: key},
             )
-        return EvaluationResult(
-            name=names.EVAL_DRIFT,
-            evaluator=self.name,
-            evaluator_version=self.version,
-            span_id=span_id,
-            score_value=score.composite,
-            score_label=score.severity or "initializing",
-            explanation=score.explanation_text(),
-            attributes=drift_attributes(
-                key, score, updated, baseline is not None and baseline.pinned
-            ),
+        return _new_result(
+            names.EVAL_DRIFT,
+            self.name,
+            self.version,
+            span_id,
+            score.composite,
+            score.severity or "initializing",
+            text,
+            drift_attributes(key, score, updated, baseline is not None and baseline.pinned),
+            None,
         )
 
     def _should_update(
@@ -145,6 +145,10 @@ class DriftEvaluator(Evaluator):
         if score.severity is None or config.no_update_at is None:
             return True
         return severity_rank(score.severity) < severity_rank(config.no_update_at)
+
+
+# results are made for every run: without the frozen dataclass's __init__
+_new_result = fields_maker(EvaluationResult)
 
 
 def drift_attributes(
