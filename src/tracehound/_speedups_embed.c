@@ -697,10 +697,9 @@ crc_token(int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
     uint32_t c = 0xFFFFFFFFu;
     Py_ssize_t done, m, j;
 
-    if (kind == PyUnicode_1BYTE_KIND && len <= 8) {
-        const Py_UCS1 *p = (const Py_UCS1 *)data + start;
+    if (len <= 16) { /* most tokens: byte at a time, without the copy */
         for (j = 0; j < len; j++) {
-            c = CRC_BYTE(c, p[j] | 0x20);
+            c = CRC_BYTE(c, PyUnicode_READ(kind, data, start + j) | 0x20);
         }
         return ~c;
     }
@@ -771,10 +770,51 @@ embed_text(text_row_t *r, PyObject *text)
         st = scan_tokens(PyUnicode_4BYTE_KIND, data, n, text_row_sink, r);
         break;
     }
-    if (st == ST_OK) {
-        finish_row(r->e, r->row, r->stance != NULL);
-    }
     return st;
+}
+
+/* finish_row, then add_row into out, in two passes over the row's buckets rather than three:
+ * the same values added to out (each element x / norm, as finish_row makes it), and the row
+ * left zero. */
+static void
+add_finished_row(const embed_t *e, double *out, double *x, int has_stance)
+{
+    double sum = 0.0, norm;
+    uint64_t bits;
+    Py_ssize_t w, i;
+
+    for (w = 0; w < e->n_touched; w++) {
+        for (bits = e->touched[w]; bits; bits &= bits - 1) {
+            i = 64 * w + LOWEST_BIT(bits);
+            sum += x[i] * x[i];
+        }
+    }
+    norm = sqrt(sum);
+    if (!(norm > 0.0)) {
+        /* a row without lexical content (its buckets all zero) has no stance either: adding
+         * its zeros would change nothing (no sum here is ever -0.0) */
+        for (w = 0; w < e->n_touched; w++) {
+            for (bits = e->touched[w]; bits; bits &= bits - 1) {
+                x[64 * w + LOWEST_BIT(bits)] = 0.0;
+            }
+        }
+        memset(x + e->lexical_dim, 0, (size_t)e->n_stance * sizeof(double));
+        return;
+    }
+    for (w = 0; w < e->n_touched; w++) {
+        for (bits = e->touched[w]; bits; bits &= bits - 1) {
+            i = 64 * w + LOWEST_BIT(bits);
+            out[i] += x[i] / norm;
+            x[i] = 0.0;
+        }
+    }
+    if (has_stance) {
+        normalize(x + e->lexical_dim, e->n_stance);
+    }
+    for (i = e->lexical_dim; i < e->dim; i++) {
+        out[i] += x[i];
+        x[i] = 0.0;
+    }
 }
 
 /* The sum of the rows of the texts (a list or tuple of exact strs) into out (dim zeros on
@@ -794,10 +834,106 @@ embed_texts_rows_sum(text_row_t *r, PyObject *texts, double *out)
         if (st != ST_OK) {
             return st;
         }
-        add_row(r->e, out, r->row);
+        add_finished_row(r->e, out, r->row, r->stance != NULL);
     }
     return ST_OK;
 }
+
+/* The tables of the last stop words and stance words embed_texts_sum was given, kept for the
+ * next calls (the same objects, called after call): the frozenset held (it cannot change), and
+ * the dict with a list of its items, which holds the words the table borrows and tells whether
+ * the dict still holds them (the same key and value objects, in the same order). */
+static struct {
+    PyObject *stop_words;   /* a frozenset, or NULL */
+    word_table_t stop;
+    PyObject *stance_index; /* a dict, or NULL */
+    PyObject *stance_items; /* its items when the table was made */
+    Py_ssize_t n_stance;
+    word_table_t stance;
+} kept_words;
+
+/* Does the dict hold the items of the list (the same objects, in order)? No Python code runs. */
+static int
+same_items(PyObject *dict, PyObject *items)
+{
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+
+    if (PyDict_GET_SIZE(dict) != PyList_GET_SIZE(items)) {
+        return 0;
+    }
+    while (PyDict_Next(dict, &pos, &key, &value)) {
+        PyObject *item = PyList_GET_ITEM(items, i++);
+        if (PyTuple_GET_ITEM(item, 0) != key || PyTuple_GET_ITEM(item, 1) != value) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The stop-word table and the stance table (NULL when stance_index is None) of
+ * embed_texts_sum: the kept ones when made from the same objects, else made (and kept, for a
+ * frozenset and a dict; a set's table is made into *words, which the caller frees). */
+static int
+word_tables(PyObject *stop_words, PyObject *stance_index, Py_ssize_t n_stance,
+            const word_table_t **stop, const word_table_t **stance, word_table_t **words)
+{
+    int st;
+
+    if (stop_words != kept_words.stop_words) {
+        if (PyFrozenSet_CheckExact(stop_words)) {
+            Py_CLEAR(kept_words.stop_words);
+            st = stop_table_init(&kept_words.stop, stop_words);
+            if (st != ST_OK) {
+                return st;
+            }
+            kept_words.stop_words = Py_NewRef(stop_words);
+        }
+        else {
+            *words = PyMem_Malloc(sizeof(word_table_t));
+            if (*words == NULL) {
+                PyErr_NoMemory();
+                return ST_ERROR;
+            }
+            st = stop_table_init(*words, stop_words);
+            if (st != ST_OK) {
+                return st;
+            }
+            *stop = *words;
+        }
+    }
+    if (*stop == NULL) {
+        *stop = &kept_words.stop;
+    }
+    if (stance_index == Py_None) {
+        return ST_OK;
+    }
+    if (stance_index != kept_words.stance_index || n_stance != kept_words.n_stance ||
+        !same_items(stance_index, kept_words.stance_items)) {
+        /* the items first: making the list may run Python code (a collection); the table is
+         * then made from the same dict, and no Python code runs until the call returns */
+        PyObject *items = PyDict_Items(stance_index);
+
+        if (items == NULL) {
+            return ST_ERROR;
+        }
+        Py_CLEAR(kept_words.stance_index);
+        Py_XSETREF(kept_words.stance_items, items);
+        st = stance_table_init(&kept_words.stance, stance_index, n_stance);
+        if (st != ST_OK) {
+            return st;
+        }
+        kept_words.stance_index = Py_NewRef(stance_index);
+        kept_words.n_stance = n_stance;
+    }
+    *stance = &kept_words.stance;
+    return ST_OK;
+}
+
+/* A zero row for embed_texts_sum, zeros again after each call (no Python code runs while it is
+ * in use). */
+#define TEXT_SCRATCH 1024
+static double text_scratch[TEXT_SCRATCH];
 
 PyDoc_STRVAR(embed_hashed_doc,
 "embed_hashed($module, token_lists, out, lexical_dim, bigrams, stance_index, /)\n"
@@ -860,7 +996,8 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
     uint64_t touched_stack[64];
     double scratch_stack[1024], *scratch = NULL;
     stance_t stance; /* about 7 kB */
-    word_table_t *words = NULL; /* embed_texts_sum's: the stop words, the stance words */
+    word_table_t *words = NULL; /* embed_texts_sum's tables when not the kept ones */
+    const word_table_t *stop_table = NULL, *stance_table = NULL;
     embed_t e;
     int bigrams, st;
 
@@ -940,7 +1077,10 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
     }
     e.stance = NULL;
     st = ST_OK;
-    if (sum) {
+    if (mode == MODE_TEXTS_SUM && e.dim <= TEXT_SCRATCH) {
+        scratch = text_scratch; /* zeros */
+    }
+    else if (sum) {
         scratch = scratch_stack;
         if (e.dim > (Py_ssize_t)(sizeof(scratch_stack) / sizeof(double))) {
             scratch = PyMem_Calloc((size_t)e.dim, sizeof(double));
@@ -954,17 +1094,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
         }
     }
     if (st == ST_OK && mode == MODE_TEXTS_SUM) {
-        words = PyMem_Malloc(2 * sizeof(word_table_t));
-        if (words == NULL) {
-            PyErr_NoMemory();
-            st = ST_ERROR;
-        }
-        else {
-            st = stop_table_init(&words[0], args[5]);
-            if (st == ST_OK && args[4] != Py_None) {
-                st = stance_table_init(&words[1], args[4], e.n_stance);
-            }
-        }
+        st = word_tables(args[5], args[4], e.n_stance, &stop_table, &stance_table, &words);
     }
     else if (st == ST_OK && args[4] != Py_None) {
         st = stance_init(&stance, args[4]);
@@ -974,10 +1104,13 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
         /* no Python code runs: the tables borrow the set's and the dict's strings */
         text_row_t r;
         r.e = &e;
-        r.stop = &words[0];
-        r.stance = args[4] != Py_None ? &words[1] : NULL;
+        r.stop = stop_table;
+        r.stance = stance_table;
         r.row = scratch;
         st = embed_texts_rows_sum(&r, token_lists, (double *)view.buf);
+        if (st != ST_OK && scratch == text_scratch) {
+            memset(text_scratch, 0, (size_t)e.dim * sizeof(double)); /* zeros for the next call */
+        }
     }
     else if (st == ST_OK) {
         /* held, as the rows: Python code run by a dict lookup could drop them */
@@ -995,7 +1128,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
     if (e.touched != touched_stack) {
         PyMem_Free(e.touched);
     }
-    if (scratch != NULL && scratch != scratch_stack) {
+    if (scratch != NULL && scratch != scratch_stack && scratch != text_scratch) {
         PyMem_Free(scratch);
     }
     PyMem_Free(words);

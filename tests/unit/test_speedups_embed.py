@@ -880,3 +880,26 @@ def test_texts_leak_inputs_take_the_intended_paths() -> None:
 def test_texts_no_leaks(call: Callable[[], object], n: int) -> None:
     watched = [_TEXTS, _TOTAL, _WIDE_TOTAL, _STANCE_INDEX, _GENERIC, STOP_WORDS, *_TEXTS]
     assert_leak_free(call, watched, n)
+
+
+def test_texts_keep_their_word_tables_while_the_words_stay_the_same() -> None:
+    """The stop-word and stance tables are kept from call to call for the same frozenset and
+    dict; a dict changed in place, another dict or frozenset, or a set gets tables of its own
+    words (the bits of the Python code each time)."""
+    texts = ["Maybe the agent is not sure: it failed again, clearly", "x of y"]
+    embedder = HashingEmbedder()
+    assert check_texts(embedder, texts) is True
+    assert check_texts(embedder, texts) is True
+    index = dict(_STANCE_INDEX)
+    with stance_index(index):
+        assert check_texts(embedder, texts) is True
+        index["agent"] = 0  # in place: a new word
+        assert check_texts(embedder, texts) is True
+        index["maybe"] = 4  # in place: another category
+        assert check_texts(embedder, texts) is True
+        del index["clearly"]
+        assert check_texts(embedder, texts) is True
+    for stop in (frozenset({"agent", "the"}), {"agent", "is"}, frozenset({"agent", "the"})):
+        assert check_texts(embedder, texts, stop) is True
+    assert check_texts(embedder, texts) is True
+    assert check_texts(HashingEmbedder(64, stance_weight=0.0), texts) is True
