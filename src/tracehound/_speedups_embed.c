@@ -546,7 +546,9 @@ embed_rows_sum(const embed_t *e, PyObject *token_lists, double *out, double *scr
  * go to the row as embed_row adds them, in the same order.
  */
 
-/* The words of a set or dict that can equal a token (ASCII strs, not empty), by CRC. */
+/* The words of a set or dict that can equal a token (ASCII strs, not empty), by CRC: open
+ * addressing over slots that hold the CRC next to the entry's index, at most an eighth full, so
+ * that a token that is not a word (most of them) is told by one slot. */
 #define WORD_TABLE_KEYS 256
 typedef struct {
     uint32_t crc;
@@ -555,23 +557,28 @@ typedef struct {
 } word_entry_t;
 
 typedef struct {
-    size_t mask;                         /* of slots */
-    Py_ssize_t n;                        /* entries */
-    uint16_t slots[2 * WORD_TABLE_KEYS]; /* entry index + 1; 0: empty */
+    uint32_t crc;
+    uint32_t index; /* entry index + 1; 0: empty */
+} word_slot_t;
+
+typedef struct {
+    size_t mask;                            /* of slots */
+    Py_ssize_t n;                           /* entries */
+    word_slot_t slots[8 * WORD_TABLE_KEYS];
     word_entry_t entries[WORD_TABLE_KEYS];
 } word_table_t;
 
 static void
 word_table_init(word_table_t *t, Py_ssize_t n_keys)
 {
-    size_t size = 16;
+    size_t size = 64;
 
-    while (size < 2 * (size_t)n_keys) {
+    while (size < 8 * (size_t)n_keys) {
         size *= 2;
     }
     t->mask = size - 1;
     t->n = 0;
-    memset(t->slots, 0, size * sizeof(uint16_t));
+    memset(t->slots, 0, size * sizeof(word_slot_t));
 }
 
 /* Enter the key (an exact str) with its value. Other keys than ASCII, non-empty ones are left
@@ -589,17 +596,19 @@ word_table_add(word_table_t *t, PyObject *key, Py_ssize_t value)
     }
     chars = PyUnicode_1BYTE_DATA(key);
     h = ~crc_bytes(0xFFFFFFFFu, chars, len);
-    for (i = h & t->mask; t->slots[i]; i = (i + 1) & t->mask) {
+    for (i = h & t->mask; t->slots[i].index; i = (i + 1) & t->mask) {
     }
     t->entries[t->n].crc = h;
     t->entries[t->n].len = len;
     t->entries[t->n].value = value;
     t->entries[t->n].chars = chars;
-    t->slots[i] = (uint16_t)++t->n;
+    t->slots[i].crc = h;
+    t->slots[i].index = (uint32_t)++t->n;
 }
 
 /* The entry of the token of CRC h, `len` characters at data[start] (lower-cased: c | 0x20), or
- * NULL. */
+ * NULL. Up to 4 bytes, a CRC-32 tells messages of one length apart (the CRC of a 32-bit
+ * message is an invertible function of it): equal CRCs and lengths are then equal words. */
 static ALWAYS_INLINE const word_entry_t *
 word_table_find(const word_table_t *t, uint32_t h, int kind, const void *data, Py_ssize_t start,
                 Py_ssize_t len)
@@ -607,10 +616,18 @@ word_table_find(const word_table_t *t, uint32_t h, int kind, const void *data, P
     size_t i;
     Py_ssize_t j;
 
-    for (i = h & t->mask; t->slots[i]; i = (i + 1) & t->mask) {
-        const word_entry_t *w = &t->entries[t->slots[i] - 1];
-        if (w->crc != h || w->len != len) {
+    for (i = h & t->mask; t->slots[i].index; i = (i + 1) & t->mask) {
+        const word_entry_t *w;
+
+        if (t->slots[i].crc != h) {
             continue;
+        }
+        w = &t->entries[t->slots[i].index - 1];
+        if (w->len != len) {
+            continue;
+        }
+        if (len <= 4) {
+            return w;
         }
         for (j = 0; j < len && w->chars[j] == (PyUnicode_READ(kind, data, start + j) | 0x20);
              j++) {

@@ -903,3 +903,16 @@ def test_texts_keep_their_word_tables_while_the_words_stay_the_same() -> None:
         assert check_texts(embedder, texts, stop) is True
     assert check_texts(embedder, texts) is True
     assert check_texts(HashingEmbedder(64, stance_weight=0.0), texts) is True
+
+
+def test_texts_tell_short_words_by_their_crc() -> None:
+    """Up to 4 characters, the tables tell a word by its CRC and length alone: every token of
+    1 or 2 characters, and many of 3 and 4, against stop words of those lengths."""
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+    rng = random.Random(4)
+    tokens = list(chars) + [a + b for a in chars for b in chars]
+    tokens += ["".join(rng.choice(chars) for _ in range(rng.randint(3, 4))) for _ in range(3000)]
+    stop = frozenset(("a", "of", "is", "the", "and", "x9", "with", "ab.c"))
+    texts = [" ".join(tokens[i : i + 500]) for i in range(0, len(tokens), 500)]
+    assert check_texts(HashingEmbedder(), texts, stop) is True
+    assert check_texts(HashingEmbedder(), [t.upper() for t in texts], stop) is True

@@ -481,11 +481,20 @@ class Baseline:
 
     def merged(self, other: Baseline) -> Baseline:
         """The baseline of both sets of runs (exact for every statistic). Keeps `self.pinned`."""
-        self.check_compatible(other.embedder, other.dim, other.blocks, other.dimensions)
+        if not (
+            other.blocks is self.blocks
+            and other.dimensions is self.dimensions
+            and other.embedder == self.embedder
+            and other.dim == self.dim
+        ):  # the same objects (a delta of the baseline's embedder) are compatible
+            self.check_compatible(other.embedder, other.dim, other.blocks, other.dimensions)
         tools = dict(self.tools)
         for name, value in other.tools.items():
             tools[name] = tools.get(name, 0.0) + value
-        firsts = [t for t in (self.first_ns, other.first_ns) if t]
+        first, other_first = self.first_ns, other.first_ns
+        # the earliest of those that are set (0: none)
+        if not first or (other_first and other_first < first):
+            first = other_first
         # both are valid and compatible: so is their merge
         return Baseline._of_valid(
             self.embedder,
@@ -497,7 +506,7 @@ class Baseline:
             tools,
             self.centroid_sum + other.centroid_sum,
             self.text_weight + other.text_weight,
-            min(firsts) if firsts else 0,
+            first,
             max(self.last_ns, other.last_ns),
             self.pinned,
             _merge_recent(self.recent, other.recent, self.recent_limit),
