@@ -368,8 +368,20 @@ round_float16(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         x = (const double *)src.buf;
         y = (double *)dst.buf;
         for (i = 0; i < n; i++) {
-            if (!isfinite(x[i])) {
-                ok = 0;
+            uint64_t bits, exponent;
+
+            memcpy(&bits, &x[i], sizeof bits);
+            exponent = (bits >> 52) & 0x7ff;
+            /* round_to_float16's quick case inline, for the binary16 normal range below 2^15,
+             * where no result can exceed 65504 */
+            if (exponent - (1023 - 14) < 29) {
+                bits += (UINT64_C(1) << 41) - 1 + ((bits >> 42) & 1);
+                bits &= ~((UINT64_C(1) << 42) - 1);
+                memcpy(&y[i], &bits, sizeof bits);
+                continue;
+            }
+            if (exponent == 0x7ff) {
+                ok = 0; /* not finite */
                 break;
             }
             y[i] = round_to_float16(x[i]);
@@ -1123,9 +1135,19 @@ ranks_before(const ranked_t *a, const ranked_t *b)
 }
 
 /* Attribute names of a RunSummary, interned once (tracehound_add_drift). */
-enum { A_TRACE_ID, A_RUN_ID, A_COMPLEXITY, A_EMBEDDING, A_SHARES, A_TOOL_SHARES, A_NORMS, N_NAMES };
+enum {
+    A_TRACE_ID,
+    A_RUN_ID,
+    A_COMPLEXITY,
+    A_EMBEDDING,
+    A_SHARES,
+    A_TOOL_SHARES,
+    A_NORMS,
+    A_TOOLS,
+    N_NAMES
+};
 static const char *const NAME_STRINGS[N_NAMES] = {
-    "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares", "_norms",
+    "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares", "_norms", "tools",
 };
 static PyObject *names[N_NAMES];
 
@@ -1142,6 +1164,73 @@ get_attr(PyObject *obj, int which)
 }
 
 #define MAX_RECENT 256
+
+/* RunSummary.tool_shares() of a summary whose `tools` is an exact dict of exact strs to exact
+ * ints (each and their total below 2^53 in magnitude): tool_shares_of(tools), each count
+ * divided by the total as a float (the same bits: the conversions are exact), kept in the
+ * summary's `_shares` when it has tools, as the method does. A new reference (None: no total
+ * above zero), or NULL: other tools (no exception set: the caller calls the method), or an
+ * exception. */
+static PyObject *
+summary_shares(PyObject *summary)
+{
+    PyObject *tools = get_attr(summary, A_TOOLS), *shares, *name, *count;
+    Py_ssize_t pos = 0;
+    long long total = 0, limit = (long long)1 << 53;
+    int overflow;
+
+    if (tools == NULL) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(tools)) {
+        Py_DECREF(tools);
+        return NULL;
+    }
+    while (PyDict_Next(tools, &pos, &name, &count)) {
+        long long v;
+
+        if (!PyUnicode_CheckExact(name) || !PyLong_CheckExact(count)) {
+            Py_DECREF(tools);
+            return NULL;
+        }
+        v = PyLong_AsLongLongAndOverflow(count, &overflow);
+        total += v;
+        if (overflow || v >= limit || v <= -limit || total >= limit || total <= -limit) {
+            Py_DECREF(tools);
+            return NULL;
+        }
+    }
+    if (total <= 0) {
+        shares = Py_NewRef(Py_None);
+    }
+    else {
+        shares = PyDict_New();
+        pos = 0;
+        while (shares != NULL && PyDict_Next(tools, &pos, &name, &count)) {
+            PyObject *share;
+
+            if (!PyLong_CheckExact(count)) { /* changed by Python code a collection ran */
+                Py_CLEAR(shares);
+                break;
+            }
+            share = PyFloat_FromDouble((double)PyLong_AsLongLong(count) / (double)total);
+
+            if (share == NULL || PyDict_SetItem(shares, name, share) < 0) {
+                Py_XDECREF(share);
+                Py_CLEAR(shares);
+                break;
+            }
+            Py_DECREF(share);
+        }
+    }
+    /* object.__setattr__, as the method: the summary is a frozen dataclass */
+    if (shares != NULL && PyDict_GET_SIZE(tools) > 0 &&
+        PyObject_GenericSetAttr(summary, names[A_SHARES], shares) < 0) {
+        PyErr_Clear(); /* not a slot of its own: made again next time */
+    }
+    Py_DECREF(tools);
+    return shares;
+}
 
 /* A summary's embedding (`embedding`, not None) as `dim` doubles at *x, and the squared norms
  * of its blocks (dot(x, x) over each) in norms. Both are kept in the summary's `_norms` slot as
@@ -1334,11 +1423,15 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             sum += d * d;
         }
         complexity_distance = sqrt(sum / (double)n_dims);
-        /* the summary's cached shares; the method computes them the first time */
+        /* the summary's cached shares; made the first time (summary_shares, else the
+         * method) */
         shares = get_attr(summary, A_SHARES);
         if (shares == Py_None) {
             Py_DECREF(shares);
-            shares = PyObject_CallMethodNoArgs(summary, names[A_TOOL_SHARES]);
+            shares = summary_shares(summary);
+            if (shares == NULL && !PyErr_Occurred()) {
+                shares = PyObject_CallMethodNoArgs(summary, names[A_TOOL_SHARES]);
+            }
             if (shares == NULL) {
                 PyErr_Clear();
             }
@@ -2253,6 +2346,59 @@ drift_explanation(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* --- divide_block ---------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(divide_block_doc,
+"divide_block($module, vector, start, stop, divisor, /)\n"
+"--\n"
+"\n"
+"`vector[start:stop] /= divisor` for a writable 1-D C-contiguous float64 buffer (a numpy\n"
+"array), 0 <= start <= stop <= len(vector) and a float `divisor`: each element becomes\n"
+"x / divisor, as numpy's division makes it (the same bits), without numpy's call. Returns\n"
+"True, or None (the vector unchanged) for anything else.");
+
+static PyObject *
+divide_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer view;
+    Py_ssize_t start, stop, i;
+    double divisor, *x;
+
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "divide_block() takes exactly 4 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]) || !PyLong_CheckExact(args[2]) ||
+        !PyFloat_CheckExact(args[3])) {
+        Py_RETURN_NONE;
+    }
+    start = PyLong_AsSsize_t(args[1]);
+    stop = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    divisor = PyFloat_AS_DOUBLE(args[3]);
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) <
+        0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    if (view.ndim != 1 || view.itemsize != (Py_ssize_t)sizeof(double) || view.format == NULL ||
+        strcmp(view.format, "d") != 0 || start < 0 || start > stop || stop > view.shape[0]) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    x = (double *)view.buf;
+    for (i = start; i < stop; i++) {
+        x[i] = x[i] / divisor;
+    }
+    PyBuffer_Release(&view);
+    Py_RETURN_TRUE;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef drift_methods[] = {
@@ -2276,6 +2422,8 @@ static PyMethodDef drift_methods[] = {
      merge_moments_doc},
     {"drift_explanation", (PyCFunction)(void (*)(void))drift_explanation, METH_FASTCALL,
      drift_explanation_doc},
+    {"divide_block", (PyCFunction)(void (*)(void))divide_block, METH_FASTCALL,
+     divide_block_doc},
     {NULL, NULL, 0, NULL},
 };
 

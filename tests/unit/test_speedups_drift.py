@@ -39,13 +39,14 @@ from tracehound.drift import (
     HashingEmbedder,
     RunFeatures,
     RunningStats,
+    RunSummary,
     _score,
     block_distances,
     embedding_distance,
     tool_mix_distance,
 )
 from tracehound.drift._baseline import _float16_copy, tool_shares_of
-from tracehound.drift._features import SAMPLE_CHARS, make_sample
+from tracehound.drift._features import SAMPLE_CHARS, embed_run, make_sample
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EMBEDDER = HashingEmbedder(64)
@@ -1134,3 +1135,103 @@ def test_recent_divergences_keep_the_summaries_norms() -> None:
     assert copied.to_dict() == baseline.to_dict()
     assert all(r._norms is None for r in copied.recent)
     assert copy.deepcopy(baseline).to_dict() == baseline.to_dict()
+
+
+@compares_both_paths
+@SETTINGS
+@given(
+    st.lists(finite, max_size=40),
+    st.integers(0, 45),
+    st.integers(0, 45),
+    st.one_of(finite, st.sampled_from([0.0, -0.0, float("inf"), float("nan"), 3.0])),
+)
+def test_divide_block_is_numpys_division(
+    values: list[float], start: int, stop: int, divisor: float
+) -> None:
+    vector = np.array(values, dtype=np.float64)
+    expected = vector.copy()
+    handled = start <= stop <= len(values)
+    with np.errstate(all="ignore"):
+        expected[start:stop] /= divisor
+    got = vector.copy()
+    result = native("divide_block")(got, start, stop, divisor)
+    if handled:
+        assert result is True
+        assert got.tobytes() == expected.tobytes()
+    else:
+        assert result is None
+        assert got.tobytes() == vector.tobytes()
+
+
+@compares_both_paths
+def test_divide_block_leaves_other_input_to_numpy() -> None:
+    call = native("divide_block")
+    vector = np.ones(4)
+    for args in [
+        (vector.astype(np.float32), 0, 4, 2.0),
+        (np.ones((2, 2)), 0, 2, 2.0),
+        (vector[::2], 0, 2, 2.0),
+        (bytes(32), 0, 4, 2.0),
+        (vector, 0, 4, 2),
+        (vector, -1, 4, 2.0),
+        (vector, 0, 2**70, 2.0),
+        (vector, 3, 2, 2.0),
+    ]:
+        assert call(*args) is None
+    assert vector.tolist() == [1.0] * 4
+    with pytest.raises(TypeError):
+        call()
+    watched = [vector]
+    assert_leak_free(lambda: call(vector, 0, 4, 1.0), watched, 20_000)
+    assert_leak_free(lambda: call(vector, 0, 5, 1.0), watched, 20_000)
+
+
+@compares_both_paths
+def test_recent_divergences_make_the_summaries_shares() -> None:
+    """A summary's tool shares, made in C the first time it is scored against: the method's."""
+    rng = random.Random(19)
+    runs = [features_of(rng, i) for i in range(9)]
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:-1]:
+        baseline = baseline.with_run(features, EMBEDDER)
+    assert all(r._shares is None for r in baseline.recent)
+    DriftScorer().score_text(runs[-1], baseline, embedder=EMBEDDER)
+    for summary in baseline.recent:
+        expected = tool_shares_of(summary.tools) if summary.tools else None
+        assert summary._shares == expected
+        if expected is not None:
+            assert list(summary._shares.items()) == list(expected.items())
+    odd = dict(baseline.recent[0].tools)
+    odd["x"] = 2**60  # beyond the C code: the method
+    complexity = baseline.recent[0].complexity
+    summary = RunSummary(trace_id="t", run_id="r", end_ns=1, tools=odd, complexity=complexity)
+    baseline.recent = (summary,)
+    DriftScorer().score_text(runs[-1], baseline, embedder=EMBEDDER)
+    assert summary._shares == tool_shares_of(odd)
+
+
+@compares_both_paths
+def test_embed_run_divides_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Would fail if the run's embedding were silently normalized by numpy's division."""
+    module = _wire._native
+    results: list[Any] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> Any:
+            function = getattr(module, name)
+            if name != "divide_block":
+                return function
+
+            def call(*args: Any) -> Any:
+                results.append(function(*args))
+                return results[-1]
+
+            return call
+
+    texts = ["maybe the search failed again", "the records are clearly fine"]
+    with pure_python():
+        expected = embed_run(texts, EMBEDDER)
+    monkeypatch.setattr(_wire, "_native", Spy())
+    got = embed_run(texts, EMBEDDER)
+    assert results == [True, True]
+    assert got.tobytes() == expected.tobytes()
