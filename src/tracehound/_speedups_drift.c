@@ -816,20 +816,46 @@ PyDoc_STRVAR(complexity_scores_doc,
 "\n"
 "The drift scorer's complexity arithmetic (tracehound.drift._score.DriftScorer._sigma_list\n"
 "and _complexity_of) for a run's values `x` (a list or tuple of floats) against the baseline's\n"
-"weighted `mean` and `m2` (1-D float64 buffers) of total `weight`, with the scorer's\n"
-"`absolute` and `relative` floors (buffers) and z cap: (sigmas, z, component). The elementwise\n"
+"weighted `mean` and `m2` of total `weight`, with the scorer's `absolute` and `relative`\n"
+"floors and z cap: (sigmas, z, component); `mean`, `m2` and the floors are 1-D float64\n"
+"buffers or lists or tuples of floats, all of one length. The elementwise\n"
 "steps are numpy's, the same bits; the component's sum of squares runs in index order.\n"
 "None for anything else (other lengths, more than 64 dimensions, non-float values).");
+
+/* The values of a list or tuple of exact floats, or of a 1-D C-contiguous float64 buffer (a
+ * numpy array: asking it for a buffer costs more than copying a short list), into out: *n of
+ * them (*n < 0: as many as there are, at most MAX_DIMS, and *n set). 0 for anything else. */
+static int
+get_values(PyObject *obj, Py_ssize_t *n, double *out)
+{
+    Py_buffer view;
+
+    if (PyList_CheckExact(obj) || PyTuple_CheckExact(obj)) {
+        if (*n < 0) {
+            *n = PySequence_Fast_GET_SIZE(obj);
+        }
+        return *n <= MAX_DIMS && get_floats(obj, *n, out);
+    }
+    if (!get_vector(obj, &view, *n)) {
+        return 0;
+    }
+    if (*n < 0) {
+        *n = view.shape[0];
+    }
+    if (*n <= MAX_DIMS) {
+        memcpy(out, view.buf, (size_t)*n * sizeof(double));
+    }
+    PyBuffer_Release(&view);
+    return *n <= MAX_DIMS;
+}
 
 static PyObject *
 complexity_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_buffer vm, vq, va, vr;
     double x[MAX_DIMS], sigma[MAX_DIMS], z[MAX_DIMS];
-    const double *mean, *m2, *absolute, *relative;
+    double mean[MAX_DIMS], m2[MAX_DIMS], absolute[MAX_DIMS], relative[MAX_DIMS];
     double weight, cap, sum = 0.0, component = 0.0;
-    Py_ssize_t n, i, n_active = 0;
-    int got = 0;
+    Py_ssize_t n = -1, i, n_active = 0;
     PyObject *sigmas = NULL, *zs = NULL, *out = NULL;
 
     (void)module;
@@ -843,30 +869,11 @@ complexity_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     weight = PyFloat_AS_DOUBLE(args[3]);
     cap = PyFloat_AS_DOUBLE(args[6]);
-    if (!get_vector(args[1], &vm, -1)) {
+    if (!get_values(args[1], &n, mean) || !get_floats(args[0], n, x) ||
+        !get_values(args[2], &n, m2) || !get_values(args[4], &n, absolute) ||
+        !get_values(args[5], &n, relative)) {
         Py_RETURN_NONE;
     }
-    got = 1;
-    n = vm.shape[0];
-    if (n > MAX_DIMS || !get_floats(args[0], n, x)) {
-        goto unhandled;
-    }
-    if (!get_vector(args[2], &vq, n)) {
-        goto unhandled;
-    }
-    got = 2;
-    if (!get_vector(args[4], &va, n)) {
-        goto unhandled;
-    }
-    got = 3;
-    if (!get_vector(args[5], &vr, n)) {
-        goto unhandled;
-    }
-    got = 4;
-    mean = (const double *)vm.buf;
-    m2 = (const double *)vq.buf;
-    absolute = (const double *)va.buf;
-    relative = (const double *)vr.buf;
     for (i = 0; i < n; i++) {
         double std = 0.0, capped;
 
@@ -906,23 +913,7 @@ complexity_scores(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_XDECREF(sigmas);
     Py_XDECREF(zs);
-    PyBuffer_Release(&vr);
-    PyBuffer_Release(&va);
-    PyBuffer_Release(&vq);
-    PyBuffer_Release(&vm);
     return out;
-unhandled:
-    if (got >= 4) {
-        PyBuffer_Release(&vr);
-    }
-    if (got >= 3) {
-        PyBuffer_Release(&va);
-    }
-    if (got >= 2) {
-        PyBuffer_Release(&vq);
-    }
-    PyBuffer_Release(&vm);
-    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(complexity_distances_doc,

@@ -386,6 +386,17 @@ def test_complexity_scores_in_c(stats: RunningStats, values: list[float]) -> Non
     assert np.array(got[0]).tobytes() == np.array(sigmas).tobytes()
     assert np.array(got[1]).tobytes() == np.array(z).tobytes()
     assert close(got[2], complexity)
+    # lists and tuples rather than arrays (as the scorer passes them): the same answer
+    from_lists = native("complexity_scores")(
+        x,
+        stats.mean.tolist(),
+        tuple(stats.m2.tolist()),
+        stats.weight,
+        *scorer._floor_lists,
+        scorer._z_cap,
+    )
+    assert from_lists is not None
+    assert [np.array(v).tobytes() for v in from_lists] == [np.array(v).tobytes() for v in got]
 
 
 @compares_both_paths

@@ -406,6 +406,7 @@ class DriftScorer:
 
     __slots__ = (
         "_absolute_floors",
+        "_floor_lists",
         "_floor_pairs",
         "_relative_floors",
         "_weights",
@@ -416,9 +417,8 @@ class DriftScorer:
     def __init__(self, config: DriftConfig | None = None) -> None:
         self.config = config or DriftConfig()
         self._absolute_floors, self._relative_floors = self.config.floors()
-        self._floor_pairs = tuple(
-            zip(self._absolute_floors.tolist(), self._relative_floors.tolist(), strict=True)
-        )
+        self._floor_lists = (self._absolute_floors.tolist(), self._relative_floors.tolist())
+        self._floor_pairs = tuple(zip(*self._floor_lists, strict=True))
         self._weights = self.config.normalized_weights
         self._z_cap = float(self.config.z_cap)
 
@@ -583,13 +583,15 @@ class DriftScorer:
         native = getattr(_wire._native, "complexity_scores", None)
         scores = None
         if native is not None:
+            # lists rather than arrays: numpy's buffer costs more than a short list's copy
+            absolute, relative = self._floor_lists
             scores = native(
                 features.complexity,
-                stats.mean,
-                stats.m2,
+                mean,
+                stats.m2.tolist(),
                 stats.weight,
-                self._absolute_floors,
-                self._relative_floors,
+                absolute,
+                relative,
                 self._z_cap,
             )
         if scores is None:  # None: input the C code leaves to Python
