@@ -72,10 +72,16 @@ class RunFeatures:
     """Embedding of the run's reasoning and assistant text, each block unit (zeros: no text)."""
     sample: str = ""
     """The start of the run's first reasoning/assistant text (for explanations)."""
+    _has_text: bool | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def has_text(self) -> bool:
-        return has_nonzero(self.embedding)
+        """Whether the embedding is not all zeros (found once: scoring and updating ask)."""
+        known = self._has_text
+        if known is None:
+            known = has_nonzero(self.embedding)
+            object.__setattr__(self, "_has_text", known)
+        return known
 
 
 # features are made for every run: without the frozen dataclass's __init__
@@ -131,6 +137,7 @@ def run_features(
         complexity,
         embedding,
         make_sample(texts),
+        None,
     )
 
 

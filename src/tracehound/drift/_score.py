@@ -57,7 +57,7 @@ import numpy as np
 from tracehound import _wire
 from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
-from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures, has_nonzero
+from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
 from tracehound.drift._make import fields_maker
 
 __all__ = [
@@ -570,7 +570,7 @@ class DriftScorer:
                 f"run embedding has {embedding.size} dimensions, baseline "
                 f"({baseline.embedder!r}) has {baseline.dim}"
             )
-        has_text = has_nonzero(embedding)
+        has_text = features.has_text
         run_shares = tool_shares_of(features.tools)
         tool = _tool_mixes(run_shares, [tool_shares_of(baseline.tools)])[0]
         distance = None
