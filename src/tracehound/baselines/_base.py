@@ -231,6 +231,8 @@ def apply_update(
     # `merged` returns a new baseline and leaves `stored` alone: without decay, no copy first
     aged = stored if half_life_runs is None else stored.decayed(half_life_runs, delta.runs)
     new = aged.merged(delta)
+    if _new_result is not None:  # `UpdateResult(key, "updated", new)`, without its __init__
+        return new, cast("UpdateResult", _new_result(key, "updated", new, None))
     return new, UpdateResult(key, "updated", new)
 
 

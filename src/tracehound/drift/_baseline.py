@@ -78,9 +78,8 @@ class RunningStats:
 
     @classmethod
     def of(cls, values: Sequence[float], weight: float = 1.0) -> RunningStats:
-        return cls(
-            float(weight), np.asarray(values, dtype=np.float64).copy(), np.zeros(len(values))
-        )
+        # `np.array` copies, as `np.asarray(...).copy()` did, in one call
+        return cls(float(weight), np.array(values, dtype=np.float64), np.zeros(len(values)))
 
     def copy(self) -> RunningStats:
         return RunningStats(self.weight, self.mean.copy(), self.m2.copy())
@@ -739,10 +738,19 @@ _VALID_BLOCKS: set[tuple[Blocks, int]] = set()
 """(blocks, dim) pairs that passed `_check_blocks` (a handful: one per embedder configuration)."""
 
 
+_last_valid: tuple[Any, int] = (None, 0)
+"""The (blocks, dim) pair `_known_valid` last found valid."""
+
+
 def _known_valid(blocks: Blocks, dim: int) -> bool:
     """Whether a baseline of these blocks and dimension is valid, checked once per pair."""
+    global _last_valid  # noqa: PLW0603 - a one-entry memo in front of the set
+    last_blocks, last_dim = _last_valid
+    if blocks is last_blocks and dim == last_dim:
+        return True  # the pair of the last call (one embedder, run after run): no hashing
     try:
         if (blocks, dim) in _VALID_BLOCKS:
+            _last_valid = (blocks, dim)
             return True
     except TypeError:  # blocks that cannot be hashed: the constructor checks them
         return False
@@ -753,6 +761,7 @@ def _known_valid(blocks: Blocks, dim: int) -> bool:
     except (BaselineFormatError, TypeError, ValueError):
         return False  # the constructor raises it
     _VALID_BLOCKS.add((blocks, dim))
+    _last_valid = (blocks, dim)
     return True
 
 
