@@ -1,6 +1,6 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from types import NotImplementedType
 from typing import Any, TypeVar
@@ -119,11 +119,11 @@ def ring_distances(
 ) -> tuple[list[float], list[float]] | None: ...
 def complexity_scores(
     x: Sequence[float],
-    mean: ReadableBuffer,
-    m2: ReadableBuffer,
+    mean: ReadableBuffer | Sequence[float],
+    m2: ReadableBuffer | Sequence[float],
     weight: float,
-    absolute: ReadableBuffer,
-    relative: ReadableBuffer,
+    absolute: ReadableBuffer | Sequence[float],
+    relative: ReadableBuffer | Sequence[float],
     cap: float,
     /,
 ) -> tuple[list[float], list[float], float] | None: ...
@@ -156,6 +156,28 @@ def merge_moments(
     out_mean: WriteableBuffer,
     out_m2: WriteableBuffer,
     /,
+) -> bool | None: ...
+def drift_explanation(
+    composite: float,
+    severity: str,
+    confidence: str,
+    runs: int,
+    primary: str,
+    run_tools: Mapping[str, int],
+    base_tools: Mapping[str, float],
+    shift_threshold: float,
+    z: Mapping[str, float],
+    means: Sequence[float],
+    values: Sequence[float],
+    top: int,
+    distance: float | None,
+    typical: float | None,
+    sample: str,
+    divergences: list[tuple[str, str, float, int]],
+    /,
+) -> str | None: ...
+def divide_block(
+    vector: WriteableBuffer, start: int, stop: int, divisor: float, /
 ) -> bool | None: ...
 
 class EvidenceCore:

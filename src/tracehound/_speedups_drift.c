@@ -19,8 +19,12 @@
  * - recent_divergences is the scorer's whole comparison with the recent runs (_recent_runs):
  *   the three distances above for each RunSummary, read from its attributes, their composite,
  *   the ranking and the mean distance to the centroid, in one call (the same kernels).
- * - merge_moments (Chan's merge of weighted moments), any_nonzero (numpy's any) and
- *   joined_words (" ".join(text[:stop].split())) give exactly what the Python code gives.
+ * - merge_moments (Chan's merge of weighted moments), any_nonzero (numpy's any),
+ *   joined_words (" ".join(text[:stop].split())) and divide_block (numpy's in-place division
+ *   of a block) give exactly what the Python code gives.
+ * - drift_explanation is the text of a scored run's explanation (the scorer's _explain,
+ *   _recommendation and DriftExplanation.text) without its objects: the same string, its floats
+ *   formatted as float.__format__ formats them.
  *
  * Over unit vectors, centroid sums, shares and capped z-scores these differences are far below
  * 1e-12 (the test suite checks that bound on random inputs, and that severities, labels,

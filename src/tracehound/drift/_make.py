@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from tracehound import _wire
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 __all__ = ["fields_maker"]
 
-_T = TypeVar("_T")
+_T = TypeVar("_T", bound="DataclassInstance")
 
 
 def fields_maker(cls: type[_T]) -> Callable[..., _T]:

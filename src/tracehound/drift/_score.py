@@ -41,7 +41,9 @@ order than numpy's (and than Python's iteration over a set of tool names): every
 component, distance, z-score and divergence is then within 1e-12 of the pure-Python path's
 (about 1e-16 in practice), not the same bits, and severities, labels, primary drivers and
 explanations are the same unless a value lies exactly on a threshold or a rounding boundary.
-Everything else is computed the same way on both paths.
+Everything else is computed the same way on both paths. The drift evaluator asks for the
+explanation's text only (`DriftScorer.score_text`): with the accelerator, `drift_explanation`
+makes that text from the same values without the explanation's objects (the same string).
 """
 
 from __future__ import annotations
