@@ -89,6 +89,24 @@ typedef struct {
     Py_ssize_t used;
 } table_t;
 
+/* An item fed to feed_span: an evidence text or an output. */
+typedef struct {
+    PyObject *text;
+    Py_ssize_t position;
+    int role; /* ROLE_EVIDENCE or ROLE_TARGET */
+} seen_t;
+
+#define ROLE_EVIDENCE 0
+#define ROLE_TARGET 1
+
+/* A source fed to feed_span: its item, its units, and the names the results give it. */
+typedef struct {
+    Py_ssize_t position, item;
+    int32_t first, count; /* unit ids first to first + count - 1 */
+    PyObject *tool, *name; /* the tool (tool results) and the retrieval source, or None */
+    PyObject *origin;      /* `tool or source or source_type` */
+} fed_source_t;
+
 typedef struct {
     PyObject_HEAD
     PyObject *stop_words; /* the set of stop words (strs) */
@@ -157,6 +175,17 @@ typedef struct {
     Py_ssize_t segment, segment_first;
     int32_t segment_source;
     int busy;
+
+    /* The evaluator's streamed state (feed_span, summary): the items fed, in order (evidence
+     * and outputs), the sources among them, and each match of an output (a log: the unit, and
+     * the item of the output; n_seen for the declared answer matched by summary). */
+    seen_t *seen;
+    Py_ssize_t n_seen, cap_seen;
+    fed_source_t *fed;
+    Py_ssize_t n_fed, cap_fed;
+    ivec_t reuse_unit, reuse_item;
+    Py_ssize_t position; /* the next item's position */
+    ivec_t span_units;   /* the units matched by the outputs of the span being fed */
 } EvidenceCore;
 
 /* --- arrays ---------------------------------------------------------------------------------- */
@@ -1310,37 +1339,25 @@ PyDoc_STRVAR(add_text_doc,
 "ASCII path (see ascii_tokens): add_units then takes the units made by the Python code.\n"
 "source_index must be above that of every earlier call.");
 
-static PyObject *
-add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+/* add_text's work, the core entered: ST_OK, ST_UNHANDLED (nothing changed: the text is not of
+ * the ASCII path) or ST_ERROR. */
+static int
+add_text_entered(EvidenceCore *self, Py_ssize_t source, PyObject *text)
 {
-    PyObject *text;
-    Py_ssize_t source, first;
+    Py_ssize_t first;
     const void *data;
     bounds_t b;
     int kind, st;
 
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "add_text() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    text = args[1];
-    if (!PyUnicode_CheckExact(text)) {
-        PyErr_Format(PyExc_TypeError, "add_text(): text must be str, not %.100s",
-                     Py_TYPE(text)->tp_name);
-        return NULL;
-    }
-    if ((source = source_arg(self, args[0], "add_text")) < 0) {
-        return NULL;
-    }
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) {
-        return NULL;
+        return ST_ERROR;
     }
 #endif
     kind = PyUnicode_KIND(text);
     data = PyUnicode_DATA(text);
     if (kind == PyUnicode_4BYTE_KIND) {
-        Py_RETURN_NONE; /* holds a character above U+FFFF: not of the ASCII path */
+        return ST_UNHANDLED; /* holds a character above U+FFFF: not of the ASCII path */
     }
     b.items = b.stack;
     b.n = 0;
@@ -1352,16 +1369,7 @@ add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         if (b.items != b.stack) {
             PyMem_Free(b.items);
         }
-        if (st == ST_UNHANDLED) {
-            Py_RETURN_NONE;
-        }
-        return NULL;
-    }
-    if (enter(self) < 0) {
-        if (b.items != b.stack) {
-            PyMem_Free(b.items);
-        }
-        return NULL;
+        return st;
     }
     first = self->n_units;
     st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? ST_ERROR : ST_OK;
@@ -1387,9 +1395,40 @@ add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(text);
         self->source_text[source] = text;
     }
-    self->busy = 0;
     if (b.items != b.stack) {
         PyMem_Free(b.items);
+    }
+    return st;
+}
+
+static PyObject *
+add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text;
+    Py_ssize_t source, first;
+    int st;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "add_text() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    text = args[1];
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "add_text(): text must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if ((source = source_arg(self, args[0], "add_text")) < 0) {
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        return NULL;
+    }
+    first = self->n_units;
+    st = add_text_entered(self, source, text);
+    self->busy = 0;
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
     }
     if (st != ST_OK) {
         return NULL;
@@ -1455,11 +1494,27 @@ done:
     return result;
 }
 
+/* add_units' work, the core entered, for `units` (a PySequence_Fast): 0, or -1 with an
+ * exception. */
+static int
+add_units_entered(EvidenceCore *self, Py_ssize_t source, PyObject *units)
+{
+    Py_ssize_t i;
+    int st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? -1 : 0;
+    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(units); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(units, i);
+        Py_INCREF(item); /* the list is the caller's: held while Python code may run */
+        st = add_unit_object(self, item, (int32_t)source, i);
+        Py_DECREF(item);
+    }
+    return st;
+}
+
 static PyObject *
 add_units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *units;
-    Py_ssize_t source, first, i;
+    Py_ssize_t source, first;
     int st;
 
     if (nargs != 2) {
@@ -1478,13 +1533,7 @@ add_units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     first = self->n_units;
-    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? -1 : 0;
-    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(units); i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(units, i);
-        Py_INCREF(item); /* the list is the caller's: held while Python code may run */
-        st = add_unit_object(self, item, (int32_t)source, i);
-        Py_DECREF(item);
-    }
+    st = add_units_entered(self, source, units);
     self->busy = 0;
     Py_DECREF(units);
     if (st < 0) {
@@ -1573,12 +1622,10 @@ done:
 }
 
 /* The candidates of the text being matched (its tokens marked with the current stamp, its token
- * ids in self->seq) checked, the matched unit ids returned ascending, and `position` appended to
- * the reuse positions of each. */
-static PyObject *
-match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
+ * ids in self->seq) checked: the matched unit ids, ascending, into self->matched. */
+static int
+check_candidates(EvidenceCore *self)
 {
-    PyObject *list;
     uint32_t stamp = self->stamp;
     int32_t k;
 
@@ -1594,12 +1641,26 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
         }
         for (u = self->first_unit[c]; u >= 0; u = self->next_unit[u]) {
             if (ivec_push(&self->matched, u) < 0) {
-                return NULL;
+                return -1;
             }
         }
     }
     if (self->matched.len > 1) { /* (no items yet: a NULL array qsort must not see) */
         qsort(self->matched.items, (size_t)self->matched.len, sizeof(int32_t), compare_ids);
+    }
+    return 0;
+}
+
+/* check_candidates, then the matched unit ids returned as a list, and `position` appended to the
+ * reuse positions of each. */
+static PyObject *
+match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
+{
+    PyObject *list;
+    int32_t k;
+
+    if (check_candidates(self) < 0) {
+        return NULL;
     }
     list = PyList_New(self->matched.len);
     if (list == NULL) {
@@ -1620,6 +1681,22 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
         }
     }
     return list;
+}
+
+/* match_text's tokens and candidates, the core entered, for an exact str: ST_OK (the candidates
+ * and tokens ready for check_candidates), ST_UNHANDLED (not of the ASCII path) or ST_ERROR. */
+static int
+scan_output(EvidenceCore *self, PyObject *text)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return ST_ERROR;
+    }
+#endif
+    (void)next_stamp(self);
+    self->candidates.len = self->seq.len = 0;
+    return scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
+                      PyUnicode_GET_LENGTH(text), 0);
 }
 
 PyDoc_STRVAR(match_text_doc,
@@ -1651,18 +1728,10 @@ match_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (self->n_classes == 0) {
         return PyList_New(0); /* nothing to match, whatever the text */
     }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
-        return NULL;
-    }
-#endif
     if (enter(self) < 0) {
         return NULL;
     }
-    (void)next_stamp(self);
-    self->candidates.len = self->seq.len = 0;
-    st = scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
-                    PyUnicode_GET_LENGTH(text), 0);
+    st = scan_output(self, text);
     if (st == ST_OK) {
         /* (no token: an empty normalized text, which matches nothing, and no candidate) */
         list = match_candidates(self, args[1], args[2]);
@@ -1715,6 +1784,19 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
     return st == 0 && PyErr_Occurred() ? -1 : st;
 }
 
+/* match's tokens and candidates, the core entered, from a text's informative tokens and its
+ * normalized text (a str): 0, or -1 with an exception. */
+static int
+scan_given(EvidenceCore *self, PyObject *tokens, PyObject *normalized)
+{
+    uint32_t stamp = next_stamp(self);
+    self->candidates.len = self->seq.len = 0;
+    if (match_tokens(self, tokens, stamp) < 0) {
+        return -1;
+    }
+    return PyUnicode_GET_LENGTH(normalized) == 0 ? 0 : str_pieces(self, normalized, 0, &self->seq);
+}
+
 PyDoc_STRVAR(match_doc,
 "match($self, tokens, normalized, position, sources, /)\n"
 "--\n"
@@ -1728,7 +1810,6 @@ static PyObject *
 match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *normalized, *list = NULL;
-    uint32_t stamp;
 
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError, "match() takes 4 arguments (%zd given)", nargs);
@@ -1743,10 +1824,7 @@ match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (enter(self) < 0) {
         return NULL;
     }
-    stamp = next_stamp(self);
-    self->candidates.len = self->seq.len = 0;
-    if (match_tokens(self, args[0], stamp) == 0 &&
-        (PyUnicode_GET_LENGTH(normalized) == 0 || str_pieces(self, normalized, 0, &self->seq) == 0)) {
+    if (scan_given(self, args[0], normalized) == 0) {
         list = match_candidates(self, args[2], args[3]);
     }
     self->busy = 0;
@@ -2024,6 +2102,674 @@ error:
     return NULL;
 }
 
+/* --- the evaluator's streamed state ---------------------------------------------------------- */
+
+/* Attribute names and step kinds, interned once (the module is made once per process). */
+enum {
+    N_KIND,
+    N_TEXT,
+    N_TOOL,
+    N_CALL_ID,
+    N_SPAN_ID,
+    N_DOCUMENTS,
+    N_CONTENT,
+    N_SOURCE,
+    N_ID,
+    N_UNITS,
+    N_NORMALIZED_INFORMATIVE,
+    N_TOOL_RESULT,
+    N_RETRIEVAL,
+    N_ASSISTANT,
+    N_REASONING,
+    N_COUNT
+};
+static const char *const name_chars[N_COUNT] = {
+    "kind",    "text",  "tool",  "call_id",
+    "span_id", "documents", "content", "source",
+    "id",      "units", "normalized_informative", "tool_result",
+    "retrieval", "assistant", "reasoning",
+};
+static PyObject *names[N_COUNT];
+
+/* Whether `kind` (a step's) is the kind `name`: 1, 0, or -1 with an exception. */
+static ALWAYS_INLINE int
+kind_is(PyObject *kind, int name)
+{
+    if (kind == names[name]) {
+        return 1;
+    }
+    return PyObject_RichCompareBool(kind, names[name], Py_EQ);
+}
+
+/* Room for one more seen item and fed source. */
+static int
+reserve_fed(EvidenceCore *self)
+{
+    if (self->n_seen == self->cap_seen) {
+        Py_ssize_t cap = self->cap_seen ? 2 * self->cap_seen : 16;
+        seen_t *grown = PyMem_Realloc(self->seen, (size_t)cap * sizeof(seen_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->seen = grown;
+        self->cap_seen = cap;
+    }
+    if (self->n_fed == self->cap_fed) {
+        Py_ssize_t cap = self->cap_fed ? 2 * self->cap_fed : 8;
+        fed_source_t *grown = PyMem_Realloc(self->fed, (size_t)cap * sizeof(fed_source_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->fed = grown;
+        self->cap_fed = cap;
+    }
+    return 0;
+}
+
+/* Record the item `text` at the current position (room reserved). */
+static void
+see(EvidenceCore *self, PyObject *text, int role)
+{
+    seen_t *item = &self->seen[self->n_seen++];
+    item->text = Py_NewRef(text);
+    item->position = self->position;
+    item->role = role;
+}
+
+/* EvidenceIndex.add_source for the evaluator: the source of `text` at the current position (tool
+ * and source name: objects, None if none; `type`: the source type), its units from the text
+ * itself on the ASCII path, else from `cache.units(text)`; then recorded as seen. 0, or -1 with an
+ * exception. */
+static int
+feed_source(EvidenceCore *self, PyObject *text, PyObject *tool, PyObject *name, int type,
+            PyObject *cache)
+{
+    Py_ssize_t source = self->n_fed, first = self->n_units;
+    fed_source_t *fed;
+    PyObject *origin;
+    int st = ST_UNHANDLED, truth;
+
+    if (reserve_fed(self) < 0) {
+        return -1;
+    }
+    if (source < self->n_sources || source >= INT32_MAX) {
+        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore: feed_span after add_text or add_units");
+        return -1;
+    }
+    if (PyUnicode_CheckExact(text)) {
+        st = add_text_entered(self, source, text);
+    }
+    if (st == ST_UNHANDLED) {
+        PyObject *units = PyObject_CallMethodOneArg(cache, names[N_UNITS], text), *fast;
+        if (units == NULL) {
+            return -1;
+        }
+        fast = PySequence_Fast(units, "TextCache.units() must return a list");
+        Py_DECREF(units);
+        if (fast == NULL) {
+            return -1;
+        }
+        st = add_units_entered(self, source, fast);
+        Py_DECREF(fast);
+    }
+    if (st != ST_OK) {
+        return -1;
+    }
+    fed = &self->fed[source];
+    fed->position = self->position;
+    fed->item = self->n_seen;
+    fed->first = (int32_t)first;
+    fed->count = (int32_t)(self->n_units - first);
+    /* `source.tool or source.source or source.source_type` */
+    if ((truth = PyObject_IsTrue(tool)) < 0) {
+        return -1;
+    }
+    origin = truth ? tool : names[type];
+    if (!truth) {
+        if ((truth = PyObject_IsTrue(name)) < 0) {
+            return -1;
+        }
+        origin = truth ? name : origin;
+    }
+    fed->origin = Py_NewRef(origin);
+    fed->tool = Py_NewRef(tool);
+    fed->name = Py_NewRef(name);
+    self->n_fed = source + 1;
+    see(self, text, ROLE_EVIDENCE);
+    return 0;
+}
+
+/* EvidenceIndex.match_output for the evaluator: the units the output `text` reuses into
+ * self->matched (ascending), its tokens read here on the ASCII path, else taken from
+ * `cache.normalized_informative(text)`. 0, or -1 with an exception. */
+static int
+match_output(EvidenceCore *self, PyObject *text, PyObject *cache)
+{
+    int st = ST_UNHANDLED;
+
+    self->matched.len = 0;
+    if (self->n_classes == 0) {
+        return 0; /* nothing to match, whatever the text */
+    }
+    if (PyUnicode_CheckExact(text)) {
+        st = scan_output(self, text);
+    }
+    if (st == ST_UNHANDLED) {
+        PyObject *pair = PyObject_CallMethodOneArg(cache, names[N_NORMALIZED_INFORMATIVE], text);
+        PyObject *normalized;
+        if (pair == NULL) {
+            return -1;
+        }
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "TextCache.normalized_informative() must return (str, tokens)");
+            Py_DECREF(pair);
+            return -1;
+        }
+        normalized = PyTuple_GET_ITEM(pair, 0);
+        if (PyUnicode_GET_LENGTH(normalized) == 0) {
+            Py_DECREF(pair);
+            return 0; /* an empty text matches nothing */
+        }
+        st = scan_given(self, PyTuple_GET_ITEM(pair, 1), normalized) < 0 ? ST_ERROR : ST_OK;
+        Py_DECREF(pair);
+    }
+    if (st != ST_OK) {
+        return -1;
+    }
+    return check_candidates(self);
+}
+
+/* The matches of self->matched recorded for the output of item `item`. */
+static int
+record_matches(EvidenceCore *self, Py_ssize_t item, int in_span)
+{
+    int32_t k;
+    for (k = 0; k < self->matched.len; k++) {
+        int32_t u = self->matched.items[k];
+        if (ivec_push(&self->reuse_unit, u) < 0 || ivec_push(&self->reuse_item, (int32_t)item) < 0 ||
+            (in_span && ivec_push(&self->span_units, u) < 0)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One step of feed_span (see there). */
+static int
+feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outputs)
+{
+    PyObject *kind, *text = NULL, *extra = NULL, *docs = NULL;
+    int st = -1, r;
+
+    kind = PyObject_GetAttr(step, names[N_KIND]);
+    if (kind == NULL) {
+        return -1;
+    }
+    if ((r = kind_is(kind, N_RETRIEVAL)) != 0) {
+        Py_ssize_t i;
+        if (r < 0 || (docs = PyObject_GetAttr(step, names[N_DOCUMENTS])) == NULL ||
+            (extra = PyObject_GetAttr(step, names[N_SOURCE])) == NULL) {
+            goto done;
+        }
+        Py_SETREF(docs, PySequence_Fast(docs, "step.documents must be a sequence"));
+        if (docs == NULL) {
+            goto done;
+        }
+        for (i = 0; i < PySequence_Fast_GET_SIZE(docs); i++) {
+            PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, i));
+            PyObject *content = PyObject_GetAttr(doc, names[N_CONTENT]);
+            int truth = content == NULL ? -1 : PyObject_IsTrue(content);
+            if (truth > 0) {
+                truth = feed_source(self, content, Py_None, extra, N_RETRIEVAL, cache);
+                self->position += truth == 0;
+            }
+            Py_XDECREF(content);
+            Py_DECREF(doc);
+            if (truth < 0) {
+                goto done;
+            }
+        }
+        st = 0; /* (a retrieval's positions are its documents') */
+        goto done;
+    }
+    if ((text = PyObject_GetAttr(step, names[N_TEXT])) == NULL || (r = PyObject_IsTrue(text)) < 0) {
+        goto done;
+    }
+    if (r) {
+        if ((r = kind_is(kind, N_TOOL_RESULT)) < 0) {
+            goto done;
+        }
+        if (r) {
+            if ((extra = PyObject_GetAttr(step, names[N_TOOL])) == NULL ||
+                feed_source(self, text, extra, Py_None, N_TOOL_RESULT, cache) < 0) {
+                goto done;
+            }
+        }
+        else if ((r = kind_is(kind, N_ASSISTANT)) != 0 || (r = kind_is(kind, N_REASONING)) != 0) {
+            if (r < 0 || reserve_fed(self) < 0 || match_output(self, text, cache) < 0 ||
+                record_matches(self, self->n_seen, 1) < 0) {
+                goto done;
+            }
+            see(self, text, ROLE_TARGET);
+            *outputs += 1;
+        }
+    }
+    self->position += 1;
+    st = 0;
+done:
+    Py_DECREF(kind);
+    Py_XDECREF(text);
+    Py_XDECREF(extra);
+    Py_XDECREF(docs);
+    return st;
+}
+
+PyDoc_STRVAR(feed_span_doc,
+"feed_span($self, steps, cache, /)\n"
+"--\n"
+"\n"
+"The evidence evaluator's on_span on a core of its own: the steps of a span fed in order, as\n"
+"EvidenceEvaluator's Python path feeds them to its EvidenceIndex (tool results and retrieved\n"
+"documents with text become sources, assistant and reasoning texts are matched; texts off the\n"
+"tokenizer's ASCII path are read through `cache`, a TextCache). Returns None if the span had\n"
+"no output to match, else (the number of distinct units its outputs reuse, the sorted list of\n"
+"their sources' origins: tool, else source name, else source type). A core fed this way\n"
+"takes no add_text or add_units.");
+
+static PyObject *
+feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *origins = NULL, *result;
+    Py_ssize_t i, outputs = 0, count = 0;
+    int st = 0;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "feed_span() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    steps = PySequence_Fast(args[0], "feed_span(): steps must be a sequence");
+    if (steps == NULL) {
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        Py_DECREF(steps);
+        return NULL;
+    }
+    self->span_units.len = 0;
+    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(steps); i++) {
+        PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, i));
+        st = feed_step(self, step, args[1], &outputs);
+        Py_DECREF(step);
+    }
+    Py_DECREF(steps);
+    if (st == 0 && outputs > 0 && self->span_units.len > 0) {
+        /* the distinct units, and the set of their sources' origins */
+        int32_t *units = self->span_units.items, n = self->span_units.len, k;
+        PyObject *seen_origins = PySet_New(NULL);
+        qsort(units, (size_t)n, sizeof(int32_t), compare_ids);
+        for (k = 0; seen_origins != NULL && k < n; k++) {
+            if (k > 0 && units[k] == units[k - 1]) {
+                continue;
+            }
+            count++;
+            if (PySet_Add(seen_origins, self->fed[self->owner[units[k]]].origin) < 0) {
+                Py_CLEAR(seen_origins);
+            }
+        }
+        if (seen_origins != NULL) {
+            origins = PySequence_List(seen_origins);
+            Py_DECREF(seen_origins);
+        }
+        if (origins == NULL || PyList_Sort(origins) < 0) {
+            st = -1;
+        }
+    }
+    self->busy = 0;
+    if (st < 0) {
+        Py_XDECREF(origins);
+        return NULL;
+    }
+    if (outputs == 0) {
+        Py_RETURN_NONE;
+    }
+    if (origins == NULL && (origins = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    result = Py_BuildValue("(nN)", count, origins);
+    return result;
+}
+
+/* The label of an evidence item: `first` if true, else f"{span_id}#{step_index}" (number < 0),
+ * or f"{span_id}#{step_index}.{number}". */
+static PyObject *
+item_label(PyObject *first, PyObject *step, Py_ssize_t step_index, Py_ssize_t number)
+{
+    PyObject *span_id, *label;
+    int truth = PyObject_IsTrue(first);
+    if (truth < 0) {
+        return NULL;
+    }
+    if (truth) {
+        return Py_NewRef(first);
+    }
+    if ((span_id = PyObject_GetAttr(step, names[N_SPAN_ID])) == NULL) {
+        return NULL;
+    }
+    label = number < 0 ? PyUnicode_FromFormat("%S#%zd", span_id, step_index)
+                       : PyUnicode_FromFormat("%S#%zd.%zd", span_id, step_index, number);
+    Py_DECREF(span_id);
+    return label;
+}
+
+/* Whether item k of what was fed is `text` in `role`, as _streamed_survival checks it: 1, 0 (or
+ * nothing left to compare), -1 with an exception. */
+static int
+fed_is(EvidenceCore *self, Py_ssize_t k, PyObject *text, int role)
+{
+    int equal;
+    if (k >= self->n_seen) {
+        return 0;
+    }
+    equal = PyObject_RichCompareBool(self->seen[k].text, text, Py_EQ);
+    return equal <= 0 ? equal : self->seen[k].role == role;
+}
+
+/* The walk of _streamed_survival over the trajectory's steps: `canonical[k]` the position in
+ * trajectory_items of each item fed, the labels of the sources appended to `labels`, *final
+ * the last output item whose text is `answer` (or -1), *count the number of positions. 1 if
+ * the items fed are the trajectory's evidence and outputs in order, 0 if not, -1 with an
+ * exception. */
+static int
+walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_t *canonical,
+                PyObject *labels, Py_ssize_t *final, Py_ssize_t *count)
+{
+    Py_ssize_t k = 0, position = 0, index;
+    int result = 1;
+
+    for (index = 0; result == 1 && index < PySequence_Fast_GET_SIZE(steps); index++) {
+        PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, index));
+        PyObject *kind = NULL, *text = NULL, *docs = NULL, *label = NULL;
+        int r;
+        result = -1;
+        if ((kind = PyObject_GetAttr(step, names[N_KIND])) == NULL ||
+            (r = kind_is(kind, N_RETRIEVAL)) < 0) {
+            goto next;
+        }
+        if (r) {
+            Py_ssize_t number;
+            docs = PyObject_GetAttr(step, names[N_DOCUMENTS]);
+            Py_XSETREF(docs, docs == NULL ? NULL
+                                          : PySequence_Fast(docs, "step.documents must be a sequence"));
+            if (docs == NULL) {
+                goto next;
+            }
+            result = 1;
+            for (number = 0; result == 1 && number < PySequence_Fast_GET_SIZE(docs); number++) {
+                PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, number));
+                PyObject *content = PyObject_GetAttr(doc, names[N_CONTENT]), *id = NULL;
+                int truth = content == NULL ? -1 : PyObject_IsTrue(content);
+                if (truth > 0) {
+                    truth = fed_is(self, k, content, ROLE_EVIDENCE);
+                    if (truth > 0) {
+                        canonical[k++] = position++;
+                        id = PyObject_GetAttr(doc, names[N_ID]);
+                        label = id == NULL ? NULL : item_label(id, step, index, number);
+                        truth = label == NULL || PyList_Append(labels, label) < 0 ? -1 : 1;
+                        Py_CLEAR(label);
+                        Py_XDECREF(id);
+                    }
+                    result = truth;
+                }
+                else if (truth < 0) {
+                    result = -1;
+                }
+                Py_XDECREF(content);
+                Py_DECREF(doc);
+            }
+            goto next;
+        }
+        if ((text = PyObject_GetAttr(step, names[N_TEXT])) == NULL ||
+            (r = PyObject_IsTrue(text)) < 0) {
+            goto next;
+        }
+        if (r) {
+            int evidence, target = 0;
+            if ((evidence = kind_is(kind, N_TOOL_RESULT)) < 0) {
+                goto next;
+            }
+            if (!evidence && (target = kind_is(kind, N_ASSISTANT)) == 0) {
+                target = kind_is(kind, N_REASONING);
+            }
+            if (target < 0) {
+                goto next;
+            }
+            if (evidence || target) {
+                if ((r = fed_is(self, k, text, evidence ? ROLE_EVIDENCE : ROLE_TARGET)) <= 0) {
+                    result = r;
+                    goto next;
+                }
+                canonical[k] = position;
+                if (evidence) {
+                    PyObject *call_id = PyObject_GetAttr(step, names[N_CALL_ID]);
+                    label = call_id == NULL ? NULL : item_label(call_id, step, index, -1);
+                    Py_XDECREF(call_id);
+                    if (label == NULL || PyList_Append(labels, label) < 0) {
+                        Py_XDECREF(label);
+                        goto next;
+                    }
+                    Py_DECREF(label);
+                }
+                else if (answer != Py_None) {
+                    /* (compared, not hashed: outputs are long) */
+                    if ((r = PyObject_RichCompareBool(text, answer, Py_EQ)) < 0) {
+                        goto next;
+                    }
+                    if (r) {
+                        *final = k;
+                    }
+                }
+                k++;
+            }
+        }
+        position++;
+        result = 1;
+    next:
+        Py_XDECREF(kind);
+        Py_XDECREF(text);
+        Py_XDECREF(docs);
+        Py_DECREF(step);
+    }
+    if (result == 1 && k != self->n_seen) {
+        result = 0;
+    }
+    *count = position;
+    return result;
+}
+
+PyDoc_STRVAR(summary_doc,
+"summary($self, steps, answer, cache, /)\n"
+"--\n"
+"\n"
+"The evidence evaluator's _streamed_survival on a core fed by feed_span: None if the items fed\n"
+"are not the evidence and outputs of the trajectory's `steps` in order; else the declared\n"
+"`answer` (a str or None) matched after everything when no output is it, and (sources, units,\n"
+"reused, final_reused, unused labels, repeated groups, max steps until last reuse or None,\n"
+"per-tool totals, per-source totals), each totals a list of (name, sources, units, reused,\n"
+"final_reused) in order of first source.");
+
+static PyObject *
+summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *answer, *labels = NULL, *unused = NULL, *result = NULL;
+    PyObject *totals[2] = {NULL, NULL}, *index_of[2] = {NULL, NULL};
+    Py_ssize_t *canonical = NULL, final = -1, count = 0, final_position = 0, s, i;
+    Py_ssize_t units = 0, reused = 0, final_reused = 0, last_reuse = -1, groups = 0;
+    Py_ssize_t *sums = NULL;
+    uint8_t *any = NULL, *at_final = NULL;
+    int32_t *last = NULL;
+    int walked;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    answer = args[1];
+    steps = PySequence_Fast(args[0], "summary(): steps must be a sequence");
+    if (steps == NULL) {
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        Py_DECREF(steps);
+        return NULL;
+    }
+    canonical = PyMem_Malloc((size_t)(self->n_seen + 1) * sizeof(Py_ssize_t));
+    labels = PyList_New(0);
+    if (canonical == NULL || labels == NULL) {
+        if (canonical == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    walked = walk_trajectory(self, steps, answer, canonical, labels, &final, &count);
+    if (walked <= 0) {
+        if (walked == 0) {
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    if (final >= 0) {
+        final_position = self->seen[final].position;
+    }
+    else if (answer != Py_None) {
+        /* the declared output, not a step: matched after everything else */
+        final = self->n_seen;
+        final_position = self->position;
+        canonical[final] = count;
+        if (match_output(self, answer, args[2]) < 0 || record_matches(self, final, 0) < 0) {
+            goto done;
+        }
+    }
+    /* per unit: reused at all, its last output item, reused by the final answer */
+    any = PyMem_Calloc((size_t)self->n_units + 1, 1);
+    at_final = PyMem_Calloc((size_t)self->n_units + 1, 1);
+    last = PyMem_Calloc((size_t)self->n_units + 1, sizeof(int32_t));
+    sums = PyMem_Calloc((size_t)self->n_fed + 1, 4 * sizeof(Py_ssize_t) * 2);
+    if (any == NULL || at_final == NULL || last == NULL || sums == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < self->reuse_unit.len; i++) {
+        int32_t u = self->reuse_unit.items[i], item = self->reuse_item.items[i];
+        any[u] = 1;
+        if (item > last[u]) {
+            last[u] = item;
+        }
+        at_final[u] |= item == final;
+    }
+    if ((unused = PyList_New(0)) == NULL || (totals[0] = PyList_New(0)) == NULL ||
+        (totals[1] = PyList_New(0)) == NULL || (index_of[0] = PyDict_New()) == NULL ||
+        (index_of[1] = PyDict_New()) == NULL) {
+        goto done;
+    }
+    for (s = 0; s < self->n_fed; s++) {
+        const fed_source_t *src = &self->fed[s];
+        Py_ssize_t src_reused = 0, src_final = 0, t;
+        int32_t u, src_last = -1;
+        for (u = src->first; u < src->first + src->count; u++) {
+            if (any[u]) {
+                src_reused++;
+                src_last = last[u] > src_last ? last[u] : src_last;
+            }
+        }
+        if (src_reused) {
+            Py_ssize_t steps_after = canonical[src_last] - canonical[src->item];
+            if (steps_after && (last_reuse < 0 || steps_after > last_reuse)) {
+                last_reuse = steps_after;
+            }
+            if (final >= 0 && final_position > src->position) {
+                for (u = src->first; u < src->first + src->count; u++) {
+                    src_final += at_final[u];
+                }
+            }
+        }
+        else if (PyList_Append(unused, PyList_GET_ITEM(labels, s)) < 0) {
+            goto done;
+        }
+        units += src->count;
+        reused += src_reused;
+        final_reused += src_final;
+        for (t = 0; t < 2; t++) {
+            PyObject *name = t == 0 ? src->tool : src->name, *at;
+            Py_ssize_t entry, *sum;
+            if (name == Py_None) {
+                continue;
+            }
+            at = PyDict_GetItemWithError(index_of[t], name);
+            if (at == NULL) {
+                PyObject *number;
+                if (PyErr_Occurred()) {
+                    goto done;
+                }
+                entry = PyList_GET_SIZE(totals[t]);
+                number = PyLong_FromSsize_t(entry);
+                if (number == NULL || PyDict_SetItem(index_of[t], name, number) < 0 ||
+                    PyList_Append(totals[t], name) < 0) {
+                    Py_XDECREF(number);
+                    goto done;
+                }
+                Py_DECREF(number);
+            }
+            else {
+                entry = PyLong_AsSsize_t(at);
+            }
+            sum = sums + 4 * (2 * entry + t);
+            sum[0] += 1;
+            sum[1] += src->count;
+            sum[2] += src_reused;
+            sum[3] += src_final;
+        }
+    }
+    for (s = 0; s < self->n_sources; s++) {
+        groups += self->parent[s] == s && self->size[s] >= 2;
+    }
+    for (i = 0; i < 2; i++) {
+        PyObject *list = totals[i];
+        for (s = 0; s < PyList_GET_SIZE(list); s++) {
+            const Py_ssize_t *sum = sums + 4 * (2 * s + i);
+            PyObject *entry = Py_BuildValue("(Onnnn)", PyList_GET_ITEM(list, s), sum[0], sum[1],
+                                            sum[2], sum[3]);
+            if (entry == NULL) {
+                goto done;
+            }
+            Py_DECREF(PyList_GET_ITEM(list, s)); /* the name: index_of holds it too */
+            PyList_SET_ITEM(list, s, entry);
+        }
+    }
+    result = Py_BuildValue("(nnnnOnNOO)", PyList_GET_SIZE(labels), units, reused, final_reused,
+                           unused, groups,
+                           last_reuse < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(last_reuse),
+                           totals[0], totals[1]);
+done:
+    self->busy = 0;
+    Py_DECREF(steps);
+    Py_XDECREF(labels);
+    Py_XDECREF(unused);
+    Py_XDECREF(totals[0]);
+    Py_XDECREF(totals[1]);
+    Py_XDECREF(index_of[0]);
+    Py_XDECREF(index_of[1]);
+    PyMem_Free(canonical);
+    PyMem_Free(any);
+    PyMem_Free(at_final);
+    PyMem_Free(last);
+    PyMem_Free(sums);
+    return result;
+}
+
 PyDoc_STRVAR(fresh_doc,
 "fresh($self, /)\n"
 "--\n"
@@ -2128,12 +2874,39 @@ core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static int
 core_traverse(EvidenceCore *self, visitproc visit, void *arg)
 {
+    Py_ssize_t i;
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->units);
     Py_VISIT(self->unit_type);
     Py_VISIT(self->stop_words);
     Py_VISIT(self->vocabulary_from);
+    for (i = 0; i < self->n_seen; i++) {
+        Py_VISIT(self->seen[i].text);
+    }
+    for (i = 0; i < self->n_fed; i++) {
+        Py_VISIT(self->fed[i].tool);
+        Py_VISIT(self->fed[i].name);
+        Py_VISIT(self->fed[i].origin);
+    }
     return 0;
+}
+
+/* The references of the streamed state dropped (the core is then unusable: see enter). */
+static void
+clear_fed(EvidenceCore *self)
+{
+    Py_ssize_t n = self->n_seen, i;
+    self->n_seen = 0;
+    for (i = 0; i < n; i++) {
+        Py_CLEAR(self->seen[i].text);
+    }
+    n = self->n_fed;
+    self->n_fed = 0;
+    for (i = 0; i < n; i++) {
+        Py_CLEAR(self->fed[i].tool);
+        Py_CLEAR(self->fed[i].name);
+        Py_CLEAR(self->fed[i].origin);
+    }
 }
 
 static int
@@ -2143,6 +2916,7 @@ core_clear(EvidenceCore *self)
     Py_CLEAR(self->unit_type);
     Py_CLEAR(self->stop_words);
     Py_CLEAR(self->vocabulary_from);
+    clear_fed(self);
     return 0;
 }
 
@@ -2207,6 +2981,11 @@ core_dealloc(EvidenceCore *self)
     PyMem_Free(self->informative.items);
     PyMem_Free(self->keys);
     PyMem_Free(self->scratch);
+    PyMem_Free(self->seen);
+    PyMem_Free(self->fed);
+    PyMem_Free(self->reuse_unit.items);
+    PyMem_Free(self->reuse_item.items);
+    PyMem_Free(self->span_units.items);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -2222,6 +3001,8 @@ static PyMethodDef core_methods[] = {
     {"repeated_groups", (PyCFunction)(void (*)(void))repeated_groups, METH_NOARGS,
      repeated_groups_doc},
     {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
+    {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL, feed_span_doc},
+    {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL, summary_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2264,7 +3045,14 @@ static PyMethodDef evidence_methods[] = {
 int
 tracehound_add_evidence(PyObject *module)
 {
-    PyObject *type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
+    PyObject *type;
+    int k;
+    for (k = 0; k < N_COUNT; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(name_chars[k])) == NULL) {
+            return -1;
+        }
+    }
+    type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
     if (type == NULL) {
         return -1;
     }

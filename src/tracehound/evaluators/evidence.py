@@ -21,9 +21,11 @@ from typing import Any
 
 from tracehound import names
 from tracehound.conventions import NormalizedSpan
+from tracehound.conventions.base import slots_maker
 from tracehound.evaluators._evidence_index import (
     EvidenceIndex,
     Item,
+    _new_core,
     analyze_items,
     summarize,
 )
@@ -159,16 +161,26 @@ def _percent(ratio: float) -> str:
     return text
 
 
+# Results are made for most spans: without the frozen dataclass's __init__ (see `slots_maker`)
+_new_result = slots_maker(EvaluationResult)
+
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
 _TARGET_KINDS = frozenset(("assistant", "reasoning"))
 
 
 class _State:
-    __slots__ = ("cache", "index", "position", "seen")
+    """A trace's evidence so far: with the C accelerator, an `EvidenceCore` fed whole spans
+    (`feed_span`), which keeps what it was fed itself; else the Python index, and what it was fed
+    (for `_streamed_survival`)."""
+
+    __slots__ = ("cache", "core", "index", "position", "seen")
 
     def __init__(self, cache: TextCache | None = None) -> None:
         self.cache = cache if cache is not None else TextCache()
+        self.core = _new_core()
+        if self.core is not None:
+            return
         self.index = EvidenceIndex(self.cache)
         self.position = 0
         # What the index was fed, in order: (position, role, text) of each evidence and target
@@ -225,6 +237,23 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     analysis would make; only positions and labels are the canonical trajectory's (positions are
     mapped, in the same order, from those the items had as they arrived).
     """
+    core = state.core
+    if core is not None:
+        made = core.summary(trajectory.steps, trajectory.final_answer(), state.cache)
+        if made is None:
+            return None
+        sources, units, reused, final_reused, unused, groups, last_reuse, tools, per_source = made
+        return _Survival(
+            sources=sources,
+            units=units,
+            reused=reused,
+            final_reused=final_reused,
+            unused=unused,
+            repeated_groups=groups,
+            max_steps_until_last_reuse=last_reuse,
+            tools={entry[0]: _compact_totals(*entry[1:]) for entry in tools},
+            per_source={entry[0]: _compact_totals(*entry[1:]) for entry in per_source},
+        )
     seen = state.seen
     count = len(seen)
     canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
@@ -349,6 +378,13 @@ class EvidenceEvaluator(Evaluator):
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
+        core = state.core
+        if core is not None:  # the C accelerator: the loop below, in one call
+            fed = core.feed_span(steps, state.cache)
+            if fed is None or span.operation != "llm":
+                return ()
+            count, origins = fed
+            return [self._reuse_result(span.span_id, count, origins)]
         reused: set[int] = set()
         outputs = 0
         index, seen, position = state.index, state.seen, state.position
@@ -397,25 +433,36 @@ class EvidenceEvaluator(Evaluator):
         if span.operation != "llm" or not outputs:
             return ()
         origins = sorted({_origin(state.index, u) for u in reused}) if reused else []
-        attributes: dict[str, Any] = {names.ATTR_EVIDENCE_REUSED_UNITS: len(reused)}
-        if origins:
-            attributes[names.ATTR_EVIDENCE_REUSED_FROM] = origins
-        return [
-            EvaluationResult(
-                name=names.EVAL_EVIDENCE_REUSE,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                span_id=span.span_id,
-                score_value=float(len(reused)),
-                score_label="reuses_evidence" if reused else "no_reuse",
-                explanation=(
-                    f"outputs reuse {len(reused)} evidence unit(s) from {', '.join(origins)}"
-                    if reused
-                    else "outputs reuse no evidence seen so far"
-                ),
-                attributes=attributes,
+        return [self._reuse_result(span.span_id, len(reused), origins)]
+
+    def _reuse_result(self, span_id: str, count: int, origins: list[str]) -> EvaluationResult:
+        """The result of a span whose outputs reuse `count` units, from these origins."""
+        if not count:
+            attributes: dict[str, Any] = {names.ATTR_EVIDENCE_REUSED_UNITS: 0}
+            return _new_result(
+                names.EVAL_EVIDENCE_REUSE,
+                self.name,
+                self.version,
+                span_id,
+                0.0,
+                "no_reuse",
+                "outputs reuse no evidence seen so far",
+                attributes,
             )
-        ]
+        attributes = {
+            names.ATTR_EVIDENCE_REUSED_UNITS: count,
+            names.ATTR_EVIDENCE_REUSED_FROM: origins,
+        }
+        return _new_result(
+            names.EVAL_EVIDENCE_REUSE,
+            self.name,
+            self.version,
+            span_id,
+            float(count),
+            "reuses_evidence",
+            f"outputs reuse {count} evidence unit(s) from {', '.join(origins)}",
+            attributes,
+        )
 
     def finish_trace(
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
@@ -426,17 +473,19 @@ class EvidenceEvaluator(Evaluator):
             # No evidence: survival is undefined, not zero (a gate on it must not trip). Sources
             # too short to hold a unit (`timeout`, `[]`) give nothing to reuse either.
             return [
-                EvaluationResult(
-                    name=names.EVAL_EVIDENCE_SURVIVAL,
-                    evaluator=self.name,
-                    evaluator_version=self.version,
-                    score_label="no_evidence",
-                    explanation=(
+                _new_result(
+                    names.EVAL_EVIDENCE_SURVIVAL,
+                    self.name,
+                    self.version,
+                    None,
+                    None,
+                    "no_evidence",
+                    (
                         f"{sources} evidence source(s), none with a sentence to reuse"
                         if sources
                         else "no tool result or retrieved document with text in this trace"
                     ),
-                    attributes={names.ATTR_EVIDENCE_SOURCES: sources},
+                    {names.ATTR_EVIDENCE_SOURCES: sources},
                 )
             ]
         ratio = survival.reused / survival.units
@@ -470,25 +519,25 @@ class EvidenceEvaluator(Evaluator):
             if len(unused) > 5:
                 explanation += f" and {len(unused) - 5} more"
         return [
-            EvaluationResult(
-                name=names.EVAL_EVIDENCE_SURVIVAL,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                score_value=float(ratio),
-                score_label="reused" if survival.reused else "unused",
-                explanation=explanation,
-                attributes=attributes,
+            _new_result(
+                names.EVAL_EVIDENCE_SURVIVAL,
+                self.name,
+                self.version,
+                None,
+                float(ratio),
+                "reused" if survival.reused else "unused",
+                explanation,
+                attributes,
             ),
-            EvaluationResult(
-                name=names.EVAL_EVIDENCE_FINAL_SURVIVAL,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                score_value=float(final_ratio),
-                score_label="grounded" if grounded else "ungrounded",
-                explanation=(
-                    f"final answer reuses {_percent(final_ratio)} of the evidence units "
-                    f"(threshold {self._threshold})"
-                ),
+            _new_result(
+                names.EVAL_EVIDENCE_FINAL_SURVIVAL,
+                self.name,
+                self.version,
+                None,
+                float(final_ratio),
+                "grounded" if grounded else "ungrounded",
+                f"final answer reuses {_percent(final_ratio)} of the evidence units "
+                f"(threshold {self._threshold})",
             ),
         ]
 
