@@ -113,7 +113,7 @@ typedef struct {
     PyObject *vocabulary_from; /* the core whose stop words to copy (see `fresh`), or NULL */
     PyObject *unit_type;  /* tracehound.text.Unit */
     PyObject *units;      /* list: unit id -> Unit, or None until made */
-    /* attribute names, interned (per instance: the module has no state of this file's) */
+    /* attribute names (references to those of `names`) */
     PyObject *s_text, *s_normalized, *s_tokens, *s_token_set, *s_reuse_positions;
 
     /* the vocabulary: token id by characters */
@@ -187,6 +187,38 @@ typedef struct {
     Py_ssize_t position; /* the next item's position */
     ivec_t span_units;   /* the units matched by the outputs of the span being fed */
 } EvidenceCore;
+
+/* Attribute names and step kinds, interned once (the module is made once per process). */
+enum {
+    N_KIND,
+    N_TEXT,
+    N_TOOL,
+    N_CALL_ID,
+    N_SPAN_ID,
+    N_DOCUMENTS,
+    N_CONTENT,
+    N_SOURCE,
+    N_ID,
+    N_UNITS,
+    N_NORMALIZED_INFORMATIVE,
+    N_TOOL_RESULT,
+    N_RETRIEVAL,
+    N_ASSISTANT,
+    N_REASONING,
+    N_NORMALIZED,
+    N_TOKENS,
+    N_TOKEN_SET,
+    N_REUSE_POSITIONS,
+    N_COUNT
+};
+static const char *const name_chars[N_COUNT] = {
+    "kind",    "text",  "tool",  "call_id",
+    "span_id", "documents", "content", "source",
+    "id",      "units", "normalized_informative", "tool_result",
+    "retrieval", "assistant", "reasoning", "normalized", "tokens", "token_set",
+    "reuse_positions",
+};
+static PyObject *names[N_COUNT];
 
 /* --- arrays ---------------------------------------------------------------------------------- */
 
@@ -659,6 +691,93 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     return id < 0 ? -2 : id;
 }
 
+/* --- a pool of arrays ------------------------------------------------------------------------ */
+
+/*
+ * The engine makes a core per trace and drops it when the trace is done: the arrays of a core
+ * that goes (if not too large) are kept, emptied, for the next core to start with, instead of
+ * being freed and grown again from nothing trace after trace. A core takes them when it gets
+ * its vocabulary (vocabulary_ready), from a core it was made `fresh` from.
+ */
+#define POOLED_FIELDS(X)                                                                   \
+    X(words) X(chars) X(cap_chars) X(cap_tokens) X(word_key) X(word_off) X(word_len)       \
+    X(word_kind) X(word_stop) X(prefix) X(full) X(token_mark) X(class_of) X(cap_classes)   \
+    X(threshold) X(tok_start) X(tok_len) X(full_start) X(full_len) X(first_unit)           \
+    X(last_unit) X(class_mark) X(class_tokens) X(full_tokens) X(cap_units) X(owner) X(slot) \
+    X(next_unit) X(unit_class) X(text_start) X(text_end) X(cap_sources) X(parent) X(size)  \
+    X(source_text) X(candidates) X(matched) X(rarest) X(seq) X(informative) X(keys)        \
+    X(cap_keys) X(scratch) X(cap_scratch) X(seen) X(cap_seen) X(fed) X(cap_fed)           \
+    X(reuse_unit) X(reuse_item) X(span_units) X(stamp)
+
+#define POOL_SIZE 8
+/* the largest arrays kept: a trace's usual few thousand tokens and units */
+#define POOL_MAX_ENTRIES 8192
+#define POOL_MAX_CHARS (256 * 1024)
+
+static EvidenceCore pool[POOL_SIZE]; /* (only the pooled fields are used) */
+static int pool_count;
+
+/* Move the arrays of a fresh core (none of its own yet) from the pool, emptied: 1, or 0 if the
+ * pool is empty. */
+static int
+pool_take(EvidenceCore *self)
+{
+    EvidenceCore *e;
+    if (pool_count == 0 || self->words.slots != NULL || self->cap_tokens != 0 ||
+        self->cap_classes != 0 || self->cap_units != 0 || self->cap_sources != 0 ||
+        self->chars != NULL || self->seen != NULL) {
+        return 0;
+    }
+    e = &pool[--pool_count];
+#define TAKE(f) self->f = e->f;
+    POOLED_FIELDS(TAKE)
+#undef TAKE
+    memset(e, 0, sizeof(*e));
+    memset(self->words.slots, 0xff, (size_t)(self->words.mask + 1) * sizeof(slot_t)); /* id -1 */
+    self->words.used = 0;
+    if (self->class_of.slots != NULL) {
+        memset(self->class_of.slots, 0xff, (size_t)(self->class_of.mask + 1) * sizeof(slot_t));
+        self->class_of.used = 0;
+    }
+    return 1;
+}
+
+/* Keep the arrays of a core that goes in the pool, if there is room and they are not too large:
+ * 1 (the core no longer has them), else 0. Its postings' own arrays and its references are
+ * gone already. What a new core expects zeroed (postings, marks, source texts) is zeroed. */
+static int
+pool_give(EvidenceCore *self)
+{
+    EvidenceCore *e;
+    if (pool_count == POOL_SIZE || self->words.slots == NULL ||
+        self->cap_tokens > POOL_MAX_ENTRIES || self->cap_classes > POOL_MAX_ENTRIES ||
+        self->cap_units > POOL_MAX_ENTRIES || self->cap_sources > POOL_MAX_ENTRIES ||
+        self->words.mask >= 2 * POOL_MAX_ENTRIES || self->class_of.mask >= 2 * POOL_MAX_ENTRIES ||
+        self->cap_chars > POOL_MAX_CHARS || self->class_tokens.cap > 8 * POOL_MAX_ENTRIES ||
+        self->full_tokens.cap > 8 * POOL_MAX_ENTRIES || self->cap_seen > POOL_MAX_ENTRIES ||
+        self->cap_fed > POOL_MAX_ENTRIES || self->reuse_unit.cap > 8 * POOL_MAX_ENTRIES ||
+        self->cap_keys > POOL_MAX_ENTRIES || self->cap_scratch > POOL_MAX_CHARS) {
+        return 0;
+    }
+    if (self->n_tokens > 0) {
+        memset(self->prefix, 0, (size_t)self->n_tokens * sizeof(posting_t));
+        memset(self->full, 0, (size_t)self->n_tokens * sizeof(posting_t));
+        memset(self->token_mark, 0, (size_t)self->n_tokens * sizeof(uint32_t));
+    }
+    if (self->n_sources > 0) {
+        memset(self->source_text, 0, (size_t)self->n_sources * sizeof(PyObject *));
+    }
+    self->class_tokens.len = self->full_tokens.len = 0;
+    self->candidates.len = self->matched.len = self->rarest.len = 0;
+    self->seq.len = self->informative.len = 0;
+    self->reuse_unit.len = self->reuse_item.len = self->span_units.len = 0;
+    e = &pool[pool_count++];
+#define GIVE(f) e->f = self->f;
+    POOLED_FIELDS(GIVE)
+#undef GIVE
+    return 1;
+}
+
 /* The stop words, interned first (once, before the first unit): copied from the vocabulary of
  * the core this one was made `fresh` from, which holds only them, else interned here. */
 static int
@@ -673,28 +792,46 @@ vocabulary_ready(EvidenceCore *self)
     }
     if (from != NULL && from->units != NULL && vocabulary_ready(from) == 0 &&
         from->n_units == 0) { /* (a core cleared by the garbage collector: not used) */
-        Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1;
+        Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1, k;
+        int pooled = pool_take(self);
         while (st == 0 && self->cap_tokens < n) {
             self->n_tokens = self->cap_tokens; /* as if full: reserve_token grows */
             st = reserve_token(self);
         }
         self->n_tokens = 0;
-        if (st == 0 && (self->words.slots = PyMem_Malloc((size_t)cap * sizeof(slot_t))) == NULL) {
-            PyErr_NoMemory();
-            st = -1;
+        if (pooled && self->words.mask + 1 >= cap && self->cap_chars >= from->n_chars) {
+            /* the pooled table, emptied, takes the stop words */
+            for (k = 0; k < cap; k++) {
+                if (from->words.slots[k].id >= 0) {
+                    table_put(&self->words, from->words.slots[k].hash, from->words.slots[k].id);
+                }
+            }
         }
-        if (st == 0 && from->n_chars > 0 &&
-            (self->chars = PyMem_Malloc((size_t)from->cap_chars)) == NULL) {
-            PyErr_NoMemory();
-            st = -1;
+        else {
+            table_free(&self->words);
+            PyMem_Free(self->chars);
+            self->chars = NULL;
+            self->cap_chars = 0;
+            if (st == 0 &&
+                (self->words.slots = PyMem_Malloc((size_t)cap * sizeof(slot_t))) == NULL) {
+                PyErr_NoMemory();
+                st = -1;
+            }
+            if (st == 0 && from->n_chars > 0 &&
+                (self->chars = PyMem_Malloc((size_t)from->cap_chars)) == NULL) {
+                PyErr_NoMemory();
+                st = -1;
+            }
+            if (st == 0) {
+                memcpy(self->words.slots, from->words.slots, (size_t)cap * sizeof(slot_t));
+                self->words.mask = from->words.mask;
+                self->words.used = from->words.used;
+                self->cap_chars = from->n_chars > 0 ? from->cap_chars : 0;
+            }
         }
         if (st == 0) {
-            memcpy(self->words.slots, from->words.slots, (size_t)cap * sizeof(slot_t));
-            self->words.mask = from->words.mask;
-            self->words.used = from->words.used;
             if (from->n_chars > 0) {
                 memcpy(self->chars, from->chars, (size_t)from->n_chars);
-                self->cap_chars = from->cap_chars;
             }
             self->n_chars = from->n_chars;
             memcpy(self->word_key, from->word_key, (size_t)n * sizeof(uint64_t));
@@ -2104,33 +2241,6 @@ error:
 
 /* --- the evaluator's streamed state ---------------------------------------------------------- */
 
-/* Attribute names and step kinds, interned once (the module is made once per process). */
-enum {
-    N_KIND,
-    N_TEXT,
-    N_TOOL,
-    N_CALL_ID,
-    N_SPAN_ID,
-    N_DOCUMENTS,
-    N_CONTENT,
-    N_SOURCE,
-    N_ID,
-    N_UNITS,
-    N_NORMALIZED_INFORMATIVE,
-    N_TOOL_RESULT,
-    N_RETRIEVAL,
-    N_ASSISTANT,
-    N_REASONING,
-    N_COUNT
-};
-static const char *const name_chars[N_COUNT] = {
-    "kind",    "text",  "tool",  "call_id",
-    "span_id", "documents", "content", "source",
-    "id",      "units", "normalized_informative", "tool_result",
-    "retrieval", "assistant", "reasoning",
-};
-static PyObject *names[N_COUNT];
-
 /* Whether `kind` (a step's) is the kind `name`: 1, 0, or -1 with an exception. */
 static ALWAYS_INLINE int
 kind_is(PyObject *kind, int name)
@@ -2792,15 +2902,15 @@ core_alloc(PyTypeObject *type, PyObject *stop_words, PyObject *unit_type)
     }
     self->stop_words = Py_NewRef(stop_words);
     self->unit_type = Py_NewRef(unit_type);
-    if ((self->units = PyList_New(0)) == NULL ||
-        (self->s_text = PyUnicode_InternFromString("text")) == NULL ||
-        (self->s_normalized = PyUnicode_InternFromString("normalized")) == NULL ||
-        (self->s_tokens = PyUnicode_InternFromString("tokens")) == NULL ||
-        (self->s_token_set = PyUnicode_InternFromString("token_set")) == NULL ||
-        (self->s_reuse_positions = PyUnicode_InternFromString("reuse_positions")) == NULL) {
+    if ((self->units = PyList_New(0)) == NULL) {
         Py_DECREF(self);
         return NULL;
     }
+    self->s_text = Py_NewRef(names[N_TEXT]);
+    self->s_normalized = Py_NewRef(names[N_NORMALIZED]);
+    self->s_tokens = Py_NewRef(names[N_TOKENS]);
+    self->s_token_set = Py_NewRef(names[N_TOKEN_SET]);
+    self->s_reuse_positions = Py_NewRef(names[N_REUSE_POSITIONS]);
     return self;
 }
 
@@ -2943,6 +3053,11 @@ core_dealloc(EvidenceCore *self)
     }
     for (i = 0; i < self->n_sources; i++) {
         Py_XDECREF(self->source_text[i]);
+    }
+    if (pool_give(self)) {
+        type->tp_free(self);
+        Py_DECREF(type);
+        return;
     }
     table_free(&self->words);
     table_free(&self->class_of);

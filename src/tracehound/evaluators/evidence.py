@@ -15,13 +15,12 @@ per source, unused sources, repeated-evidence groups, steps until last reuse.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound.conventions import NormalizedSpan
-from tracehound.conventions.base import slots_maker
 from tracehound.evaluators._evidence_index import (
     EvidenceIndex,
     Item,
@@ -161,8 +160,24 @@ def _percent(ratio: float) -> str:
     return text
 
 
-# Results are made for most spans: without the frozen dataclass's __init__ (see `slots_maker`)
-_new_result = slots_maker(EvaluationResult)
+def _result_maker() -> Callable[..., EvaluationResult]:
+    """What makes an `EvaluationResult` from the values of all its fields, in order: with the C
+    accelerator, a `SlotsMaker` (without the frozen dataclass's __init__, which sets each field
+    through `object.__setattr__`); else the class, by keywords."""
+    names_ = tuple(f.name for f in fields(EvaluationResult))
+    native = _wire._native
+    if native is not None:
+        maker: Callable[..., EvaluationResult] = native.SlotsMaker(EvaluationResult, names_)
+        return maker
+
+    def make(*values: Any) -> EvaluationResult:
+        return EvaluationResult(**dict(zip(names_, values, strict=True)))
+
+    return make
+
+
+# Results are made for most spans
+_new_result = _result_maker()
 
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
@@ -448,6 +463,7 @@ class EvidenceEvaluator(Evaluator):
                 "no_reuse",
                 "outputs reuse no evidence seen so far",
                 attributes,
+                None,
             )
         attributes = {
             names.ATTR_EVIDENCE_REUSED_UNITS: count,
@@ -462,6 +478,7 @@ class EvidenceEvaluator(Evaluator):
             "reuses_evidence",
             f"outputs reuse {count} evidence unit(s) from {', '.join(origins)}",
             attributes,
+            None,
         )
 
     def finish_trace(
@@ -486,6 +503,7 @@ class EvidenceEvaluator(Evaluator):
                         else "no tool result or retrieved document with text in this trace"
                     ),
                     {names.ATTR_EVIDENCE_SOURCES: sources},
+                    None,
                 )
             ]
         ratio = survival.reused / survival.units
@@ -528,6 +546,7 @@ class EvidenceEvaluator(Evaluator):
                 "reused" if survival.reused else "unused",
                 explanation,
                 attributes,
+                None,
             ),
             _new_result(
                 names.EVAL_EVIDENCE_FINAL_SURVIVAL,
@@ -538,6 +557,8 @@ class EvidenceEvaluator(Evaluator):
                 "grounded" if grounded else "ungrounded",
                 f"final answer reuses {_percent(final_ratio)} of the evidence units "
                 f"(threshold {self._threshold})",
+                {},
+                None,
             ),
         ]
 
