@@ -363,13 +363,34 @@ next_cap(Py_ssize_t n, Py_ssize_t cap, Py_ssize_t first)
     return cap > INT32_MAX ? INT32_MAX : cap;
 }
 
+/* The capacity for `want` elements (doubling from `cap`, or from `first`), at most INT32_MAX. */
+static Py_ssize_t
+cap_for(Py_ssize_t want, Py_ssize_t cap, Py_ssize_t first)
+{
+    if (want <= cap) {
+        return cap;
+    }
+    cap = cap ? cap : first;
+    while (cap < want && cap < INT32_MAX) {
+        cap *= 2;
+    }
+    return cap > INT32_MAX ? INT32_MAX : cap;
+}
+
+static int grow_tokens(EvidenceCore *self, Py_ssize_t cap);
+
 static int
 reserve_token(EvidenceCore *self)
 {
-    Py_ssize_t old = self->cap_tokens, cap = next_cap(self->n_tokens, old, 64);
-    if (cap < 0) {
-        return -1;
-    }
+    Py_ssize_t cap = next_cap(self->n_tokens, self->cap_tokens, 64);
+    return cap < 0 ? -1 : grow_tokens(self, cap);
+}
+
+/* The arrays per token grown to `cap` elements (if larger). */
+static int
+grow_tokens(EvidenceCore *self, Py_ssize_t cap)
+{
+    Py_ssize_t old = self->cap_tokens;
     if (cap == old) {
         return 0;
     }
@@ -385,13 +406,20 @@ reserve_token(EvidenceCore *self)
     return 0;
 }
 
+static int grow_classes(EvidenceCore *self, Py_ssize_t cap);
+
 static int
 reserve_class(EvidenceCore *self)
 {
-    Py_ssize_t old = self->cap_classes, cap = next_cap(self->n_classes, old, 16);
-    if (cap < 0) {
-        return -1;
-    }
+    Py_ssize_t cap = next_cap(self->n_classes, self->cap_classes, 16);
+    return cap < 0 ? -1 : grow_classes(self, cap);
+}
+
+/* The arrays per class grown to `cap` elements (if larger). */
+static int
+grow_classes(EvidenceCore *self, Py_ssize_t cap)
+{
+    Py_ssize_t old = self->cap_classes;
     if (cap == old) {
         return 0;
     }
@@ -407,13 +435,20 @@ reserve_class(EvidenceCore *self)
     return 0;
 }
 
+static int grow_units(EvidenceCore *self, Py_ssize_t cap);
+
 static int
 reserve_unit(EvidenceCore *self)
 {
-    Py_ssize_t old = self->cap_units, cap = next_cap(self->n_units, old, 16);
-    if (cap < 0) {
-        return -1;
-    }
+    Py_ssize_t cap = next_cap(self->n_units, self->cap_units, 16);
+    return cap < 0 ? -1 : grow_units(self, cap);
+}
+
+/* The arrays per unit grown to `cap` elements (if larger). */
+static int
+grow_units(EvidenceCore *self, Py_ssize_t cap)
+{
+    Py_ssize_t old = self->cap_units;
     if (cap == old) {
         return 0;
     }
@@ -490,18 +525,30 @@ table_start(const table_t *t, uint32_t hash)
     return (size_t)hash & (size_t)t->mask;
 }
 
+static int table_reserve_for(table_t *t, Py_ssize_t n);
+
 /* Room for one more key; -1 with MemoryError. */
 static int
 table_reserve(table_t *t)
+{
+    return table_reserve_for(t, t->used + 1);
+}
+
+/* Room for `n` keys in all; -1 with MemoryError. */
+static int
+table_reserve_for(table_t *t, Py_ssize_t n)
 {
     Py_ssize_t cap, k;
     slot_t *slots;
     size_t i;
 
-    if (t->slots != NULL && 2 * (t->used + 1) <= t->mask + 1) {
+    if (t->slots != NULL && 2 * n <= t->mask + 1) {
         return 0;
     }
     cap = t->slots == NULL ? 64 : 2 * (t->mask + 1);
+    while (cap < 2 * n && cap <= PY_SSIZE_T_MAX / 2) {
+        cap *= 2;
+    }
     if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(slot_t)) {
         PyErr_NoMemory();
         return -1;
@@ -1476,6 +1523,29 @@ PyDoc_STRVAR(add_text_doc,
 "ASCII path (see ascii_tokens): add_units then takes the units made by the Python code.\n"
 "source_index must be above that of every earlier call.");
 
+/* Room for what a text of `length` characters cut in `segments` segments may add, reserved at
+ * once rather than by doublings as it comes: a token per five characters (most of a first
+ * text's tokens are new, later texts share many), a unit and class per segment. */
+static int
+reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
+{
+    Py_ssize_t tokens = self->n_tokens + length / 5 + 1, units = self->n_units + segments;
+    Py_ssize_t classes = self->n_classes + segments;
+    if (tokens >= INT32_MAX || units >= INT32_MAX) {
+        return 0; /* (the arrays grow one at a time, up to their limit) */
+    }
+    if (grow_tokens(self, cap_for(tokens, self->cap_tokens, 64)) < 0 ||
+        table_reserve_for(&self->words, tokens) < 0 ||
+        grow_units(self, cap_for(units, self->cap_units, 16)) < 0 ||
+        grow_classes(self, cap_for(classes, self->cap_classes, 16)) < 0 ||
+        table_reserve_for(&self->class_of, classes) < 0 ||
+        ivec_grow(&self->class_tokens, (int32_t)(tokens - self->n_tokens)) < 0 ||
+        ivec_grow(&self->full_tokens, (int32_t)(2 * (tokens - self->n_tokens))) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 /* add_text's work, the core entered: ST_OK, ST_UNHANDLED (nothing changed: the text is not of
  * the ASCII path) or ST_ERROR. */
 static int
@@ -1509,7 +1579,10 @@ add_text_entered(EvidenceCore *self, Py_ssize_t source, PyObject *text)
         return st;
     }
     first = self->n_units;
-    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? ST_ERROR : ST_OK;
+    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ||
+                 reserve_for_text(self, PyUnicode_GET_LENGTH(text), b.n / 2)
+             ? ST_ERROR
+             : ST_OK;
     /* the tokens of the whole text, one segment after the other (all of the ASCII path:
      * find_segments checked every character) */
     self->segments = b.items;
@@ -2241,14 +2314,67 @@ error:
 
 /* --- the evaluator's streamed state ---------------------------------------------------------- */
 
+/* The step kind strs last found equal to each name of `names` (references): a step's kind is
+ * usually one of a few objects, compared by identity. */
+static PyObject *kinds_seen[N_COUNT];
+
 /* Whether `kind` (a step's) is the kind `name`: 1, 0, or -1 with an exception. */
-static ALWAYS_INLINE int
+static int
 kind_is(PyObject *kind, int name)
 {
-    if (kind == names[name]) {
+    PyObject *expected = names[name];
+    Py_ssize_t n;
+    int equal;
+    if (kind == expected || kind == kinds_seen[name]) {
         return 1;
     }
-    return PyObject_RichCompareBool(kind, names[name], Py_EQ);
+    if (!PyUnicode_CheckExact(kind)) {
+        return PyObject_RichCompareBool(kind, expected, Py_EQ);
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(kind) < 0) {
+        return -1;
+    }
+#endif
+    n = PyUnicode_GET_LENGTH(kind);
+    equal = n == PyUnicode_GET_LENGTH(expected) && PyUnicode_KIND(kind) == PyUnicode_1BYTE_KIND &&
+            memcmp(PyUnicode_DATA(kind), PyUnicode_DATA(expected), (size_t)n) == 0;
+    if (equal) {
+        Py_XSETREF(kinds_seen[name], Py_NewRef(kind));
+    }
+    return equal;
+}
+
+/* obj.<name>, a new reference or NULL with an exception, for the steps and documents read here:
+ * objects of plain classes whose fields are in their instance dict (the class's value, not a
+ * descriptor, standing for those unset), read there directly; anything else, as
+ * PyObject_GetAttr reads it. */
+static PyObject *
+plain_attr(PyObject *obj, PyObject *name)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject *descr, *dict, *value;
+
+    if (type->tp_getattro != PyObject_GenericGetAttr || type->tp_dictoffset == 0) {
+        return PyObject_GetAttr(obj, name);
+    }
+    descr = _PyType_Lookup(type, name); /* borrowed */
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL) {
+        return PyObject_GetAttr(obj, name); /* a descriptor: slots, properties, methods */
+    }
+    dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        return NULL;
+    }
+    value = PyDict_GetItemWithError(dict, name); /* borrowed; the object holds its dict */
+    Py_DECREF(dict);
+    if (value != NULL) {
+        return Py_NewRef(value);
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return descr != NULL ? Py_NewRef(descr) : PyObject_GetAttr(obj, name);
 }
 
 /* Room for one more seen item and fed source. */
@@ -2415,14 +2541,14 @@ feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outpu
     PyObject *kind, *text = NULL, *extra = NULL, *docs = NULL;
     int st = -1, r;
 
-    kind = PyObject_GetAttr(step, names[N_KIND]);
+    kind = plain_attr(step, names[N_KIND]);
     if (kind == NULL) {
         return -1;
     }
     if ((r = kind_is(kind, N_RETRIEVAL)) != 0) {
         Py_ssize_t i;
-        if (r < 0 || (docs = PyObject_GetAttr(step, names[N_DOCUMENTS])) == NULL ||
-            (extra = PyObject_GetAttr(step, names[N_SOURCE])) == NULL) {
+        if (r < 0 || (docs = plain_attr(step, names[N_DOCUMENTS])) == NULL ||
+            (extra = plain_attr(step, names[N_SOURCE])) == NULL) {
             goto done;
         }
         Py_SETREF(docs, PySequence_Fast(docs, "step.documents must be a sequence"));
@@ -2431,7 +2557,7 @@ feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outpu
         }
         for (i = 0; i < PySequence_Fast_GET_SIZE(docs); i++) {
             PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, i));
-            PyObject *content = PyObject_GetAttr(doc, names[N_CONTENT]);
+            PyObject *content = plain_attr(doc, names[N_CONTENT]);
             int truth = content == NULL ? -1 : PyObject_IsTrue(content);
             if (truth > 0) {
                 truth = feed_source(self, content, Py_None, extra, N_RETRIEVAL, cache);
@@ -2446,7 +2572,7 @@ feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outpu
         st = 0; /* (a retrieval's positions are its documents') */
         goto done;
     }
-    if ((text = PyObject_GetAttr(step, names[N_TEXT])) == NULL || (r = PyObject_IsTrue(text)) < 0) {
+    if ((text = plain_attr(step, names[N_TEXT])) == NULL || (r = PyObject_IsTrue(text)) < 0) {
         goto done;
     }
     if (r) {
@@ -2454,7 +2580,7 @@ feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outpu
             goto done;
         }
         if (r) {
-            if ((extra = PyObject_GetAttr(step, names[N_TOOL])) == NULL ||
+            if ((extra = plain_attr(step, names[N_TOOL])) == NULL ||
                 feed_source(self, text, extra, Py_None, N_TOOL_RESULT, cache) < 0) {
                 goto done;
             }
@@ -2493,7 +2619,7 @@ PyDoc_STRVAR(feed_span_doc,
 static PyObject *
 feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *steps, *origins = NULL, *result;
+    PyObject *steps, *origins = NULL, *result, *number;
     Py_ssize_t i, outputs = 0, count = 0;
     int st = 0;
 
@@ -2549,7 +2675,15 @@ feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (origins == NULL && (origins = PyList_New(0)) == NULL) {
         return NULL;
     }
-    result = Py_BuildValue("(nN)", count, origins);
+    number = PyLong_FromSsize_t(count);
+    result = number == NULL ? NULL : PyTuple_New(2);
+    if (result == NULL) {
+        Py_XDECREF(number);
+        Py_DECREF(origins);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, number);
+    PyTuple_SET_ITEM(result, 1, origins);
     return result;
 }
 
@@ -2566,7 +2700,7 @@ item_label(PyObject *first, PyObject *step, Py_ssize_t step_index, Py_ssize_t nu
     if (truth) {
         return Py_NewRef(first);
     }
-    if ((span_id = PyObject_GetAttr(step, names[N_SPAN_ID])) == NULL) {
+    if ((span_id = plain_attr(step, names[N_SPAN_ID])) == NULL) {
         return NULL;
     }
     label = number < 0 ? PyUnicode_FromFormat("%S#%zd", span_id, step_index)
@@ -2605,13 +2739,13 @@ walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_
         PyObject *kind = NULL, *text = NULL, *docs = NULL, *label = NULL;
         int r;
         result = -1;
-        if ((kind = PyObject_GetAttr(step, names[N_KIND])) == NULL ||
+        if ((kind = plain_attr(step, names[N_KIND])) == NULL ||
             (r = kind_is(kind, N_RETRIEVAL)) < 0) {
             goto next;
         }
         if (r) {
             Py_ssize_t number;
-            docs = PyObject_GetAttr(step, names[N_DOCUMENTS]);
+            docs = plain_attr(step, names[N_DOCUMENTS]);
             Py_XSETREF(docs, docs == NULL ? NULL
                                           : PySequence_Fast(docs, "step.documents must be a sequence"));
             if (docs == NULL) {
@@ -2620,13 +2754,13 @@ walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_
             result = 1;
             for (number = 0; result == 1 && number < PySequence_Fast_GET_SIZE(docs); number++) {
                 PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, number));
-                PyObject *content = PyObject_GetAttr(doc, names[N_CONTENT]), *id = NULL;
+                PyObject *content = plain_attr(doc, names[N_CONTENT]), *id = NULL;
                 int truth = content == NULL ? -1 : PyObject_IsTrue(content);
                 if (truth > 0) {
                     truth = fed_is(self, k, content, ROLE_EVIDENCE);
                     if (truth > 0) {
                         canonical[k++] = position++;
-                        id = PyObject_GetAttr(doc, names[N_ID]);
+                        id = plain_attr(doc, names[N_ID]);
                         label = id == NULL ? NULL : item_label(id, step, index, number);
                         truth = label == NULL || PyList_Append(labels, label) < 0 ? -1 : 1;
                         Py_CLEAR(label);
@@ -2642,7 +2776,7 @@ walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_
             }
             goto next;
         }
-        if ((text = PyObject_GetAttr(step, names[N_TEXT])) == NULL ||
+        if ((text = plain_attr(step, names[N_TEXT])) == NULL ||
             (r = PyObject_IsTrue(text)) < 0) {
             goto next;
         }
@@ -2664,7 +2798,7 @@ walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_
                 }
                 canonical[k] = position;
                 if (evidence) {
-                    PyObject *call_id = PyObject_GetAttr(step, names[N_CALL_ID]);
+                    PyObject *call_id = plain_attr(step, names[N_CALL_ID]);
                     label = call_id == NULL ? NULL : item_label(call_id, step, index, -1);
                     Py_XDECREF(call_id);
                     if (label == NULL || PyList_Append(labels, label) < 0) {
@@ -2850,19 +2984,49 @@ summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *list = totals[i];
         for (s = 0; s < PyList_GET_SIZE(list); s++) {
             const Py_ssize_t *sum = sums + 4 * (2 * s + i);
-            PyObject *entry = Py_BuildValue("(Onnnn)", PyList_GET_ITEM(list, s), sum[0], sum[1],
-                                            sum[2], sum[3]);
+            PyObject *entry = PyTuple_New(5);
+            int k;
             if (entry == NULL) {
                 goto done;
+            }
+            PyTuple_SET_ITEM(entry, 0, Py_NewRef(PyList_GET_ITEM(list, s)));
+            for (k = 0; k < 4; k++) {
+                PyObject *number = PyLong_FromSsize_t(sum[k]);
+                if (number == NULL) {
+                    Py_DECREF(entry);
+                    goto done;
+                }
+                PyTuple_SET_ITEM(entry, k + 1, number);
             }
             Py_DECREF(PyList_GET_ITEM(list, s)); /* the name: index_of holds it too */
             PyList_SET_ITEM(list, s, entry);
         }
     }
-    result = Py_BuildValue("(nnnnOnNOO)", PyList_GET_SIZE(labels), units, reused, final_reused,
-                           unused, groups,
-                           last_reuse < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(last_reuse),
-                           totals[0], totals[1]);
+    {
+        const Py_ssize_t numbers[6] = {PyList_GET_SIZE(labels), units, reused, final_reused, 0,
+                                       groups};
+        result = PyTuple_New(9);
+        for (i = 0; result != NULL && i < 9; i++) {
+            PyObject *item;
+            if (i == 4) {
+                item = Py_NewRef(unused);
+            }
+            else if (i == 6) {
+                item = last_reuse < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(last_reuse);
+            }
+            else if (i >= 7) {
+                item = Py_NewRef(totals[i - 7]);
+            }
+            else {
+                item = PyLong_FromSsize_t(numbers[i]);
+            }
+            if (item == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyTuple_SET_ITEM(result, i, item);
+        }
+    }
 done:
     self->busy = 0;
     Py_DECREF(steps);
