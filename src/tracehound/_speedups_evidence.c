@@ -317,10 +317,10 @@ posting_grow(posting_t *p, int32_t x)
     return 0;
 }
 
-/* `array` (of `old` elements of `elem` bytes) resized to `cap` elements, the new ones zeroed;
- * NULL with MemoryError (`array` is then unchanged). */
+/* `array` (of `old` elements of `elem` bytes) resized to `cap` elements, the new ones zeroed if
+ * `zero`; NULL with MemoryError (`array` is then unchanged). */
 static void *
-grow(void *array, size_t elem, Py_ssize_t old, Py_ssize_t cap)
+grow(void *array, size_t elem, Py_ssize_t old, Py_ssize_t cap, int zero)
 {
     char *grown;
     if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / elem) {
@@ -332,18 +332,26 @@ grow(void *array, size_t elem, Py_ssize_t old, Py_ssize_t cap)
         PyErr_NoMemory();
         return NULL;
     }
-    memset(grown + (size_t)old * elem, 0, (size_t)(cap - old) * elem);
+    if (zero) {
+        memset(grown + (size_t)old * elem, 0, (size_t)(cap - old) * elem);
+    }
     return grown;
 }
 
-/* self->field grown from `old` to `cap` elements, or return -1 from the calling function. */
-#define GROW(field)                                                          \
-    do {                                                                     \
-        void *grown_ = grow(self->field, sizeof(*self->field), old, cap);    \
-        if (grown_ == NULL) {                                                \
-            return -1;                                                       \
-        }                                                                    \
-        self->field = grown_;                                                \
+/* self->field grown from `old` to `cap` elements, the new ones zeroed (for the arrays read
+ * before they are written: postings, marks, source texts), or return -1 from the calling
+ * function. */
+#define GROW(field) GROW_(field, 1)
+/* the same for the arrays written before they are read (their elements' fields are set when
+ * the token, class, unit or source is added): not zeroed */
+#define GROW_UNZEROED(field) GROW_(field, 0)
+#define GROW_(field, zero)                                                       \
+    do {                                                                         \
+        void *grown_ = grow(self->field, sizeof(*self->field), old, cap, zero);  \
+        if (grown_ == NULL) {                                                    \
+            return -1;                                                           \
+        }                                                                        \
+        self->field = grown_;                                                    \
     } while (0)
 
 /* The capacity for one more element than `n`, or -1 with an exception: ids are int32. A failed
@@ -394,11 +402,11 @@ grow_tokens(EvidenceCore *self, Py_ssize_t cap)
     if (cap == old) {
         return 0;
     }
-    GROW(word_key);
-    GROW(word_off);
-    GROW(word_len);
-    GROW(word_kind);
-    GROW(word_stop);
+    GROW_UNZEROED(word_key);
+    GROW_UNZEROED(word_off);
+    GROW_UNZEROED(word_len);
+    GROW_UNZEROED(word_kind);
+    GROW_UNZEROED(word_stop);
     GROW(prefix);
     GROW(full);
     GROW(token_mark);
@@ -423,14 +431,14 @@ grow_classes(EvidenceCore *self, Py_ssize_t cap)
     if (cap == old) {
         return 0;
     }
-    GROW(threshold);
-    GROW(tok_start);
-    GROW(tok_len);
-    GROW(full_start);
-    GROW(full_len);
-    GROW(first_unit);
-    GROW(last_unit);
-    GROW(class_mark);
+    GROW_UNZEROED(threshold);
+    GROW_UNZEROED(tok_start);
+    GROW_UNZEROED(tok_len);
+    GROW_UNZEROED(full_start);
+    GROW_UNZEROED(full_len);
+    GROW_UNZEROED(first_unit);
+    GROW_UNZEROED(last_unit);
+    GROW_UNZEROED(class_mark);
     self->cap_classes = cap;
     return 0;
 }
@@ -452,12 +460,12 @@ grow_units(EvidenceCore *self, Py_ssize_t cap)
     if (cap == old) {
         return 0;
     }
-    GROW(owner);
-    GROW(slot);
-    GROW(next_unit);
-    GROW(unit_class);
-    GROW(text_start);
-    GROW(text_end);
+    GROW_UNZEROED(owner);
+    GROW_UNZEROED(slot);
+    GROW_UNZEROED(next_unit);
+    GROW_UNZEROED(unit_class);
+    GROW_UNZEROED(text_start);
+    GROW_UNZEROED(text_end);
     self->cap_units = cap;
     return 0;
 }
@@ -472,8 +480,8 @@ reserve_source(EvidenceCore *self)
     if (cap == old) {
         return 0;
     }
-    GROW(parent);
-    GROW(size);
+    GROW_UNZEROED(parent);
+    GROW_UNZEROED(size);
     GROW(source_text);
     self->cap_sources = cap;
     return 0;
@@ -558,9 +566,7 @@ table_reserve_for(table_t *t, Py_ssize_t n)
         PyErr_NoMemory();
         return -1;
     }
-    for (k = 0; k < cap; k++) {
-        slots[k].id = -1;
-    }
+    memset(slots, 0xff, (size_t)cap * sizeof(slot_t)); /* every id -1 */
     for (k = 0; t->slots != NULL && k <= t->mask; k++) {
         const slot_t *e = &t->slots[k];
         if (e->id >= 0) {
@@ -1524,12 +1530,12 @@ PyDoc_STRVAR(add_text_doc,
 "source_index must be above that of every earlier call.");
 
 /* Room for what a text of `length` characters cut in `segments` segments may add, reserved at
- * once rather than by doublings as it comes: a token per five characters (most of a first
- * text's tokens are new, later texts share many), a unit and class per segment. */
+ * once rather than by doublings as it comes: a new token per eight characters (texts share
+ * many), a unit and class per segment. */
 static int
 reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
 {
-    Py_ssize_t tokens = self->n_tokens + length / 5 + 1, units = self->n_units + segments;
+    Py_ssize_t tokens = self->n_tokens + length / 8 + 1, units = self->n_units + segments;
     Py_ssize_t classes = self->n_classes + segments;
     if (tokens >= INT32_MAX || units >= INT32_MAX) {
         return 0; /* (the arrays grow one at a time, up to their limit) */
