@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from _typeshed import ReadableBuffer, WriteableBuffer
 
 from tracehound.evaluators._evidence_index import EvidenceSource
-from tracehound.text import Unit
+from tracehound.text import TextCache, Unit
 
 _T = TypeVar("_T")
 
@@ -202,3 +202,22 @@ class EvidenceCore:
     def units(self, start: int, stop: int, /) -> list[Unit]: ...
     def fresh(self) -> EvidenceCore: ...
     def repeated_groups(self) -> list[list[int]]: ...
+    def feed_span(
+        self, steps: Sequence[Any], cache: TextCache, /
+    ) -> tuple[int, list[str]] | None: ...
+    def summary(
+        self, steps: Sequence[Any], answer: str | None, cache: TextCache, /
+    ) -> (
+        tuple[
+            int,
+            int,
+            int,
+            int,
+            list[str],
+            int,
+            int | None,
+            list[tuple[str, int, int, int, int]],
+            list[tuple[str, int, int, int, int]],
+        ]
+        | None
+    ): ...

@@ -89,13 +89,31 @@ typedef struct {
     Py_ssize_t used;
 } table_t;
 
+/* An item fed to feed_span: an evidence text or an output. */
+typedef struct {
+    PyObject *text;
+    Py_ssize_t position;
+    int role; /* ROLE_EVIDENCE or ROLE_TARGET */
+} seen_t;
+
+#define ROLE_EVIDENCE 0
+#define ROLE_TARGET 1
+
+/* A source fed to feed_span: its item, its units, and the names the results give it. */
+typedef struct {
+    Py_ssize_t position, item;
+    int32_t first, count; /* unit ids first to first + count - 1 */
+    PyObject *tool, *name; /* the tool (tool results) and the retrieval source, or None */
+    PyObject *origin;      /* `tool or source or source_type` */
+} fed_source_t;
+
 typedef struct {
     PyObject_HEAD
     PyObject *stop_words; /* the set of stop words (strs) */
     PyObject *vocabulary_from; /* the core whose stop words to copy (see `fresh`), or NULL */
     PyObject *unit_type;  /* tracehound.text.Unit */
     PyObject *units;      /* list: unit id -> Unit, or None until made */
-    /* attribute names, interned (per instance: the module has no state of this file's) */
+    /* attribute names (references to those of `names`) */
     PyObject *s_text, *s_normalized, *s_tokens, *s_token_set, *s_reuse_positions;
 
     /* the vocabulary: token id by characters */
@@ -157,7 +175,50 @@ typedef struct {
     Py_ssize_t segment, segment_first;
     int32_t segment_source;
     int busy;
+
+    /* The evaluator's streamed state (feed_span, summary): the items fed, in order (evidence
+     * and outputs), the sources among them, and each match of an output (a log: the unit, and
+     * the item of the output; n_seen for the declared answer matched by summary). */
+    seen_t *seen;
+    Py_ssize_t n_seen, cap_seen;
+    fed_source_t *fed;
+    Py_ssize_t n_fed, cap_fed;
+    ivec_t reuse_unit, reuse_item;
+    Py_ssize_t position; /* the next item's position */
+    ivec_t span_units;   /* the units matched by the outputs of the span being fed */
 } EvidenceCore;
+
+/* Attribute names and step kinds, interned once (the module is made once per process). */
+enum {
+    N_KIND,
+    N_TEXT,
+    N_TOOL,
+    N_CALL_ID,
+    N_SPAN_ID,
+    N_DOCUMENTS,
+    N_CONTENT,
+    N_SOURCE,
+    N_ID,
+    N_UNITS,
+    N_NORMALIZED_INFORMATIVE,
+    N_TOOL_RESULT,
+    N_RETRIEVAL,
+    N_ASSISTANT,
+    N_REASONING,
+    N_NORMALIZED,
+    N_TOKENS,
+    N_TOKEN_SET,
+    N_REUSE_POSITIONS,
+    N_COUNT
+};
+static const char *const name_chars[N_COUNT] = {
+    "kind",    "text",  "tool",  "call_id",
+    "span_id", "documents", "content", "source",
+    "id",      "units", "normalized_informative", "tool_result",
+    "retrieval", "assistant", "reasoning", "normalized", "tokens", "token_set",
+    "reuse_positions",
+};
+static PyObject *names[N_COUNT];
 
 /* --- arrays ---------------------------------------------------------------------------------- */
 
@@ -256,10 +317,10 @@ posting_grow(posting_t *p, int32_t x)
     return 0;
 }
 
-/* `array` (of `old` elements of `elem` bytes) resized to `cap` elements, the new ones zeroed;
- * NULL with MemoryError (`array` is then unchanged). */
+/* `array` (of `old` elements of `elem` bytes) resized to `cap` elements, the new ones zeroed if
+ * `zero`; NULL with MemoryError (`array` is then unchanged). */
 static void *
-grow(void *array, size_t elem, Py_ssize_t old, Py_ssize_t cap)
+grow(void *array, size_t elem, Py_ssize_t old, Py_ssize_t cap, int zero)
 {
     char *grown;
     if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / elem) {
@@ -271,18 +332,26 @@ grow(void *array, size_t elem, Py_ssize_t old, Py_ssize_t cap)
         PyErr_NoMemory();
         return NULL;
     }
-    memset(grown + (size_t)old * elem, 0, (size_t)(cap - old) * elem);
+    if (zero) {
+        memset(grown + (size_t)old * elem, 0, (size_t)(cap - old) * elem);
+    }
     return grown;
 }
 
-/* self->field grown from `old` to `cap` elements, or return -1 from the calling function. */
-#define GROW(field)                                                          \
-    do {                                                                     \
-        void *grown_ = grow(self->field, sizeof(*self->field), old, cap);    \
-        if (grown_ == NULL) {                                                \
-            return -1;                                                       \
-        }                                                                    \
-        self->field = grown_;                                                \
+/* self->field grown from `old` to `cap` elements, the new ones zeroed (for the arrays read
+ * before they are written: postings, marks, source texts), or return -1 from the calling
+ * function. */
+#define GROW(field) GROW_(field, 1)
+/* the same for the arrays written before they are read (their elements' fields are set when
+ * the token, class, unit or source is added): not zeroed */
+#define GROW_UNZEROED(field) GROW_(field, 0)
+#define GROW_(field, zero)                                                       \
+    do {                                                                         \
+        void *grown_ = grow(self->field, sizeof(*self->field), old, cap, zero);  \
+        if (grown_ == NULL) {                                                    \
+            return -1;                                                           \
+        }                                                                        \
+        self->field = grown_;                                                    \
     } while (0)
 
 /* The capacity for one more element than `n`, or -1 with an exception: ids are int32. A failed
@@ -302,21 +371,42 @@ next_cap(Py_ssize_t n, Py_ssize_t cap, Py_ssize_t first)
     return cap > INT32_MAX ? INT32_MAX : cap;
 }
 
+/* The capacity for `want` elements (doubling from `cap`, or from `first`), at most INT32_MAX. */
+static Py_ssize_t
+cap_for(Py_ssize_t want, Py_ssize_t cap, Py_ssize_t first)
+{
+    if (want <= cap) {
+        return cap;
+    }
+    cap = cap ? cap : first;
+    while (cap < want && cap < INT32_MAX) {
+        cap *= 2;
+    }
+    return cap > INT32_MAX ? INT32_MAX : cap;
+}
+
+static int grow_tokens(EvidenceCore *self, Py_ssize_t cap);
+
 static int
 reserve_token(EvidenceCore *self)
 {
-    Py_ssize_t old = self->cap_tokens, cap = next_cap(self->n_tokens, old, 64);
-    if (cap < 0) {
-        return -1;
-    }
+    Py_ssize_t cap = next_cap(self->n_tokens, self->cap_tokens, 64);
+    return cap < 0 ? -1 : grow_tokens(self, cap);
+}
+
+/* The arrays per token grown to `cap` elements (if larger). */
+static int
+grow_tokens(EvidenceCore *self, Py_ssize_t cap)
+{
+    Py_ssize_t old = self->cap_tokens;
     if (cap == old) {
         return 0;
     }
-    GROW(word_key);
-    GROW(word_off);
-    GROW(word_len);
-    GROW(word_kind);
-    GROW(word_stop);
+    GROW_UNZEROED(word_key);
+    GROW_UNZEROED(word_off);
+    GROW_UNZEROED(word_len);
+    GROW_UNZEROED(word_kind);
+    GROW_UNZEROED(word_stop);
     GROW(prefix);
     GROW(full);
     GROW(token_mark);
@@ -324,44 +414,58 @@ reserve_token(EvidenceCore *self)
     return 0;
 }
 
+static int grow_classes(EvidenceCore *self, Py_ssize_t cap);
+
 static int
 reserve_class(EvidenceCore *self)
 {
-    Py_ssize_t old = self->cap_classes, cap = next_cap(self->n_classes, old, 16);
-    if (cap < 0) {
-        return -1;
-    }
+    Py_ssize_t cap = next_cap(self->n_classes, self->cap_classes, 16);
+    return cap < 0 ? -1 : grow_classes(self, cap);
+}
+
+/* The arrays per class grown to `cap` elements (if larger). */
+static int
+grow_classes(EvidenceCore *self, Py_ssize_t cap)
+{
+    Py_ssize_t old = self->cap_classes;
     if (cap == old) {
         return 0;
     }
-    GROW(threshold);
-    GROW(tok_start);
-    GROW(tok_len);
-    GROW(full_start);
-    GROW(full_len);
-    GROW(first_unit);
-    GROW(last_unit);
-    GROW(class_mark);
+    GROW_UNZEROED(threshold);
+    GROW_UNZEROED(tok_start);
+    GROW_UNZEROED(tok_len);
+    GROW_UNZEROED(full_start);
+    GROW_UNZEROED(full_len);
+    GROW_UNZEROED(first_unit);
+    GROW_UNZEROED(last_unit);
+    GROW_UNZEROED(class_mark);
     self->cap_classes = cap;
     return 0;
 }
 
+static int grow_units(EvidenceCore *self, Py_ssize_t cap);
+
 static int
 reserve_unit(EvidenceCore *self)
 {
-    Py_ssize_t old = self->cap_units, cap = next_cap(self->n_units, old, 16);
-    if (cap < 0) {
-        return -1;
-    }
+    Py_ssize_t cap = next_cap(self->n_units, self->cap_units, 16);
+    return cap < 0 ? -1 : grow_units(self, cap);
+}
+
+/* The arrays per unit grown to `cap` elements (if larger). */
+static int
+grow_units(EvidenceCore *self, Py_ssize_t cap)
+{
+    Py_ssize_t old = self->cap_units;
     if (cap == old) {
         return 0;
     }
-    GROW(owner);
-    GROW(slot);
-    GROW(next_unit);
-    GROW(unit_class);
-    GROW(text_start);
-    GROW(text_end);
+    GROW_UNZEROED(owner);
+    GROW_UNZEROED(slot);
+    GROW_UNZEROED(next_unit);
+    GROW_UNZEROED(unit_class);
+    GROW_UNZEROED(text_start);
+    GROW_UNZEROED(text_end);
     self->cap_units = cap;
     return 0;
 }
@@ -376,8 +480,8 @@ reserve_source(EvidenceCore *self)
     if (cap == old) {
         return 0;
     }
-    GROW(parent);
-    GROW(size);
+    GROW_UNZEROED(parent);
+    GROW_UNZEROED(size);
     GROW(source_text);
     self->cap_sources = cap;
     return 0;
@@ -429,18 +533,30 @@ table_start(const table_t *t, uint32_t hash)
     return (size_t)hash & (size_t)t->mask;
 }
 
+static int table_reserve_for(table_t *t, Py_ssize_t n);
+
 /* Room for one more key; -1 with MemoryError. */
 static int
 table_reserve(table_t *t)
+{
+    return table_reserve_for(t, t->used + 1);
+}
+
+/* Room for `n` keys in all; -1 with MemoryError. */
+static int
+table_reserve_for(table_t *t, Py_ssize_t n)
 {
     Py_ssize_t cap, k;
     slot_t *slots;
     size_t i;
 
-    if (t->slots != NULL && 2 * (t->used + 1) <= t->mask + 1) {
+    if (t->slots != NULL && 2 * n <= t->mask + 1) {
         return 0;
     }
     cap = t->slots == NULL ? 64 : 2 * (t->mask + 1);
+    while (cap < 2 * n && cap <= PY_SSIZE_T_MAX / 2) {
+        cap *= 2;
+    }
     if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(slot_t)) {
         PyErr_NoMemory();
         return -1;
@@ -450,9 +566,7 @@ table_reserve(table_t *t)
         PyErr_NoMemory();
         return -1;
     }
-    for (k = 0; k < cap; k++) {
-        slots[k].id = -1;
-    }
+    memset(slots, 0xff, (size_t)cap * sizeof(slot_t)); /* every id -1 */
     for (k = 0; t->slots != NULL && k <= t->mask; k++) {
         const slot_t *e = &t->slots[k];
         if (e->id >= 0) {
@@ -630,6 +744,93 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     return id < 0 ? -2 : id;
 }
 
+/* --- a pool of arrays ------------------------------------------------------------------------ */
+
+/*
+ * The engine makes a core per trace and drops it when the trace is done: the arrays of a core
+ * that goes (if not too large) are kept, emptied, for the next core to start with, instead of
+ * being freed and grown again from nothing trace after trace. A core takes them when it gets
+ * its vocabulary (vocabulary_ready), from a core it was made `fresh` from.
+ */
+#define POOLED_FIELDS(X)                                                                   \
+    X(words) X(chars) X(cap_chars) X(cap_tokens) X(word_key) X(word_off) X(word_len)       \
+    X(word_kind) X(word_stop) X(prefix) X(full) X(token_mark) X(class_of) X(cap_classes)   \
+    X(threshold) X(tok_start) X(tok_len) X(full_start) X(full_len) X(first_unit)           \
+    X(last_unit) X(class_mark) X(class_tokens) X(full_tokens) X(cap_units) X(owner) X(slot) \
+    X(next_unit) X(unit_class) X(text_start) X(text_end) X(cap_sources) X(parent) X(size)  \
+    X(source_text) X(candidates) X(matched) X(rarest) X(seq) X(informative) X(keys)        \
+    X(cap_keys) X(scratch) X(cap_scratch) X(seen) X(cap_seen) X(fed) X(cap_fed)           \
+    X(reuse_unit) X(reuse_item) X(span_units) X(stamp)
+
+#define POOL_SIZE 8
+/* the largest arrays kept: a trace's usual few thousand tokens and units */
+#define POOL_MAX_ENTRIES 8192
+#define POOL_MAX_CHARS (256 * 1024)
+
+static EvidenceCore pool[POOL_SIZE]; /* (only the pooled fields are used) */
+static int pool_count;
+
+/* Move the arrays of a fresh core (none of its own yet) from the pool, emptied: 1, or 0 if the
+ * pool is empty. */
+static int
+pool_take(EvidenceCore *self)
+{
+    EvidenceCore *e;
+    if (pool_count == 0 || self->words.slots != NULL || self->cap_tokens != 0 ||
+        self->cap_classes != 0 || self->cap_units != 0 || self->cap_sources != 0 ||
+        self->chars != NULL || self->seen != NULL) {
+        return 0;
+    }
+    e = &pool[--pool_count];
+#define TAKE(f) self->f = e->f;
+    POOLED_FIELDS(TAKE)
+#undef TAKE
+    memset(e, 0, sizeof(*e));
+    memset(self->words.slots, 0xff, (size_t)(self->words.mask + 1) * sizeof(slot_t)); /* id -1 */
+    self->words.used = 0;
+    if (self->class_of.slots != NULL) {
+        memset(self->class_of.slots, 0xff, (size_t)(self->class_of.mask + 1) * sizeof(slot_t));
+        self->class_of.used = 0;
+    }
+    return 1;
+}
+
+/* Keep the arrays of a core that goes in the pool, if there is room and they are not too large:
+ * 1 (the core no longer has them), else 0. Its postings' own arrays and its references are
+ * gone already. What a new core expects zeroed (postings, marks, source texts) is zeroed. */
+static int
+pool_give(EvidenceCore *self)
+{
+    EvidenceCore *e;
+    if (pool_count == POOL_SIZE || self->words.slots == NULL ||
+        self->cap_tokens > POOL_MAX_ENTRIES || self->cap_classes > POOL_MAX_ENTRIES ||
+        self->cap_units > POOL_MAX_ENTRIES || self->cap_sources > POOL_MAX_ENTRIES ||
+        self->words.mask >= 2 * POOL_MAX_ENTRIES || self->class_of.mask >= 2 * POOL_MAX_ENTRIES ||
+        self->cap_chars > POOL_MAX_CHARS || self->class_tokens.cap > 8 * POOL_MAX_ENTRIES ||
+        self->full_tokens.cap > 8 * POOL_MAX_ENTRIES || self->cap_seen > POOL_MAX_ENTRIES ||
+        self->cap_fed > POOL_MAX_ENTRIES || self->reuse_unit.cap > 8 * POOL_MAX_ENTRIES ||
+        self->cap_keys > POOL_MAX_ENTRIES || self->cap_scratch > POOL_MAX_CHARS) {
+        return 0;
+    }
+    if (self->n_tokens > 0) {
+        memset(self->prefix, 0, (size_t)self->n_tokens * sizeof(posting_t));
+        memset(self->full, 0, (size_t)self->n_tokens * sizeof(posting_t));
+        memset(self->token_mark, 0, (size_t)self->n_tokens * sizeof(uint32_t));
+    }
+    if (self->n_sources > 0) {
+        memset(self->source_text, 0, (size_t)self->n_sources * sizeof(PyObject *));
+    }
+    self->class_tokens.len = self->full_tokens.len = 0;
+    self->candidates.len = self->matched.len = self->rarest.len = 0;
+    self->seq.len = self->informative.len = 0;
+    self->reuse_unit.len = self->reuse_item.len = self->span_units.len = 0;
+    e = &pool[pool_count++];
+#define GIVE(f) e->f = self->f;
+    POOLED_FIELDS(GIVE)
+#undef GIVE
+    return 1;
+}
+
 /* The stop words, interned first (once, before the first unit): copied from the vocabulary of
  * the core this one was made `fresh` from, which holds only them, else interned here. */
 static int
@@ -644,28 +845,46 @@ vocabulary_ready(EvidenceCore *self)
     }
     if (from != NULL && from->units != NULL && vocabulary_ready(from) == 0 &&
         from->n_units == 0) { /* (a core cleared by the garbage collector: not used) */
-        Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1;
+        Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1, k;
+        int pooled = pool_take(self);
         while (st == 0 && self->cap_tokens < n) {
             self->n_tokens = self->cap_tokens; /* as if full: reserve_token grows */
             st = reserve_token(self);
         }
         self->n_tokens = 0;
-        if (st == 0 && (self->words.slots = PyMem_Malloc((size_t)cap * sizeof(slot_t))) == NULL) {
-            PyErr_NoMemory();
-            st = -1;
+        if (pooled && self->words.mask + 1 >= cap && self->cap_chars >= from->n_chars) {
+            /* the pooled table, emptied, takes the stop words */
+            for (k = 0; k < cap; k++) {
+                if (from->words.slots[k].id >= 0) {
+                    table_put(&self->words, from->words.slots[k].hash, from->words.slots[k].id);
+                }
+            }
         }
-        if (st == 0 && from->n_chars > 0 &&
-            (self->chars = PyMem_Malloc((size_t)from->cap_chars)) == NULL) {
-            PyErr_NoMemory();
-            st = -1;
+        else {
+            table_free(&self->words);
+            PyMem_Free(self->chars);
+            self->chars = NULL;
+            self->cap_chars = 0;
+            if (st == 0 &&
+                (self->words.slots = PyMem_Malloc((size_t)cap * sizeof(slot_t))) == NULL) {
+                PyErr_NoMemory();
+                st = -1;
+            }
+            if (st == 0 && from->n_chars > 0 &&
+                (self->chars = PyMem_Malloc((size_t)from->cap_chars)) == NULL) {
+                PyErr_NoMemory();
+                st = -1;
+            }
+            if (st == 0) {
+                memcpy(self->words.slots, from->words.slots, (size_t)cap * sizeof(slot_t));
+                self->words.mask = from->words.mask;
+                self->words.used = from->words.used;
+                self->cap_chars = from->n_chars > 0 ? from->cap_chars : 0;
+            }
         }
         if (st == 0) {
-            memcpy(self->words.slots, from->words.slots, (size_t)cap * sizeof(slot_t));
-            self->words.mask = from->words.mask;
-            self->words.used = from->words.used;
             if (from->n_chars > 0) {
                 memcpy(self->chars, from->chars, (size_t)from->n_chars);
-                self->cap_chars = from->cap_chars;
             }
             self->n_chars = from->n_chars;
             memcpy(self->word_key, from->word_key, (size_t)n * sizeof(uint64_t));
@@ -1310,37 +1529,48 @@ PyDoc_STRVAR(add_text_doc,
 "ASCII path (see ascii_tokens): add_units then takes the units made by the Python code.\n"
 "source_index must be above that of every earlier call.");
 
-static PyObject *
-add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+/* Room for what a text of `length` characters cut in `segments` segments may add, reserved at
+ * once rather than by doublings as it comes: a new token per eight characters (texts share
+ * many), a unit and class per segment. */
+static int
+reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
 {
-    PyObject *text;
-    Py_ssize_t source, first;
+    Py_ssize_t tokens = self->n_tokens + length / 8 + 1, units = self->n_units + segments;
+    Py_ssize_t classes = self->n_classes + segments;
+    if (tokens >= INT32_MAX || units >= INT32_MAX) {
+        return 0; /* (the arrays grow one at a time, up to their limit) */
+    }
+    if (grow_tokens(self, cap_for(tokens, self->cap_tokens, 64)) < 0 ||
+        table_reserve_for(&self->words, tokens) < 0 ||
+        grow_units(self, cap_for(units, self->cap_units, 16)) < 0 ||
+        grow_classes(self, cap_for(classes, self->cap_classes, 16)) < 0 ||
+        table_reserve_for(&self->class_of, classes) < 0 ||
+        ivec_grow(&self->class_tokens, (int32_t)(tokens - self->n_tokens)) < 0 ||
+        ivec_grow(&self->full_tokens, (int32_t)(2 * (tokens - self->n_tokens))) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* add_text's work, the core entered: ST_OK, ST_UNHANDLED (nothing changed: the text is not of
+ * the ASCII path) or ST_ERROR. */
+static int
+add_text_entered(EvidenceCore *self, Py_ssize_t source, PyObject *text)
+{
+    Py_ssize_t first;
     const void *data;
     bounds_t b;
     int kind, st;
 
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "add_text() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    text = args[1];
-    if (!PyUnicode_CheckExact(text)) {
-        PyErr_Format(PyExc_TypeError, "add_text(): text must be str, not %.100s",
-                     Py_TYPE(text)->tp_name);
-        return NULL;
-    }
-    if ((source = source_arg(self, args[0], "add_text")) < 0) {
-        return NULL;
-    }
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) {
-        return NULL;
+        return ST_ERROR;
     }
 #endif
     kind = PyUnicode_KIND(text);
     data = PyUnicode_DATA(text);
     if (kind == PyUnicode_4BYTE_KIND) {
-        Py_RETURN_NONE; /* holds a character above U+FFFF: not of the ASCII path */
+        return ST_UNHANDLED; /* holds a character above U+FFFF: not of the ASCII path */
     }
     b.items = b.stack;
     b.n = 0;
@@ -1352,19 +1582,13 @@ add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         if (b.items != b.stack) {
             PyMem_Free(b.items);
         }
-        if (st == ST_UNHANDLED) {
-            Py_RETURN_NONE;
-        }
-        return NULL;
-    }
-    if (enter(self) < 0) {
-        if (b.items != b.stack) {
-            PyMem_Free(b.items);
-        }
-        return NULL;
+        return st;
     }
     first = self->n_units;
-    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? ST_ERROR : ST_OK;
+    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ||
+                 reserve_for_text(self, PyUnicode_GET_LENGTH(text), b.n / 2)
+             ? ST_ERROR
+             : ST_OK;
     /* the tokens of the whole text, one segment after the other (all of the ASCII path:
      * find_segments checked every character) */
     self->segments = b.items;
@@ -1387,9 +1611,40 @@ add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         Py_INCREF(text);
         self->source_text[source] = text;
     }
-    self->busy = 0;
     if (b.items != b.stack) {
         PyMem_Free(b.items);
+    }
+    return st;
+}
+
+static PyObject *
+add_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *text;
+    Py_ssize_t source, first;
+    int st;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "add_text() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    text = args[1];
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_Format(PyExc_TypeError, "add_text(): text must be str, not %.100s",
+                     Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if ((source = source_arg(self, args[0], "add_text")) < 0) {
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        return NULL;
+    }
+    first = self->n_units;
+    st = add_text_entered(self, source, text);
+    self->busy = 0;
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
     }
     if (st != ST_OK) {
         return NULL;
@@ -1455,11 +1710,27 @@ done:
     return result;
 }
 
+/* add_units' work, the core entered, for `units` (a PySequence_Fast): 0, or -1 with an
+ * exception. */
+static int
+add_units_entered(EvidenceCore *self, Py_ssize_t source, PyObject *units)
+{
+    Py_ssize_t i;
+    int st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? -1 : 0;
+    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(units); i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(units, i);
+        Py_INCREF(item); /* the list is the caller's: held while Python code may run */
+        st = add_unit_object(self, item, (int32_t)source, i);
+        Py_DECREF(item);
+    }
+    return st;
+}
+
 static PyObject *
 add_units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *units;
-    Py_ssize_t source, first, i;
+    Py_ssize_t source, first;
     int st;
 
     if (nargs != 2) {
@@ -1478,13 +1749,7 @@ add_units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     first = self->n_units;
-    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? -1 : 0;
-    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(units); i++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(units, i);
-        Py_INCREF(item); /* the list is the caller's: held while Python code may run */
-        st = add_unit_object(self, item, (int32_t)source, i);
-        Py_DECREF(item);
-    }
+    st = add_units_entered(self, source, units);
     self->busy = 0;
     Py_DECREF(units);
     if (st < 0) {
@@ -1573,12 +1838,10 @@ done:
 }
 
 /* The candidates of the text being matched (its tokens marked with the current stamp, its token
- * ids in self->seq) checked, the matched unit ids returned ascending, and `position` appended to
- * the reuse positions of each. */
-static PyObject *
-match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
+ * ids in self->seq) checked: the matched unit ids, ascending, into self->matched. */
+static int
+check_candidates(EvidenceCore *self)
 {
-    PyObject *list;
     uint32_t stamp = self->stamp;
     int32_t k;
 
@@ -1594,12 +1857,26 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
         }
         for (u = self->first_unit[c]; u >= 0; u = self->next_unit[u]) {
             if (ivec_push(&self->matched, u) < 0) {
-                return NULL;
+                return -1;
             }
         }
     }
     if (self->matched.len > 1) { /* (no items yet: a NULL array qsort must not see) */
         qsort(self->matched.items, (size_t)self->matched.len, sizeof(int32_t), compare_ids);
+    }
+    return 0;
+}
+
+/* check_candidates, then the matched unit ids returned as a list, and `position` appended to the
+ * reuse positions of each. */
+static PyObject *
+match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
+{
+    PyObject *list;
+    int32_t k;
+
+    if (check_candidates(self) < 0) {
+        return NULL;
     }
     list = PyList_New(self->matched.len);
     if (list == NULL) {
@@ -1620,6 +1897,22 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
         }
     }
     return list;
+}
+
+/* match_text's tokens and candidates, the core entered, for an exact str: ST_OK (the candidates
+ * and tokens ready for check_candidates), ST_UNHANDLED (not of the ASCII path) or ST_ERROR. */
+static int
+scan_output(EvidenceCore *self, PyObject *text)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return ST_ERROR;
+    }
+#endif
+    (void)next_stamp(self);
+    self->candidates.len = self->seq.len = 0;
+    return scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
+                      PyUnicode_GET_LENGTH(text), 0);
 }
 
 PyDoc_STRVAR(match_text_doc,
@@ -1651,18 +1944,10 @@ match_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (self->n_classes == 0) {
         return PyList_New(0); /* nothing to match, whatever the text */
     }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
-        return NULL;
-    }
-#endif
     if (enter(self) < 0) {
         return NULL;
     }
-    (void)next_stamp(self);
-    self->candidates.len = self->seq.len = 0;
-    st = scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
-                    PyUnicode_GET_LENGTH(text), 0);
+    st = scan_output(self, text);
     if (st == ST_OK) {
         /* (no token: an empty normalized text, which matches nothing, and no candidate) */
         list = match_candidates(self, args[1], args[2]);
@@ -1715,6 +2000,19 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
     return st == 0 && PyErr_Occurred() ? -1 : st;
 }
 
+/* match's tokens and candidates, the core entered, from a text's informative tokens and its
+ * normalized text (a str): 0, or -1 with an exception. */
+static int
+scan_given(EvidenceCore *self, PyObject *tokens, PyObject *normalized)
+{
+    uint32_t stamp = next_stamp(self);
+    self->candidates.len = self->seq.len = 0;
+    if (match_tokens(self, tokens, stamp) < 0) {
+        return -1;
+    }
+    return PyUnicode_GET_LENGTH(normalized) == 0 ? 0 : str_pieces(self, normalized, 0, &self->seq);
+}
+
 PyDoc_STRVAR(match_doc,
 "match($self, tokens, normalized, position, sources, /)\n"
 "--\n"
@@ -1728,7 +2026,6 @@ static PyObject *
 match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *normalized, *list = NULL;
-    uint32_t stamp;
 
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError, "match() takes 4 arguments (%zd given)", nargs);
@@ -1743,10 +2040,7 @@ match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     if (enter(self) < 0) {
         return NULL;
     }
-    stamp = next_stamp(self);
-    self->candidates.len = self->seq.len = 0;
-    if (match_tokens(self, args[0], stamp) == 0 &&
-        (PyUnicode_GET_LENGTH(normalized) == 0 || str_pieces(self, normalized, 0, &self->seq) == 0)) {
+    if (scan_given(self, args[0], normalized) == 0) {
         list = match_candidates(self, args[2], args[3]);
     }
     self->busy = 0;
@@ -2024,6 +2318,738 @@ error:
     return NULL;
 }
 
+/* --- the evaluator's streamed state ---------------------------------------------------------- */
+
+/* The step kind strs last found equal to each name of `names` (references): a step's kind is
+ * usually one of a few objects, compared by identity. */
+static PyObject *kinds_seen[N_COUNT];
+
+/* Whether `kind` (a step's) is the kind `name`: 1, 0, or -1 with an exception. */
+static int
+kind_is(PyObject *kind, int name)
+{
+    PyObject *expected = names[name];
+    Py_ssize_t n;
+    int equal;
+    if (kind == expected || kind == kinds_seen[name]) {
+        return 1;
+    }
+    if (!PyUnicode_CheckExact(kind)) {
+        return PyObject_RichCompareBool(kind, expected, Py_EQ);
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(kind) < 0) {
+        return -1;
+    }
+#endif
+    n = PyUnicode_GET_LENGTH(kind);
+    equal = n == PyUnicode_GET_LENGTH(expected) && PyUnicode_KIND(kind) == PyUnicode_1BYTE_KIND &&
+            memcmp(PyUnicode_DATA(kind), PyUnicode_DATA(expected), (size_t)n) == 0;
+    if (equal) {
+        Py_XSETREF(kinds_seen[name], Py_NewRef(kind));
+    }
+    return equal;
+}
+
+/* obj.<name>, a new reference or NULL with an exception, for the steps and documents read here:
+ * objects of plain classes whose fields are in their instance dict (the class's value, not a
+ * descriptor, standing for those unset), read there directly; anything else, as
+ * PyObject_GetAttr reads it. */
+static PyObject *
+plain_attr(PyObject *obj, PyObject *name)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject *descr, *dict, *value;
+
+    if (type->tp_getattro != PyObject_GenericGetAttr || type->tp_dictoffset == 0) {
+        return PyObject_GetAttr(obj, name);
+    }
+    descr = _PyType_Lookup(type, name); /* borrowed */
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL) {
+        return PyObject_GetAttr(obj, name); /* a descriptor: slots, properties, methods */
+    }
+    dict = PyObject_GenericGetDict(obj, NULL);
+    if (dict == NULL) {
+        return NULL;
+    }
+    value = PyDict_GetItemWithError(dict, name); /* borrowed; the object holds its dict */
+    Py_DECREF(dict);
+    if (value != NULL) {
+        return Py_NewRef(value);
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return descr != NULL ? Py_NewRef(descr) : PyObject_GetAttr(obj, name);
+}
+
+/* Room for one more seen item and fed source. */
+static int
+reserve_fed(EvidenceCore *self)
+{
+    if (self->n_seen == self->cap_seen) {
+        Py_ssize_t cap = self->cap_seen ? 2 * self->cap_seen : 16;
+        seen_t *grown = PyMem_Realloc(self->seen, (size_t)cap * sizeof(seen_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->seen = grown;
+        self->cap_seen = cap;
+    }
+    if (self->n_fed == self->cap_fed) {
+        Py_ssize_t cap = self->cap_fed ? 2 * self->cap_fed : 8;
+        fed_source_t *grown = PyMem_Realloc(self->fed, (size_t)cap * sizeof(fed_source_t));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->fed = grown;
+        self->cap_fed = cap;
+    }
+    return 0;
+}
+
+/* Record the item `text` at the current position (room reserved). */
+static void
+see(EvidenceCore *self, PyObject *text, int role)
+{
+    seen_t *item = &self->seen[self->n_seen++];
+    item->text = Py_NewRef(text);
+    item->position = self->position;
+    item->role = role;
+}
+
+/* EvidenceIndex.add_source for the evaluator: the source of `text` at the current position (tool
+ * and source name: objects, None if none; `type`: the source type), its units from the text
+ * itself on the ASCII path, else from `cache.units(text)`; then recorded as seen. 0, or -1 with an
+ * exception. */
+static int
+feed_source(EvidenceCore *self, PyObject *text, PyObject *tool, PyObject *name, int type,
+            PyObject *cache)
+{
+    Py_ssize_t source = self->n_fed, first = self->n_units;
+    fed_source_t *fed;
+    PyObject *origin;
+    int st = ST_UNHANDLED, truth;
+
+    if (reserve_fed(self) < 0) {
+        return -1;
+    }
+    if (source < self->n_sources || source >= INT32_MAX) {
+        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore: feed_span after add_text or add_units");
+        return -1;
+    }
+    if (PyUnicode_CheckExact(text)) {
+        st = add_text_entered(self, source, text);
+    }
+    if (st == ST_UNHANDLED) {
+        PyObject *units = PyObject_CallMethodOneArg(cache, names[N_UNITS], text), *fast;
+        if (units == NULL) {
+            return -1;
+        }
+        fast = PySequence_Fast(units, "TextCache.units() must return a list");
+        Py_DECREF(units);
+        if (fast == NULL) {
+            return -1;
+        }
+        st = add_units_entered(self, source, fast);
+        Py_DECREF(fast);
+    }
+    if (st != ST_OK) {
+        return -1;
+    }
+    fed = &self->fed[source];
+    fed->position = self->position;
+    fed->item = self->n_seen;
+    fed->first = (int32_t)first;
+    fed->count = (int32_t)(self->n_units - first);
+    /* `source.tool or source.source or source.source_type` */
+    if ((truth = PyObject_IsTrue(tool)) < 0) {
+        return -1;
+    }
+    origin = truth ? tool : names[type];
+    if (!truth) {
+        if ((truth = PyObject_IsTrue(name)) < 0) {
+            return -1;
+        }
+        origin = truth ? name : origin;
+    }
+    fed->origin = Py_NewRef(origin);
+    fed->tool = Py_NewRef(tool);
+    fed->name = Py_NewRef(name);
+    self->n_fed = source + 1;
+    see(self, text, ROLE_EVIDENCE);
+    return 0;
+}
+
+/* EvidenceIndex.match_output for the evaluator: the units the output `text` reuses into
+ * self->matched (ascending), its tokens read here on the ASCII path, else taken from
+ * `cache.normalized_informative(text)`. 0, or -1 with an exception. */
+static int
+match_output(EvidenceCore *self, PyObject *text, PyObject *cache)
+{
+    int st = ST_UNHANDLED;
+
+    self->matched.len = 0;
+    if (self->n_classes == 0) {
+        return 0; /* nothing to match, whatever the text */
+    }
+    if (PyUnicode_CheckExact(text)) {
+        st = scan_output(self, text);
+    }
+    if (st == ST_UNHANDLED) {
+        PyObject *pair = PyObject_CallMethodOneArg(cache, names[N_NORMALIZED_INFORMATIVE], text);
+        PyObject *normalized;
+        if (pair == NULL) {
+            return -1;
+        }
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "TextCache.normalized_informative() must return (str, tokens)");
+            Py_DECREF(pair);
+            return -1;
+        }
+        normalized = PyTuple_GET_ITEM(pair, 0);
+        if (PyUnicode_GET_LENGTH(normalized) == 0) {
+            Py_DECREF(pair);
+            return 0; /* an empty text matches nothing */
+        }
+        st = scan_given(self, PyTuple_GET_ITEM(pair, 1), normalized) < 0 ? ST_ERROR : ST_OK;
+        Py_DECREF(pair);
+    }
+    if (st != ST_OK) {
+        return -1;
+    }
+    return check_candidates(self);
+}
+
+/* The matches of self->matched recorded for the output of item `item`. */
+static int
+record_matches(EvidenceCore *self, Py_ssize_t item, int in_span)
+{
+    int32_t k;
+    for (k = 0; k < self->matched.len; k++) {
+        int32_t u = self->matched.items[k];
+        if (ivec_push(&self->reuse_unit, u) < 0 || ivec_push(&self->reuse_item, (int32_t)item) < 0 ||
+            (in_span && ivec_push(&self->span_units, u) < 0)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One step of feed_span (see there). */
+static int
+feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outputs)
+{
+    PyObject *kind, *text = NULL, *extra = NULL, *docs = NULL;
+    int st = -1, r;
+
+    kind = plain_attr(step, names[N_KIND]);
+    if (kind == NULL) {
+        return -1;
+    }
+    if ((r = kind_is(kind, N_RETRIEVAL)) != 0) {
+        Py_ssize_t i;
+        if (r < 0 || (docs = plain_attr(step, names[N_DOCUMENTS])) == NULL ||
+            (extra = plain_attr(step, names[N_SOURCE])) == NULL) {
+            goto done;
+        }
+        Py_SETREF(docs, PySequence_Fast(docs, "step.documents must be a sequence"));
+        if (docs == NULL) {
+            goto done;
+        }
+        for (i = 0; i < PySequence_Fast_GET_SIZE(docs); i++) {
+            PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, i));
+            PyObject *content = plain_attr(doc, names[N_CONTENT]);
+            int truth = content == NULL ? -1 : PyObject_IsTrue(content);
+            if (truth > 0) {
+                truth = feed_source(self, content, Py_None, extra, N_RETRIEVAL, cache);
+                self->position += truth == 0;
+            }
+            Py_XDECREF(content);
+            Py_DECREF(doc);
+            if (truth < 0) {
+                goto done;
+            }
+        }
+        st = 0; /* (a retrieval's positions are its documents') */
+        goto done;
+    }
+    if ((text = plain_attr(step, names[N_TEXT])) == NULL || (r = PyObject_IsTrue(text)) < 0) {
+        goto done;
+    }
+    if (r) {
+        if ((r = kind_is(kind, N_TOOL_RESULT)) < 0) {
+            goto done;
+        }
+        if (r) {
+            if ((extra = plain_attr(step, names[N_TOOL])) == NULL ||
+                feed_source(self, text, extra, Py_None, N_TOOL_RESULT, cache) < 0) {
+                goto done;
+            }
+        }
+        else if ((r = kind_is(kind, N_ASSISTANT)) != 0 || (r = kind_is(kind, N_REASONING)) != 0) {
+            if (r < 0 || reserve_fed(self) < 0 || match_output(self, text, cache) < 0 ||
+                record_matches(self, self->n_seen, 1) < 0) {
+                goto done;
+            }
+            see(self, text, ROLE_TARGET);
+            *outputs += 1;
+        }
+    }
+    self->position += 1;
+    st = 0;
+done:
+    Py_DECREF(kind);
+    Py_XDECREF(text);
+    Py_XDECREF(extra);
+    Py_XDECREF(docs);
+    return st;
+}
+
+PyDoc_STRVAR(feed_span_doc,
+"feed_span($self, steps, cache, /)\n"
+"--\n"
+"\n"
+"The evidence evaluator's on_span on a core of its own: the steps of a span fed in order, as\n"
+"EvidenceEvaluator's Python path feeds them to its EvidenceIndex (tool results and retrieved\n"
+"documents with text become sources, assistant and reasoning texts are matched; texts off the\n"
+"tokenizer's ASCII path are read through `cache`, a TextCache). Returns None if the span had\n"
+"no output to match, else (the number of distinct units its outputs reuse, the sorted list of\n"
+"their sources' origins: tool, else source name, else source type). A core fed this way\n"
+"takes no add_text or add_units.");
+
+static PyObject *
+feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *origins = NULL, *result, *number;
+    Py_ssize_t i, outputs = 0, count = 0;
+    int st = 0;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "feed_span() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    steps = PySequence_Fast(args[0], "feed_span(): steps must be a sequence");
+    if (steps == NULL) {
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        Py_DECREF(steps);
+        return NULL;
+    }
+    self->span_units.len = 0;
+    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(steps); i++) {
+        PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, i));
+        st = feed_step(self, step, args[1], &outputs);
+        Py_DECREF(step);
+    }
+    Py_DECREF(steps);
+    if (st == 0 && outputs > 0 && self->span_units.len > 0) {
+        /* the distinct units, and the set of their sources' origins */
+        int32_t *units = self->span_units.items, n = self->span_units.len, k;
+        PyObject *seen_origins = PySet_New(NULL);
+        qsort(units, (size_t)n, sizeof(int32_t), compare_ids);
+        for (k = 0; seen_origins != NULL && k < n; k++) {
+            if (k > 0 && units[k] == units[k - 1]) {
+                continue;
+            }
+            count++;
+            if (PySet_Add(seen_origins, self->fed[self->owner[units[k]]].origin) < 0) {
+                Py_CLEAR(seen_origins);
+            }
+        }
+        if (seen_origins != NULL) {
+            origins = PySequence_List(seen_origins);
+            Py_DECREF(seen_origins);
+        }
+        if (origins == NULL || PyList_Sort(origins) < 0) {
+            st = -1;
+        }
+    }
+    self->busy = 0;
+    if (st < 0) {
+        Py_XDECREF(origins);
+        return NULL;
+    }
+    if (outputs == 0) {
+        Py_RETURN_NONE;
+    }
+    if (origins == NULL && (origins = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    number = PyLong_FromSsize_t(count);
+    result = number == NULL ? NULL : PyTuple_New(2);
+    if (result == NULL) {
+        Py_XDECREF(number);
+        Py_DECREF(origins);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(result, 0, number);
+    PyTuple_SET_ITEM(result, 1, origins);
+    return result;
+}
+
+/* The label of an evidence item: `first` if true, else f"{span_id}#{step_index}" (number < 0),
+ * or f"{span_id}#{step_index}.{number}". */
+static PyObject *
+item_label(PyObject *first, PyObject *step, Py_ssize_t step_index, Py_ssize_t number)
+{
+    PyObject *span_id, *label;
+    int truth = PyObject_IsTrue(first);
+    if (truth < 0) {
+        return NULL;
+    }
+    if (truth) {
+        return Py_NewRef(first);
+    }
+    if ((span_id = plain_attr(step, names[N_SPAN_ID])) == NULL) {
+        return NULL;
+    }
+    label = number < 0 ? PyUnicode_FromFormat("%S#%zd", span_id, step_index)
+                       : PyUnicode_FromFormat("%S#%zd.%zd", span_id, step_index, number);
+    Py_DECREF(span_id);
+    return label;
+}
+
+/* Whether item k of what was fed is `text` in `role`, as _streamed_survival checks it: 1, 0 (or
+ * nothing left to compare), -1 with an exception. */
+static int
+fed_is(EvidenceCore *self, Py_ssize_t k, PyObject *text, int role)
+{
+    int equal;
+    if (k >= self->n_seen) {
+        return 0;
+    }
+    equal = PyObject_RichCompareBool(self->seen[k].text, text, Py_EQ);
+    return equal <= 0 ? equal : self->seen[k].role == role;
+}
+
+/* The walk of _streamed_survival over the trajectory's steps: `canonical[k]` the position in
+ * trajectory_items of each item fed, the labels of the sources appended to `labels`, *final
+ * the last output item whose text is `answer` (or -1), *count the number of positions. 1 if
+ * the items fed are the trajectory's evidence and outputs in order, 0 if not, -1 with an
+ * exception. */
+static int
+walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_t *canonical,
+                PyObject *labels, Py_ssize_t *final, Py_ssize_t *count)
+{
+    Py_ssize_t k = 0, position = 0, index;
+    int result = 1;
+
+    for (index = 0; result == 1 && index < PySequence_Fast_GET_SIZE(steps); index++) {
+        PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, index));
+        PyObject *kind = NULL, *text = NULL, *docs = NULL, *label = NULL;
+        int r;
+        result = -1;
+        if ((kind = plain_attr(step, names[N_KIND])) == NULL ||
+            (r = kind_is(kind, N_RETRIEVAL)) < 0) {
+            goto next;
+        }
+        if (r) {
+            Py_ssize_t number;
+            docs = plain_attr(step, names[N_DOCUMENTS]);
+            Py_XSETREF(docs, docs == NULL ? NULL
+                                          : PySequence_Fast(docs, "step.documents must be a sequence"));
+            if (docs == NULL) {
+                goto next;
+            }
+            result = 1;
+            for (number = 0; result == 1 && number < PySequence_Fast_GET_SIZE(docs); number++) {
+                PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, number));
+                PyObject *content = plain_attr(doc, names[N_CONTENT]), *id = NULL;
+                int truth = content == NULL ? -1 : PyObject_IsTrue(content);
+                if (truth > 0) {
+                    truth = fed_is(self, k, content, ROLE_EVIDENCE);
+                    if (truth > 0) {
+                        canonical[k++] = position++;
+                        id = plain_attr(doc, names[N_ID]);
+                        label = id == NULL ? NULL : item_label(id, step, index, number);
+                        truth = label == NULL || PyList_Append(labels, label) < 0 ? -1 : 1;
+                        Py_CLEAR(label);
+                        Py_XDECREF(id);
+                    }
+                    result = truth;
+                }
+                else if (truth < 0) {
+                    result = -1;
+                }
+                Py_XDECREF(content);
+                Py_DECREF(doc);
+            }
+            goto next;
+        }
+        if ((text = plain_attr(step, names[N_TEXT])) == NULL ||
+            (r = PyObject_IsTrue(text)) < 0) {
+            goto next;
+        }
+        if (r) {
+            int evidence, target = 0;
+            if ((evidence = kind_is(kind, N_TOOL_RESULT)) < 0) {
+                goto next;
+            }
+            if (!evidence && (target = kind_is(kind, N_ASSISTANT)) == 0) {
+                target = kind_is(kind, N_REASONING);
+            }
+            if (target < 0) {
+                goto next;
+            }
+            if (evidence || target) {
+                if ((r = fed_is(self, k, text, evidence ? ROLE_EVIDENCE : ROLE_TARGET)) <= 0) {
+                    result = r;
+                    goto next;
+                }
+                canonical[k] = position;
+                if (evidence) {
+                    PyObject *call_id = plain_attr(step, names[N_CALL_ID]);
+                    label = call_id == NULL ? NULL : item_label(call_id, step, index, -1);
+                    Py_XDECREF(call_id);
+                    if (label == NULL || PyList_Append(labels, label) < 0) {
+                        Py_XDECREF(label);
+                        goto next;
+                    }
+                    Py_DECREF(label);
+                }
+                else if (answer != Py_None) {
+                    /* (compared, not hashed: outputs are long) */
+                    if ((r = PyObject_RichCompareBool(text, answer, Py_EQ)) < 0) {
+                        goto next;
+                    }
+                    if (r) {
+                        *final = k;
+                    }
+                }
+                k++;
+            }
+        }
+        position++;
+        result = 1;
+    next:
+        Py_XDECREF(kind);
+        Py_XDECREF(text);
+        Py_XDECREF(docs);
+        Py_DECREF(step);
+    }
+    if (result == 1 && k != self->n_seen) {
+        result = 0;
+    }
+    *count = position;
+    return result;
+}
+
+PyDoc_STRVAR(summary_doc,
+"summary($self, steps, answer, cache, /)\n"
+"--\n"
+"\n"
+"The evidence evaluator's _streamed_survival on a core fed by feed_span: None if the items fed\n"
+"are not the evidence and outputs of the trajectory's `steps` in order; else the declared\n"
+"`answer` (a str or None) matched after everything when no output is it, and (sources, units,\n"
+"reused, final_reused, unused labels, repeated groups, max steps until last reuse or None,\n"
+"per-tool totals, per-source totals), each totals a list of (name, sources, units, reused,\n"
+"final_reused) in order of first source.");
+
+static PyObject *
+summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *answer, *labels = NULL, *unused = NULL, *result = NULL;
+    PyObject *totals[2] = {NULL, NULL}, *index_of[2] = {NULL, NULL};
+    Py_ssize_t *canonical = NULL, final = -1, count = 0, final_position = 0, s, i;
+    Py_ssize_t units = 0, reused = 0, final_reused = 0, last_reuse = -1, groups = 0;
+    Py_ssize_t *sums = NULL;
+    uint8_t *any = NULL, *at_final = NULL;
+    int32_t *last = NULL;
+    int walked;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    answer = args[1];
+    steps = PySequence_Fast(args[0], "summary(): steps must be a sequence");
+    if (steps == NULL) {
+        return NULL;
+    }
+    if (enter(self) < 0) {
+        Py_DECREF(steps);
+        return NULL;
+    }
+    canonical = PyMem_Malloc((size_t)(self->n_seen + 1) * sizeof(Py_ssize_t));
+    labels = PyList_New(0);
+    if (canonical == NULL || labels == NULL) {
+        if (canonical == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    walked = walk_trajectory(self, steps, answer, canonical, labels, &final, &count);
+    if (walked <= 0) {
+        if (walked == 0) {
+            result = Py_NewRef(Py_None);
+        }
+        goto done;
+    }
+    if (final >= 0) {
+        final_position = self->seen[final].position;
+    }
+    else if (answer != Py_None) {
+        /* the declared output, not a step: matched after everything else */
+        final = self->n_seen;
+        final_position = self->position;
+        canonical[final] = count;
+        if (match_output(self, answer, args[2]) < 0 || record_matches(self, final, 0) < 0) {
+            goto done;
+        }
+    }
+    /* per unit: reused at all, its last output item, reused by the final answer */
+    any = PyMem_Calloc((size_t)self->n_units + 1, 1);
+    at_final = PyMem_Calloc((size_t)self->n_units + 1, 1);
+    last = PyMem_Calloc((size_t)self->n_units + 1, sizeof(int32_t));
+    sums = PyMem_Calloc((size_t)self->n_fed + 1, 4 * sizeof(Py_ssize_t) * 2);
+    if (any == NULL || at_final == NULL || last == NULL || sums == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < self->reuse_unit.len; i++) {
+        int32_t u = self->reuse_unit.items[i], item = self->reuse_item.items[i];
+        any[u] = 1;
+        if (item > last[u]) {
+            last[u] = item;
+        }
+        at_final[u] |= item == final;
+    }
+    if ((unused = PyList_New(0)) == NULL || (totals[0] = PyList_New(0)) == NULL ||
+        (totals[1] = PyList_New(0)) == NULL || (index_of[0] = PyDict_New()) == NULL ||
+        (index_of[1] = PyDict_New()) == NULL) {
+        goto done;
+    }
+    for (s = 0; s < self->n_fed; s++) {
+        const fed_source_t *src = &self->fed[s];
+        Py_ssize_t src_reused = 0, src_final = 0, t;
+        int32_t u, src_last = -1;
+        for (u = src->first; u < src->first + src->count; u++) {
+            if (any[u]) {
+                src_reused++;
+                src_last = last[u] > src_last ? last[u] : src_last;
+            }
+        }
+        if (src_reused) {
+            Py_ssize_t steps_after = canonical[src_last] - canonical[src->item];
+            if (steps_after && (last_reuse < 0 || steps_after > last_reuse)) {
+                last_reuse = steps_after;
+            }
+            if (final >= 0 && final_position > src->position) {
+                for (u = src->first; u < src->first + src->count; u++) {
+                    src_final += at_final[u];
+                }
+            }
+        }
+        else if (PyList_Append(unused, PyList_GET_ITEM(labels, s)) < 0) {
+            goto done;
+        }
+        units += src->count;
+        reused += src_reused;
+        final_reused += src_final;
+        for (t = 0; t < 2; t++) {
+            PyObject *name = t == 0 ? src->tool : src->name, *at;
+            Py_ssize_t entry, *sum;
+            if (name == Py_None) {
+                continue;
+            }
+            at = PyDict_GetItemWithError(index_of[t], name);
+            if (at == NULL) {
+                PyObject *number;
+                if (PyErr_Occurred()) {
+                    goto done;
+                }
+                entry = PyList_GET_SIZE(totals[t]);
+                number = PyLong_FromSsize_t(entry);
+                if (number == NULL || PyDict_SetItem(index_of[t], name, number) < 0 ||
+                    PyList_Append(totals[t], name) < 0) {
+                    Py_XDECREF(number);
+                    goto done;
+                }
+                Py_DECREF(number);
+            }
+            else {
+                entry = PyLong_AsSsize_t(at);
+            }
+            sum = sums + 4 * (2 * entry + t);
+            sum[0] += 1;
+            sum[1] += src->count;
+            sum[2] += src_reused;
+            sum[3] += src_final;
+        }
+    }
+    for (s = 0; s < self->n_sources; s++) {
+        groups += self->parent[s] == s && self->size[s] >= 2;
+    }
+    for (i = 0; i < 2; i++) {
+        PyObject *list = totals[i];
+        for (s = 0; s < PyList_GET_SIZE(list); s++) {
+            const Py_ssize_t *sum = sums + 4 * (2 * s + i);
+            PyObject *entry = PyTuple_New(5);
+            int k;
+            if (entry == NULL) {
+                goto done;
+            }
+            PyTuple_SET_ITEM(entry, 0, Py_NewRef(PyList_GET_ITEM(list, s)));
+            for (k = 0; k < 4; k++) {
+                PyObject *number = PyLong_FromSsize_t(sum[k]);
+                if (number == NULL) {
+                    Py_DECREF(entry);
+                    goto done;
+                }
+                PyTuple_SET_ITEM(entry, k + 1, number);
+            }
+            Py_DECREF(PyList_GET_ITEM(list, s)); /* the name: index_of holds it too */
+            PyList_SET_ITEM(list, s, entry);
+        }
+    }
+    {
+        const Py_ssize_t numbers[6] = {PyList_GET_SIZE(labels), units, reused, final_reused, 0,
+                                       groups};
+        result = PyTuple_New(9);
+        for (i = 0; result != NULL && i < 9; i++) {
+            PyObject *item;
+            if (i == 4) {
+                item = Py_NewRef(unused);
+            }
+            else if (i == 6) {
+                item = last_reuse < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(last_reuse);
+            }
+            else if (i >= 7) {
+                item = Py_NewRef(totals[i - 7]);
+            }
+            else {
+                item = PyLong_FromSsize_t(numbers[i]);
+            }
+            if (item == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyTuple_SET_ITEM(result, i, item);
+        }
+    }
+done:
+    self->busy = 0;
+    Py_DECREF(steps);
+    Py_XDECREF(labels);
+    Py_XDECREF(unused);
+    Py_XDECREF(totals[0]);
+    Py_XDECREF(totals[1]);
+    Py_XDECREF(index_of[0]);
+    Py_XDECREF(index_of[1]);
+    PyMem_Free(canonical);
+    PyMem_Free(any);
+    PyMem_Free(at_final);
+    PyMem_Free(last);
+    PyMem_Free(sums);
+    return result;
+}
+
 PyDoc_STRVAR(fresh_doc,
 "fresh($self, /)\n"
 "--\n"
@@ -2046,15 +3072,15 @@ core_alloc(PyTypeObject *type, PyObject *stop_words, PyObject *unit_type)
     }
     self->stop_words = Py_NewRef(stop_words);
     self->unit_type = Py_NewRef(unit_type);
-    if ((self->units = PyList_New(0)) == NULL ||
-        (self->s_text = PyUnicode_InternFromString("text")) == NULL ||
-        (self->s_normalized = PyUnicode_InternFromString("normalized")) == NULL ||
-        (self->s_tokens = PyUnicode_InternFromString("tokens")) == NULL ||
-        (self->s_token_set = PyUnicode_InternFromString("token_set")) == NULL ||
-        (self->s_reuse_positions = PyUnicode_InternFromString("reuse_positions")) == NULL) {
+    if ((self->units = PyList_New(0)) == NULL) {
         Py_DECREF(self);
         return NULL;
     }
+    self->s_text = Py_NewRef(names[N_TEXT]);
+    self->s_normalized = Py_NewRef(names[N_NORMALIZED]);
+    self->s_tokens = Py_NewRef(names[N_TOKENS]);
+    self->s_token_set = Py_NewRef(names[N_TOKEN_SET]);
+    self->s_reuse_positions = Py_NewRef(names[N_REUSE_POSITIONS]);
     return self;
 }
 
@@ -2128,12 +3154,39 @@ core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static int
 core_traverse(EvidenceCore *self, visitproc visit, void *arg)
 {
+    Py_ssize_t i;
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->units);
     Py_VISIT(self->unit_type);
     Py_VISIT(self->stop_words);
     Py_VISIT(self->vocabulary_from);
+    for (i = 0; i < self->n_seen; i++) {
+        Py_VISIT(self->seen[i].text);
+    }
+    for (i = 0; i < self->n_fed; i++) {
+        Py_VISIT(self->fed[i].tool);
+        Py_VISIT(self->fed[i].name);
+        Py_VISIT(self->fed[i].origin);
+    }
     return 0;
+}
+
+/* The references of the streamed state dropped (the core is then unusable: see enter). */
+static void
+clear_fed(EvidenceCore *self)
+{
+    Py_ssize_t n = self->n_seen, i;
+    self->n_seen = 0;
+    for (i = 0; i < n; i++) {
+        Py_CLEAR(self->seen[i].text);
+    }
+    n = self->n_fed;
+    self->n_fed = 0;
+    for (i = 0; i < n; i++) {
+        Py_CLEAR(self->fed[i].tool);
+        Py_CLEAR(self->fed[i].name);
+        Py_CLEAR(self->fed[i].origin);
+    }
 }
 
 static int
@@ -2143,6 +3196,7 @@ core_clear(EvidenceCore *self)
     Py_CLEAR(self->unit_type);
     Py_CLEAR(self->stop_words);
     Py_CLEAR(self->vocabulary_from);
+    clear_fed(self);
     return 0;
 }
 
@@ -2169,6 +3223,11 @@ core_dealloc(EvidenceCore *self)
     }
     for (i = 0; i < self->n_sources; i++) {
         Py_XDECREF(self->source_text[i]);
+    }
+    if (pool_give(self)) {
+        type->tp_free(self);
+        Py_DECREF(type);
+        return;
     }
     table_free(&self->words);
     table_free(&self->class_of);
@@ -2207,6 +3266,11 @@ core_dealloc(EvidenceCore *self)
     PyMem_Free(self->informative.items);
     PyMem_Free(self->keys);
     PyMem_Free(self->scratch);
+    PyMem_Free(self->seen);
+    PyMem_Free(self->fed);
+    PyMem_Free(self->reuse_unit.items);
+    PyMem_Free(self->reuse_item.items);
+    PyMem_Free(self->span_units.items);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -2222,6 +3286,8 @@ static PyMethodDef core_methods[] = {
     {"repeated_groups", (PyCFunction)(void (*)(void))repeated_groups, METH_NOARGS,
      repeated_groups_doc},
     {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
+    {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL, feed_span_doc},
+    {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL, summary_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2264,7 +3330,14 @@ static PyMethodDef evidence_methods[] = {
 int
 tracehound_add_evidence(PyObject *module)
 {
-    PyObject *type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
+    PyObject *type;
+    int k;
+    for (k = 0; k < N_COUNT; k++) {
+        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(name_chars[k])) == NULL) {
+            return -1;
+        }
+    }
+    type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
     if (type == NULL) {
         return -1;
     }

@@ -15,15 +15,16 @@ per source, unused sources, repeated-evidence groups, steps until last reuse.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound.conventions import NormalizedSpan
 from tracehound.evaluators._evidence_index import (
     EvidenceIndex,
     Item,
+    _new_core,
     analyze_items,
     summarize,
 )
@@ -109,6 +110,12 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
 
 _quote = json.encoder.encode_basestring_ascii  # (C) a str as `json.dumps` writes it
 
+# Totals of a tool or retrieval source: (name, sources, units, reused, final_reused).
+_Totals = tuple[str, int, int, int, int]
+# What the trace results say of the evidence (`_Survival`'s fields, in order, its totals as
+# `_Totals` in order of first source): what `EvidenceCore.summary` returns.
+_Summary = tuple[int, int, int, int, list[str], int, int | None, list[_Totals], list[_Totals]]
+
 
 def _totals_json(totals: dict[str, dict[str, Any]]) -> str:
     """`json.dumps(totals, sort_keys=True)` for `_compact_totals` entries (ints, and finite
@@ -119,23 +126,42 @@ def _totals_json(totals: dict[str, dict[str, Any]]) -> str:
 # Formatting a float costs more than the rest of a trace's totals: the few values traces give
 # (small counts, ratios of them) are kept, formatted, in small tables (emptied when full).
 _MEMO_SIZE = 4096
-_ENTRIES: dict[tuple[Any, ...], str] = {}
+_ENTRIES: dict[tuple[int, int, int, int], str] = {}
 _ROUNDED: dict[tuple[int, int], float] = {}
 _PERCENT: dict[float, str] = {}
 
 
 def _entry_json(name: str, t: dict[str, Any]) -> str:
-    key: tuple[Any, ...] = (t["final_reused"], t["final_survival"], t["reused"], t["sources"])
-    key += (t["survival"], t["units"])
+    return (
+        f"{_quote(name)}: {_entry_text(t['sources'], t['units'], t['reused'], t['final_reused'])}"
+    )
+
+
+def _entry_text(sources: int, units: int, reused: int, final_reused: int) -> str:
+    """The JSON of `_compact_totals(sources, units, reused, final_reused)`, keys sorted."""
+    key = (sources, units, reused, final_reused)
     text = _ENTRIES.get(key)
     if text is None:
         if len(_ENTRIES) >= _MEMO_SIZE:
             _ENTRIES.clear()
+        t = _compact_totals(*key)
         text = _ENTRIES[key] = (
-            f'{{"final_reused": {key[0]!r}, "final_survival": {key[1]!r}, "reused": {key[2]!r}, '
-            f'"sources": {key[3]!r}, "survival": {key[4]!r}, "units": {key[5]!r}}}'
+            f'{{"final_reused": {final_reused!r}, "final_survival": {t["final_survival"]!r}, '
+            f'"reused": {reused!r}, "sources": {sources!r}, "survival": {t["survival"]!r}, '
+            f'"units": {units!r}}}'
         )
-    return f"{_quote(name)}: {text}"
+    return text
+
+
+def _entries_json(entries: list[_Totals]) -> str:
+    """`_totals_json` of the totals given as (name, sources, units, reused, final_reused)."""
+    return (
+        "{"
+        + ", ".join(
+            [f"{_quote(e[0])}: {_entry_text(e[1], e[2], e[3], e[4])}" for e in sorted(entries)]
+        )
+        + "}"
+    )
 
 
 def _rounded_ratio(part: int, whole: int) -> float:
@@ -159,16 +185,42 @@ def _percent(ratio: float) -> str:
     return text
 
 
+def _result_maker() -> Callable[..., EvaluationResult]:
+    """What makes an `EvaluationResult` from the values of all its fields, in order: with the C
+    accelerator, a `SlotsMaker` (without the frozen dataclass's __init__, which sets each field
+    through `object.__setattr__`); else the class, by keywords."""
+    names_ = tuple(f.name for f in fields(EvaluationResult))
+    native = _wire._native
+    if native is not None:
+        maker: Callable[..., EvaluationResult] = native.SlotsMaker(EvaluationResult, names_)
+        return maker
+
+    def make(*values: Any) -> EvaluationResult:
+        return EvaluationResult(**dict(zip(names_, values, strict=True)))
+
+    return make
+
+
+# Results are made for most spans
+_new_result = _result_maker()
+
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))
 _TARGET_KINDS = frozenset(("assistant", "reasoning"))
 
 
 class _State:
-    __slots__ = ("cache", "index", "position", "seen")
+    """A trace's evidence so far: with the C accelerator, an `EvidenceCore` fed whole spans
+    (`feed_span`), which keeps what it was fed itself; else the Python index, and what it was fed
+    (for `_streamed_survival`)."""
+
+    __slots__ = ("cache", "core", "index", "position", "seen")
 
     def __init__(self, cache: TextCache | None = None) -> None:
         self.cache = cache if cache is not None else TextCache()
+        self.core = _new_core()
+        if self.core is not None:
+            return
         self.index = EvidenceIndex(self.cache)
         self.position = 0
         # What the index was fed, in order: (position, role, text) of each evidence and target
@@ -206,13 +258,38 @@ class _Survival:
             per_source=_compact(report["sources"]),
         )
 
+    def as_summary(self) -> _Summary:
+        return (
+            self.sources,
+            self.units,
+            self.reused,
+            self.final_reused,
+            self.unused,
+            self.repeated_groups,
+            self.max_steps_until_last_reuse,
+            _as_totals(self.tools),
+            _as_totals(self.per_source),
+        )
+
+
+def _as_totals(totals: dict[str, dict[str, Any]]) -> list[_Totals]:
+    return [
+        (name, t["sources"], t["units"], t["reused"], t["final_reused"])
+        for name, t in totals.items()
+    ]
+
 
 def _survival(state: _State, trajectory: Trajectory) -> _Survival:
     streamed = _streamed_survival(state, trajectory)
     if streamed is not None:
         return streamed
+    return _fresh_survival(state.cache, trajectory)
+
+
+def _fresh_survival(cache: TextCache, trajectory: Trajectory) -> _Survival:
+    """`_Survival` of a fresh analysis of the trajectory."""
     items, keys, final = trajectory_items(trajectory)
-    return _Survival.of_report(summarize(analyze_items(items, final, state.cache), keys))
+    return _Survival.of_report(summarize(analyze_items(items, final, cache), keys))
 
 
 def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | None:
@@ -225,6 +302,23 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     analysis would make; only positions and labels are the canonical trajectory's (positions are
     mapped, in the same order, from those the items had as they arrived).
     """
+    core = state.core
+    if core is not None:
+        made = core.summary(trajectory.steps, trajectory.final_answer(), state.cache)
+        if made is None:
+            return None
+        sources, units, reused, final_reused, unused, groups, last_reuse, tools, per_source = made
+        return _Survival(
+            sources=sources,
+            units=units,
+            reused=reused,
+            final_reused=final_reused,
+            unused=unused,
+            repeated_groups=groups,
+            max_steps_until_last_reuse=last_reuse,
+            tools={entry[0]: _compact_totals(*entry[1:]) for entry in tools},
+            per_source={entry[0]: _compact_totals(*entry[1:]) for entry in per_source},
+        )
     seen = state.seen
     count = len(seen)
     canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
@@ -349,6 +443,27 @@ class EvidenceEvaluator(Evaluator):
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
+        core = state.core
+        if core is not None:  # the C accelerator: the loop below, in one call
+            fed = core.feed_span(steps, state.cache)
+            if fed is None or span.operation != "llm":
+                return ()
+            count, origins = fed
+            if count:
+                return [self._reuse_result(span.span_id, count, origins)]
+            return [
+                _new_result(
+                    names.EVAL_EVIDENCE_REUSE,
+                    self.name,
+                    self.version,
+                    span.span_id,
+                    0.0,
+                    "no_reuse",
+                    "outputs reuse no evidence seen so far",
+                    {names.ATTR_EVIDENCE_REUSED_UNITS: 0},
+                    None,
+                )
+            ]
         reused: set[int] = set()
         outputs = 0
         index, seen, position = state.index, state.seen, state.position
@@ -397,98 +512,126 @@ class EvidenceEvaluator(Evaluator):
         if span.operation != "llm" or not outputs:
             return ()
         origins = sorted({_origin(state.index, u) for u in reused}) if reused else []
-        attributes: dict[str, Any] = {names.ATTR_EVIDENCE_REUSED_UNITS: len(reused)}
-        if origins:
-            attributes[names.ATTR_EVIDENCE_REUSED_FROM] = origins
-        return [
-            EvaluationResult(
-                name=names.EVAL_EVIDENCE_REUSE,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                span_id=span.span_id,
-                score_value=float(len(reused)),
-                score_label="reuses_evidence" if reused else "no_reuse",
-                explanation=(
-                    f"outputs reuse {len(reused)} evidence unit(s) from {', '.join(origins)}"
-                    if reused
-                    else "outputs reuse no evidence seen so far"
-                ),
-                attributes=attributes,
+        return [self._reuse_result(span.span_id, len(reused), origins)]
+
+    def _reuse_result(self, span_id: str, count: int, origins: list[str]) -> EvaluationResult:
+        """The result of a span whose outputs reuse `count` units, from these origins."""
+        if not count:
+            attributes: dict[str, Any] = {names.ATTR_EVIDENCE_REUSED_UNITS: 0}
+            return _new_result(
+                names.EVAL_EVIDENCE_REUSE,
+                self.name,
+                self.version,
+                span_id,
+                0.0,
+                "no_reuse",
+                "outputs reuse no evidence seen so far",
+                attributes,
+                None,
             )
-        ]
+        attributes = {
+            names.ATTR_EVIDENCE_REUSED_UNITS: count,
+            names.ATTR_EVIDENCE_REUSED_FROM: origins,
+        }
+        return _new_result(
+            names.EVAL_EVIDENCE_REUSE,
+            self.name,
+            self.version,
+            span_id,
+            float(count),
+            "reuses_evidence",
+            f"outputs reuse {count} evidence unit(s) from {', '.join(origins)}",
+            attributes,
+            None,
+        )
 
     def finish_trace(
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        survival = _survival(state, trajectory)
-        sources = survival.sources
-        if not survival.units:
+        core = state.core
+        if core is None:
+            return self._trace_results(_survival(state, trajectory).as_summary())
+        # the C accelerator: `_streamed_survival`'s numbers as they come, unless the spans came in
+        # another order
+        made = core.summary(trajectory.steps, trajectory.final_answer(), state.cache)
+        if made is None:
+            made = _fresh_survival(state.cache, trajectory).as_summary()
+        return self._trace_results(made)
+
+    def _trace_results(self, summary: _Summary) -> list[EvaluationResult]:
+        """The trace results of a `_Survival` (its fields, see `_Summary`)."""
+        sources, units, reused, final_reused, unused, groups, last_reuse, tools, per_source = (
+            summary
+        )
+        if not units:
             # No evidence: survival is undefined, not zero (a gate on it must not trip). Sources
             # too short to hold a unit (`timeout`, `[]`) give nothing to reuse either.
             return [
-                EvaluationResult(
-                    name=names.EVAL_EVIDENCE_SURVIVAL,
-                    evaluator=self.name,
-                    evaluator_version=self.version,
-                    score_label="no_evidence",
-                    explanation=(
+                _new_result(
+                    names.EVAL_EVIDENCE_SURVIVAL,
+                    self.name,
+                    self.version,
+                    None,
+                    None,
+                    "no_evidence",
+                    (
                         f"{sources} evidence source(s), none with a sentence to reuse"
                         if sources
                         else "no tool result or retrieved document with text in this trace"
                     ),
-                    attributes={names.ATTR_EVIDENCE_SOURCES: sources},
+                    {names.ATTR_EVIDENCE_SOURCES: sources},
+                    None,
                 )
             ]
-        ratio = survival.reused / survival.units
-        final_ratio = survival.final_reused / survival.units
-        unused = survival.unused
+        ratio = reused / units
+        final_ratio = final_reused / units
         attributes: dict[str, Any] = {
             names.ATTR_EVIDENCE_SOURCES: sources,
-            names.ATTR_EVIDENCE_UNITS: survival.units,
-            names.ATTR_EVIDENCE_REUSED_UNITS: survival.reused,
+            names.ATTR_EVIDENCE_UNITS: units,
+            names.ATTR_EVIDENCE_REUSED_UNITS: reused,
             names.ATTR_EVIDENCE_SURVIVAL_RATIO: ratio,
             names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO: final_ratio,
             names.ATTR_EVIDENCE_UNUSED_SOURCES: len(unused),
-            names.ATTR_EVIDENCE_REPEATED_GROUPS: survival.repeated_groups,
+            names.ATTR_EVIDENCE_REPEATED_GROUPS: groups,
         }
-        if survival.max_steps_until_last_reuse is not None:
-            attributes[names.ATTR_EVIDENCE_MAX_STEPS_UNTIL_LAST_REUSE] = (
-                survival.max_steps_until_last_reuse
-            )
-        if survival.tools:
-            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _totals_json(survival.tools)
-        if survival.per_source:
-            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _totals_json(survival.per_source)
-        grounded = final_ratio >= self.config.min_final_survival
+        if last_reuse is not None:
+            attributes[names.ATTR_EVIDENCE_MAX_STEPS_UNTIL_LAST_REUSE] = last_reuse
+        if tools:
+            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _entries_json(tools)
+        if per_source:
+            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _entries_json(per_source)
+        final_percent = _percent(final_ratio)
         explanation = (
-            f"{survival.reused} of {survival.units} evidence units reused "
-            f"({_percent(ratio)}); the final answer uses "
-            f"{survival.final_reused} ({_percent(final_ratio)})"
+            f"{reused} of {units} evidence units reused ({_percent(ratio)}); "
+            f"the final answer uses {final_reused} ({final_percent})"
         )
         if unused:
             explanation += f"; unused sources: {', '.join(unused[:5])}"
             if len(unused) > 5:
                 explanation += f" and {len(unused) - 5} more"
         return [
-            EvaluationResult(
-                name=names.EVAL_EVIDENCE_SURVIVAL,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                score_value=float(ratio),
-                score_label="reused" if survival.reused else "unused",
-                explanation=explanation,
-                attributes=attributes,
+            _new_result(
+                names.EVAL_EVIDENCE_SURVIVAL,
+                self.name,
+                self.version,
+                None,
+                float(ratio),
+                "reused" if reused else "unused",
+                explanation,
+                attributes,
+                None,
             ),
-            EvaluationResult(
-                name=names.EVAL_EVIDENCE_FINAL_SURVIVAL,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                score_value=float(final_ratio),
-                score_label="grounded" if grounded else "ungrounded",
-                explanation=(
-                    f"final answer reuses {_percent(final_ratio)} of the evidence units "
-                    f"(threshold {self._threshold})"
-                ),
+            _new_result(
+                names.EVAL_EVIDENCE_FINAL_SURVIVAL,
+                self.name,
+                self.version,
+                None,
+                float(final_ratio),
+                "grounded" if final_ratio >= self.config.min_final_survival else "ungrounded",
+                f"final answer reuses {final_percent} of the evidence units "
+                f"(threshold {self._threshold})",
+                {},
+                None,
             ),
         ]
 
