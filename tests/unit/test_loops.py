@@ -1149,6 +1149,67 @@ def test_the_trace_result_from_streaming_is_the_re_fed_one(
     assert outcome(streamed) == outcome(run_refeed(spans, config))
 
 
+# --- steps held back while no loop can complete ---------------------------------------------------
+
+
+_LOW = LoopConfig(
+    repeat_threshold=2,
+    near_duplicate_threshold=2,
+    no_progress_threshold=2,
+    output_repeat_threshold=2,
+    retry_storm_threshold=1,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=streamed_traces(), low=st.booleans())
+def test_holding_steps_back_changes_no_result(spans: list[SpanView], low: bool) -> None:
+    """Per-span and trace results are those of a tracker fed every step as it arrives."""
+    config = _LOW if low else None
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        held = run(spans, config)
+    event("tracker made" if made.called else "all held")
+    with mock.patch.object(loops._State, "hold", lambda *args: False):
+        fed = run(spans, config)
+    assert outcome(held) == outcome(fed)
+
+
+def test_a_trace_without_repeated_values_makes_no_tracker(refeeds: list[str]) -> None:
+    """Distinct calls, results and outputs: every step is held back, nothing is fed again."""
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(search("order 1234", "b"), text="Checking the order.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents"), text="Reading the file.")
+    a.turn(text="Done.")
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        result = run(by_end(a.done()))
+    assert not made.called
+    assert refeeds == []
+    assert outcome(result) == outcome(run_refeed(by_end(a.done())))
+    assert kinds(result[1]) == set()
+
+
+def test_the_step_that_may_complete_a_loop_makes_the_tracker() -> None:
+    """The third call of a tool (near duplicates need three) makes the tracker, which finds the
+    loop at that call as if it had been fed every step."""
+    a = Agent()
+    a.turn(search("refund status", "a"))
+    a.turn(search("Refund status", "b"))
+    a.turn(search("REFUND STATUS", "c"))
+    spans = by_end(a.done())
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        streamed, finalized = run(spans)
+    assert made.call_count == 1
+    assert loop_labels(streamed) == {sid("c03"): {"near_duplicate"}}
+    assert kinds(finalized) == {"near_duplicate"}
+
+
 # --- outputs compared by their first words -------------------------------------------------------
 
 _FOLD_ALPHABET = st.sampled_from(
