@@ -1264,7 +1264,6 @@ class _State:
     __slots__ = (
         "agents",
         "config",
-        "counted",
         "exec_end",
         "fed",
         "fed_calls",
@@ -1275,12 +1274,13 @@ class _State:
         "modes",
         "overflow",
         "parents",
+        "parts",
         "results",
         "tools",
         "tracker",
     )
 
-    def __init__(self, config: LoopConfig) -> None:
+    def __init__(self, config: LoopConfig, constants: tuple[Any, ...]) -> None:
         self.config = config
         self.tracker: _Tracker | None = None  # made by the first step that may complete a loop
         self.parents: dict[str, str] = {}
@@ -1295,14 +1295,30 @@ class _State:
         self.exec_end: dict[str, int] = {}
         # The steps that added a failure mode (the tracker's `mode_steps` once it is made).
         self.mode_steps: list[Step] = []
-        # While steps are held back: those steps (step, run, its tool span's end for a call),
-        # the counts that bound the loops they can make, tool calls and outputs held.
+        # While steps are held back: those steps (step, run, its tool span's end for a call)
+        # and the counts that bound the loops they can make (`heads` counts the outputs).
         self.held: list[tuple[Step, str, int | None]] = []
         self.keys: set[_CallKey] = set()
         self.tools: dict[str, int] = {}
         self.results: dict[tuple[int, str], int] = {}
         self.heads: dict[str, int] = {}
-        self.counted = 0
+        # The containers the accelerator's `loops_hold` works on, in its order.
+        self.parts = (
+            self.parents,
+            self.agents,
+            self.overflow,
+            self.modes,
+            self.exec_end,
+            self.fed,
+            self.fed_calls,
+            self.held,
+            self.keys,
+            self.tools,
+            self.results,
+            self.heads,
+            self.mode_steps,
+            constants,
+        )
 
     def run_of(self, span_id: str) -> str:
         """Streaming stand-in for the run: the nearest agent span above, else the first span
@@ -1327,7 +1343,6 @@ class _State:
             if n >= config.output_repeat_threshold:
                 return False
             self.heads[head] = n
-            self.counted += 1
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
                 self.mode_steps.append(step)
@@ -1344,7 +1359,6 @@ class _State:
             exec_span_id = step.exec_span_id
             if exec_span_id:
                 end_ns = self.exec_end.get(exec_span_id)
-            self.counted += 1
         elif kind == "tool_result":
             text = step.text
             if step.error is not None:
@@ -1374,7 +1388,7 @@ class _State:
         tracker.exec_end = self.exec_end
         tracker.replay(self.held, self.overflow)
         tracker.mode_steps = self.mode_steps  # the replay's are those taken when held
-        self.held = []
+        self.held.clear()  # (the list is one of `parts`)
         return tracker
 
 
@@ -1385,14 +1399,39 @@ class LoopEvaluator(Evaluator):
     version = "1.0.0"
 
     def __init__(self, config: LoopConfig | None = None) -> None:
-        self.config = config or LoopConfig()
+        self.config = config = config or LoopConfig()
+        # What `loops_hold` reads besides a trace's containers (see `_State.parts`).
+        self._constants = (
+            config.near_duplicate_threshold,
+            config.no_progress_threshold,
+            config.output_repeat_threshold,
+            _RESULT_KEY_CHARS,
+            _head,
+            _mode,
+        )
 
     def start_trace(self, trace: TraceInfo) -> _State:
-        return _State(self.config)
+        return _State(self.config, self._constants)
 
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
+        start = 0  # the first step not held back yet
+        if state.tracker is None and _loops_hold is not None and state.fed is not None:
+            # The accelerator does what follows while steps are held back (`_State.hold`).
+            kept, state.fed = state.fed, None  # None if it raises, as below
+            start = _loops_hold(state.parts, span, steps)
+            state.fed = kept
+            if start == len(steps):
+                modes = state.modes
+                if not modes:
+                    return ()
+                results = self._span_results(span.view.span_id, [], modes)
+                modes.clear()
+                return results
+            # Else the steps from `start` on are taken below (the first may make the tracker),
+            # after the span's bookkeeping done again, which changes nothing; -1: all of them.
+            start = max(start, 0)
         view = span.view
         span_id = view.span_id
         parent = view.parent_span_id
@@ -1428,7 +1467,7 @@ class LoopEvaluator(Evaluator):
         signals: list[LoopSignal] | None = None
         fed, state.fed = state.fed, None
         tracker = state.tracker
-        for step in steps:
+        for step in steps[start:] if start else steps:
             kind = step.kind
             if kind in _FED:
                 if tracker is None and not state.hold(step, kind, run, modes):
@@ -1468,8 +1507,8 @@ class LoopEvaluator(Evaluator):
                 # No loop (the usual case): the results of `_report`'s report, directly.
                 if state.overflow:
                     modes.add("context_window_overflow")
-                if tracker is None:
-                    steps = state.counted
+                if tracker is None:  # the calls and outputs held
+                    steps = len(state.fed_calls) + sum(state.heads.values())
                 else:
                     steps = tracker.outputs
                     for detector in tracker.detectors.values():
@@ -1654,6 +1693,10 @@ def _result_maker() -> Callable[..., EvaluationResult]:
 
 
 _new_result = _result_maker()
+
+_loops_hold: Callable[[tuple[Any, ...], NormalizedSpan, Sequence[Step]], int] | None = getattr(
+    _wire._native, "loops_hold", None
+)
 
 
 def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
