@@ -1419,9 +1419,11 @@ class LoopEvaluator(Evaluator):
         start = 0  # the first step not held back yet
         if state.tracker is None and _loops_hold is not None and state.fed is not None:
             # The accelerator does what follows while steps are held back (`_State.hold`).
-            kept, state.fed = state.fed, None  # None if it raises, as below
-            start = _loops_hold(state.parts, span, steps)
-            state.fed = kept
+            try:
+                start = _loops_hold(state.parts, span, steps)
+            except BaseException:
+                state.fed = None  # as below: a feed failed half way
+                raise
             if start == len(steps):
                 modes = state.modes
                 if not modes:
@@ -1600,16 +1602,30 @@ class LoopEvaluator(Evaluator):
             names.ATTR_LOOPS_WASTED_SECONDS: 0.0,
             names.ATTR_LOOPS_SCORE: 1.0,
         }
-        return [
-            self._result(
+        evaluator, version = self.name, self.version
+        return [  # (`_result`'s values, without its calls: made for every trace)
+            _new_result(
                 names.EVAL_LOOPS,
+                evaluator,
+                version,
                 None,
-                score_value=1.0,
-                score_label="pass",
-                explanation=f"no loop in {steps} tool call(s) and output(s)",
-                attributes=attributes,
+                1.0,
+                "pass",
+                f"no loop in {steps} tool call(s) and output(s)",
+                attributes,
+                None,
             ),
-            self._failure_modes_result(modes),
+            _new_result(
+                names.EVAL_FAILURE_MODES,
+                evaluator,
+                version,
+                None,
+                0.0 if modes else 1.0,
+                "fail" if modes else "pass",
+                "failure modes: " + ", ".join(modes) if modes else "no failure mode",
+                {names.ATTR_FAILURE_MODES: modes},
+                None,
+            ),
         ]
 
     def _failure_modes_result(self, modes: list[FailureMode]) -> EvaluationResult:
