@@ -4,12 +4,14 @@
  * - loops_hold(parts, span, steps) is the start of tracehound.evaluators.loops'
  *   LoopEvaluator.on_span for a trace whose tracker is not made yet: the span's bookkeeping
  *   (parents, agent spans, tool span ends, overflow stated by its finish reasons), its run, and
- *   _State.hold of each of its steps with the bookkeeping of the steps fed. It returns how many
+ *   _State.hold of each of its steps. It returns how many
  *   steps it took: all of them, or the index of the first step that may complete a loop (the
  *   Python code makes the tracker and feeds that step and the next ones, after doing the
  *   span's bookkeeping again: the same), or -1 with nothing changed for a span it leaves to the
  *   Python code whole (an `error.type` to read, values of unusual types). `parts` is the
  *   _State's tuple of containers (see _State.parts).
+ * - loops_held_steps(held, steps) is loops._held_steps_py: the trace result of a trace whose
+ *   steps were all held back needs the trajectory's to be those steps.
  * - loops_head(text) is loops._head(text) for a text whose first words are ASCII and typographic
  *   punctuation (the heads of outputs, which loops_hold counts), else None.
  *
@@ -28,6 +30,7 @@ enum {
     L_ATTRIBUTES,
     L_FINISH_REASONS,
     L_END_NS,
+    L_END_NS_SLOT,
     L_KIND,
     L_TEXT,
     L_TOOL,
@@ -60,6 +63,7 @@ static const char *const LOOPS_STRING[L_COUNT] = {
     [L_ATTRIBUTES] = "attributes",
     [L_FINISH_REASONS] = "finish_reasons",
     [L_END_NS] = "end_ns",
+    [L_END_NS_SLOT] = "_end_ns",
     [L_KIND] = "kind",
     [L_TEXT] = "text",
     [L_TOOL] = "tool",
@@ -93,8 +97,6 @@ enum {
     P_OVERFLOW,
     P_MODES,
     P_EXEC_END,
-    P_FED,
-    P_FED_CALLS,
     P_HELD,
     P_KEYS,
     P_TOOLS,
@@ -510,8 +512,8 @@ fed_kind(PyObject *kind)
     return -1;
 }
 
-/* The steps of a span: held back one by one (see hold_step), each fed one's fields recorded.
- * How many were taken, or -1 with an exception set. */
+/* The steps of a span: held back one by one (see hold_step). How many were taken, or -1 with
+ * an exception set. */
 static Py_ssize_t
 hold_steps(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const *limits,
            PyObject *steps, PyObject *run)
@@ -524,7 +526,7 @@ hold_steps(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const 
     count = PySequence_Fast_GET_SIZE(seq);
     for (i = 0; i < count; i++) {
         PyObject *step = PySequence_Fast_GET_ITEM(seq, i);
-        PyObject *values, *kind, *end, *fields;
+        PyObject *values, *kind, *end, *held;
         int which, status;
 
         values = PyObject_GenericGetDict(step, NULL);
@@ -559,33 +561,13 @@ hold_steps(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const 
             }
             break;
         }
-        if (which != L_ERROR) {
-            PyObject *held = PyTuple_Pack(3, step, run, end != NULL ? end : Py_None);
-            if (held == NULL || PyList_Append(parts[P_HELD], held) < 0) {
-                Py_XDECREF(held);
-                Py_DECREF(values);
-                goto error;
-            }
-            Py_DECREF(held);
-        }
-        /* the fields of the step as fed (`_State.fed`) */
-        fields = PyDict_Copy(values);
         Py_DECREF(values);
-        if (fields == NULL || PyDict_SetItem(fields, ls[L_RUN_ID], run) < 0) {
-            Py_XDECREF(fields);
+        held = PyTuple_Pack(3, step, run, end != NULL ? end : Py_None);
+        if (held == NULL) {
             goto error;
         }
-        if (which == L_TOOL_CALL) {
-            PyObject *at = PyLong_FromSsize_t(PyList_GET_SIZE(parts[P_FED]));
-            if (at == NULL || PyList_Append(parts[P_FED_CALLS], at) < 0) {
-                Py_XDECREF(at);
-                Py_DECREF(fields);
-                goto error;
-            }
-            Py_DECREF(at);
-        }
-        status = PyList_Append(parts[P_FED], fields);
-        Py_DECREF(fields);
+        status = PyList_Append(parts[P_HELD], held);
+        Py_DECREF(held);
         if (status < 0) {
             goto error;
         }
@@ -657,8 +639,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     parts = &PyTuple_GET_ITEM(args[0], 0);
     if (!PyDict_CheckExact(parts[P_PARENTS]) || !PyAnySet_CheckExact(parts[P_AGENTS]) ||
         !PyAnySet_CheckExact(parts[P_OVERFLOW]) || !PyAnySet_CheckExact(parts[P_MODES]) ||
-        !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_FED]) ||
-        !PyList_CheckExact(parts[P_FED_CALLS]) || !PyList_CheckExact(parts[P_HELD]) ||
+        !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_HELD]) ||
         !PyAnySet_CheckExact(parts[P_KEYS]) || !PyDict_CheckExact(parts[P_TOOLS]) ||
         !PyDict_CheckExact(parts[P_RESULTS]) || !PyDict_CheckExact(parts[P_HEADS]) ||
         !PyList_CheckExact(parts[P_MODE_STEPS]) || !PyTuple_CheckExact(parts[P_CONSTANTS]) ||
@@ -743,10 +724,19 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         }
     }
-    if (is_tool) {
-        end_ns = PyObject_GetAttr(view, ls[L_END_NS]);
-        if (end_ns == NULL) {
-            goto done;
+    if (is_tool) { /* the view's end when it has read it, else through the property */
+        end_ns = slot(view, L_END_NS_SLOT);
+        if (end_ns == NULL || !PyLong_CheckExact(end_ns)) {
+            if (end_ns == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    goto done;
+                }
+                PyErr_Clear();
+            }
+            Py_XSETREF(end_ns, PyObject_GetAttr(view, ls[L_END_NS]));
+            if (end_ns == NULL) {
+                goto done;
+            }
         }
     }
 
@@ -793,6 +783,111 @@ done:
     return result;
 }
 
+/* The fields the held steps are compared on (loops._HELD_FIELDS). */
+static const int HELD_FIELDS[] = {L_KIND, L_SPAN_ID, L_TOOL, L_ARGUMENTS,
+                                  L_TEXT, L_ERROR, L_FINISH_REASON};
+
+/* step.<field> == final.<field> for each of HELD_FIELDS: 1, 0, or -1 with an exception set. */
+static int
+same_fields(PyObject *step, PyObject *final)
+{
+    PyObject *a_values, *b_values;
+    size_t i;
+    int same = 1;
+
+    if (step == final) {
+        return 1;
+    }
+    a_values = PyObject_GenericGetDict(step, NULL);
+    if (a_values == NULL) {
+        return -1;
+    }
+    b_values = PyObject_GenericGetDict(final, NULL);
+    if (b_values == NULL) {
+        Py_DECREF(a_values);
+        return -1;
+    }
+    if (!PyDict_CheckExact(a_values) || !PyDict_CheckExact(b_values)) {
+        PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
+        same = -1;
+    }
+    for (i = 0; same == 1 && i < sizeof(HELD_FIELDS) / sizeof(HELD_FIELDS[0]); i++) {
+        PyObject *a = field(a_values, step, HELD_FIELDS[i]), *b;
+        if (a == NULL) {
+            same = -1;
+            break;
+        }
+        b = field(b_values, final, HELD_FIELDS[i]);
+        if (b == NULL) {
+            Py_DECREF(a);
+            same = -1;
+            break;
+        }
+        same = PyObject_RichCompareBool(a, b, Py_EQ); /* a is b, or a == b */
+        Py_DECREF(a);
+        Py_DECREF(b);
+    }
+    Py_DECREF(a_values);
+    Py_DECREF(b_values);
+    return same;
+}
+
+static PyObject *
+loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *held, *steps, *kind;
+    Py_ssize_t i, j = 0, count = 0, n_steps;
+    int same, which;
+
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "loops_held_steps(held, steps): a list and a tuple of steps");
+        return NULL;
+    }
+    held = args[0];
+    steps = args[1];
+    n_steps = PyTuple_GET_SIZE(steps);
+    for (i = 0; i < n_steps; i++) {
+        PyObject *final = PyTuple_GET_ITEM(steps, i), *entry;
+        kind = PyObject_GetAttr(final, ls[L_KIND]);
+        if (kind == NULL) {
+            return NULL;
+        }
+        if (!PyUnicode_CheckExact(kind)) {
+            Py_DECREF(kind);
+            Py_RETURN_NONE; /* a kind of another type: the re-feed decides */
+        }
+        which = fed_kind(kind);
+        Py_DECREF(kind);
+        if (which < 0) {
+            continue;
+        }
+        if (j == PyList_GET_SIZE(held)) {
+            Py_RETURN_NONE;
+        }
+        entry = PyList_GET_ITEM(held, j++);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            PyErr_SetString(PyExc_TypeError, "loops_held_steps: held entries are 3-tuples");
+            return NULL;
+        }
+        same = same_fields(PyTuple_GET_ITEM(entry, 0), final);
+        if (same <= 0) {
+            if (same < 0) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (which == L_TOOL_CALL || which == L_ASSISTANT) {
+            count++;
+        }
+    }
+    if (j != PyList_GET_SIZE(held)) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
 static PyObject *
 loops_head(PyObject *module, PyObject *text)
 {
@@ -814,6 +909,11 @@ PyDoc_STRVAR(loops_head_doc,
              "tracehound.evaluators.loops._head(text) for a text whose first words are ASCII and\n"
              "typographic punctuation; None for another (the Python code's to fold).");
 
+PyDoc_STRVAR(loops_held_steps_doc,
+             "loops_held_steps(held, steps, /)\n--\n\n"
+             "tracehound.evaluators.loops._held_steps_py: the number of tool calls and outputs\n"
+             "of `steps` when their steps of the kinds fed are the held ones, else None.");
+
 PyDoc_STRVAR(loops_hold_doc,
              "loops_hold(parts, span, steps, /)\n--\n\n"
              "LoopEvaluator.on_span's bookkeeping and _State.hold of the span's steps, for a\n"
@@ -823,6 +923,8 @@ PyDoc_STRVAR(loops_hold_doc,
 static PyMethodDef loops_methods[] = {
     {"loops_hold", (PyCFunction)(void (*)(void))loops_hold, METH_FASTCALL, loops_hold_doc},
     {"loops_head", loops_head, METH_O, loops_head_doc},
+    {"loops_held_steps", (PyCFunction)(void (*)(void))loops_held_steps, METH_FASTCALL,
+     loops_held_steps_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1338,9 +1338,12 @@ def test_a_tool_called_once_in_a_run_is_never_flattened(monkeypatch: pytest.Monk
     a.turn(Call("write", {"path": "/b.txt"}, "ok"))
     run(a.done())
     assert flattened == []
-    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: both compared
+    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: no loop yet
     run(a.done())
-    assert flattened == [{"path": "/a.txt"}, {"path": "/c.txt"}]
+    assert flattened == []
+    a.turn(Call("read", {"path": "/d.txt"}, "d"))  # a third: near duplicates, all compared
+    run(a.done())
+    assert sorted(value["path"] for value in flattened) == ["/a.txt", "/c.txt", "/d.txt"]
 
 
 _JSON = st.recursive(
@@ -1676,3 +1679,59 @@ def test_the_accelerators_head_takes_the_usual_outputs() -> None:
     with pytest.raises(TypeError):
         head(b"bytes")
     assert_leak_free(lambda: head(text), [text], n=20_000)
+
+
+@compares_both_paths
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=streamed_traces(), edit=st.integers(0, 40), field=st.sampled_from(loops._HELD_FIELDS))
+def test_the_accelerator_compares_held_steps_as_the_python_code(
+    spans: list[SpanView], edit: int, field: str
+) -> None:
+    """`loops_held_steps` is `_held_steps_py`, on the trajectory and on one with a step changed
+    or left out."""
+    recorder = _recorded(spans)
+    evaluator = LoopEvaluator()
+    info = TraceInfo("t")
+    with mock.patch.object(loops._State, "catch_up", side_effect=AssertionError):
+        state = evaluator.start_trace(info)
+        try:
+            for span, steps in recorder.spans:
+                evaluator.on_span(state, span, steps, info)
+        except AssertionError:
+            return  # a tracker: nothing held at the end
+    assert recorder.trajectory is not None
+    finals = list(recorder.trajectory.steps)
+    variants = [tuple(finals)]
+    if finals:
+        at = edit % len(finals)
+        variants.append(tuple(finals[:at] + finals[at + 1 :]))
+        changed = dict(finals[at].__dict__)
+        changed[field] = _Text("x") if field != "kind" else "user"
+        variants.append((*finals[:at], Step(**changed), *finals[at + 1 :]))
+    native = loops._wire._native.loops_held_steps
+    for steps in variants:
+        assert native(state.held, steps) == loops._held_steps_py(state.held, steps)
+
+
+@compares_both_paths
+def test_loops_held_steps_leaks_nothing() -> None:
+    native = loops._wire._native.loops_held_steps
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    recorder = _recorded(by_end(a.done()))
+    evaluator = LoopEvaluator()
+    info = TraceInfo("t")
+    state = evaluator.start_trace(info)
+    for span, steps in recorder.spans:
+        evaluator.on_span(state, span, steps, info)
+    assert state.tracker is None
+    assert recorder.trajectory is not None
+    steps = recorder.trajectory.steps
+    assert native(state.held, steps) == 3  # two calls, one output
+    fewer = tuple(step for step in steps if step.kind != "tool_result")
+    assert native(state.held, fewer) is None
+    watched: list[object] = [state.held, *steps]
+    assert_leak_free(lambda: native(state.held, steps), watched, n=20_000)
+    assert_leak_free(lambda: native(state.held, fewer), watched, n=20_000)
+    assert_leak_free(expecting(lambda: native([1], steps), TypeError), [], n=5_000)

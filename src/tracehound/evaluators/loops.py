@@ -1288,15 +1288,17 @@ class _State:
         self.overflow: set[str] = set()
         self.modes: set[FailureMode] = set()  # those of the span being fed (then cleared)
         # The fields of the steps fed to `tracker` while streaming, `run_id` set to the run they
-        # were fed in (None once a feed failed half way: the tracker then stands for nothing).
+        # were fed in (None once a feed failed half way: the tracker then stands for nothing);
+        # those of the steps held back are recorded when the tracker is made.
         self.fed: list[dict[str, Any]] | None = []
         self.fed_calls: list[int] = []  # where the tool calls are in `fed`
         # tool span → its end: a call's execution interval is known before its result is fed
         self.exec_end: dict[str, int] = {}
         # The steps that added a failure mode (the tracker's `mode_steps` once it is made).
         self.mode_steps: list[Step] = []
-        # While steps are held back: those steps (step, run, its tool span's end for a call)
-        # and the counts that bound the loops they can make (`heads` counts the outputs).
+        # While steps are held back: those steps (step, run, its tool span's end for a call;
+        # every step of a `_FED` kind) and the counts that bound the loops they can make
+        # (`heads` counts the outputs).
         self.held: list[tuple[Step, str, int | None]] = []
         self.keys: set[_CallKey] = set()
         self.tools: dict[str, int] = {}
@@ -1309,8 +1311,6 @@ class _State:
             self.overflow,
             self.modes,
             self.exec_end,
-            self.fed,
-            self.fed_calls,
             self.held,
             self.keys,
             self.tools,
@@ -1375,19 +1375,26 @@ class _State:
             if step.finish_reason in _OVERFLOW_FINISH:
                 modes.add("context_window_overflow")
                 self.mode_steps.append(step)
-        else:  # an error: a failure mode, nothing for the tracker
+        else:  # an error: a failure mode (nothing for the tracker, but a step fed)
             modes.add(_mode(step, self.overflow))
             self.mode_steps.append(step)
-            return True
         self.held.append((step, run, end_ns))
         return True
 
-    def catch_up(self) -> _Tracker:
-        """The tracker, made now and fed the steps held back."""
+    def catch_up(self, fed: list[dict[str, Any]] | None) -> _Tracker:
+        """The tracker, made now and fed the steps held back, whose fields go to `fed` (the
+        list `fed` stands for while a span is fed)."""
         tracker = self.tracker = _Tracker(self.config)
         tracker.exec_end = self.exec_end
         tracker.replay(self.held, self.overflow)
         tracker.mode_steps = self.mode_steps  # the replay's are those taken when held
+        if fed is not None:
+            for step, run, _ in self.held:
+                fields = step.__dict__.copy()
+                fields["run_id"] = run
+                if step.kind == "tool_call":
+                    self.fed_calls.append(len(fed))
+                fed.append(fields)
         self.held.clear()  # (the list is one of `parts`)
         return tracker
 
@@ -1472,12 +1479,13 @@ class LoopEvaluator(Evaluator):
         for step in steps[start:] if start else steps:
             kind = step.kind
             if kind in _FED:
-                if tracker is None and not state.hold(step, kind, run, modes):
-                    tracker = state.catch_up()
-                if tracker is not None:
-                    found = tracker.feed(step, run, state.overflow, modes)
-                    if found:
-                        signals = found if signals is None else signals + found
+                if tracker is None:
+                    if state.hold(step, kind, run, modes):
+                        continue  # its fields are recorded if the tracker is made
+                    tracker = state.catch_up(fed)
+                found = tracker.feed(step, run, state.overflow, modes)
+                if found:
+                    signals = found if signals is None else signals + found
                 if fed is not None:
                     fields = step.__dict__.copy()  # a Step keeps its fields in its __dict__
                     fields["run_id"] = run
@@ -1498,23 +1506,27 @@ class LoopEvaluator(Evaluator):
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
         if isinstance(state, _State):
-            modes = None if self._refeed else _streamed_modes(state, trajectory)
             tracker = state.tracker
+            if tracker is None:  # every step held back
+                steps = None
+                if not self._refeed and state.fed is not None:
+                    steps = _held_steps(state.held, trajectory.steps)
+                if steps is not None:
+                    held_modes = _final_modes(state)
+                    if state.overflow:
+                        held_modes.add("context_window_overflow")
+                    return self._clean_results(steps, sorted(held_modes))
+                return self.trace_results(analyze(trajectory, self.config, state.overflow))
+            modes = None if self._refeed else _streamed_modes(state, trajectory)
             if modes is None:
-                cache = tracker.cache if tracker is not None else None
-                report = analyze(trajectory, self.config, state.overflow, _cache=cache)
-            elif tracker is None or not any(
-                detector.instances for detector in tracker.detectors.values()
-            ):
+                report = analyze(trajectory, self.config, state.overflow, _cache=tracker.cache)
+            elif not any(detector.instances for detector in tracker.detectors.values()):
                 # No loop (the usual case): the results of `_report`'s report, directly.
                 if state.overflow:
                     modes.add("context_window_overflow")
-                if tracker is None:  # the calls and outputs held
-                    steps = len(state.fed_calls) + sum(state.heads.values())
-                else:
-                    steps = tracker.outputs
-                    for detector in tracker.detectors.values():
-                        steps += len(detector.calls)
+                steps = tracker.outputs
+                for detector in tracker.detectors.values():
+                    steps += len(detector.calls)
                 return self._clean_results(steps, sorted(modes))
             else:
                 report = _report(tracker, modes, state.overflow)
@@ -1736,20 +1748,15 @@ def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] |
     the steps that show them (`_State.mode_steps`: equal fields, so those of the trajectory)
     with all of them known.
 
-    Steps that were all held back (no tracker) need neither check: no count reached its
-    threshold, and the trajectory's steps are the same ones (the runs aside, which the counts
-    do not separate), so feeding them in any runs, with any ends and matches of calls, finds no
-    loop either; the report is then the one without loops, from the numbers of steps and the
-    failure modes.
+    A trace whose steps were all held back has no tracker: see `_held_steps` for it.
     """
     tracker, fed = state.tracker, state.fed
-    if fed is None:
+    if tracker is None or fed is None:
         return None
     state.fed = None  # edited below: once only
-    if tracker is not None:
-        for detector in tracker.detectors.values():
-            if detector.unsettled:
-                return None
+    for detector in tracker.detectors.values():
+        if detector.unsettled:
+            return None
     finals = [step.__dict__ for step in trajectory.steps if step.kind in _FED]
     if len(finals) != len(fed):
         return None
@@ -1762,8 +1769,13 @@ def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] |
             fields["exec_span_id"] = final["exec_span_id"]
     # Equal dicts: equal fields, run included (a field missing from one dict only, even if set
     # to its default in the other, is a difference: the re-feed decides then).
-    if fed != finals or (moved and tracker is not None and tracker.unresolved):
+    if fed != finals or (moved and tracker.unresolved):
         return None
+    return _final_modes(state)
+
+
+def _final_modes(state: _State) -> set[FailureMode]:
+    """The failure modes of the steps that showed one, with every overflow span known."""
     overflow = state.overflow
     modes: set[FailureMode] = set()
     for step in state.mode_steps:  # as `_Tracker.feed` adds them
@@ -1773,6 +1785,44 @@ def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] |
         elif kind in {"assistant", "llm"} and step.finish_reason in _OVERFLOW_FINISH:
             modes.add("context_window_overflow")
     return modes
+
+
+# What the steps held back are compared on with the trajectory's (see `_held_steps`).
+_HELD_FIELDS = ("kind", "span_id", "tool", "arguments", "text", "error", "finish_reason")
+
+
+def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Step]) -> int | None:
+    """The number of tool calls and outputs of `steps` (a trajectory's) when their steps of the
+    `_FED` kinds are those held back, in order, in every field that counts or failure modes
+    read (`_HELD_FIELDS`); else None.
+
+    Then the trajectory has no loop either — the counts of `_State.hold` are the same, whatever
+    the runs, the ends of calls and which call each result matches — and its failure modes are
+    those of the held steps with every overflow span known (`_final_modes`).
+    """
+    finals: list[Step] = []
+    for step in steps:
+        kind = step.kind
+        if type(kind) is not str:
+            return None  # the re-feed decides
+        if kind in _FED:
+            finals.append(step)
+    if len(finals) != len(held):
+        return None
+    count = 0
+    for (step, _, _), final in zip(held, finals, strict=True):
+        for name in _HELD_FIELDS:
+            a, b = getattr(step, name), getattr(final, name)
+            if a is not b and a != b:
+                return None
+        if step.kind in {"tool_call", "assistant"}:
+            count += 1
+    return count
+
+
+_held_steps: Callable[[list[tuple[Step, str, int | None]], Sequence[Step]], int | None] = (
+    getattr(_wire._native, "loops_held_steps", None) or _held_steps_py
+)
 
 
 _MODE_TEXT: dict[FailureMode, str] = {
