@@ -783,17 +783,37 @@ done:
     return result;
 }
 
-/* The fields the held steps are compared on (loops._HELD_FIELDS). */
-static const int HELD_FIELDS[] = {L_KIND, L_SPAN_ID, L_TOOL, L_ARGUMENTS,
-                                  L_TEXT, L_ERROR, L_FINISH_REASON};
-
-/* step.<field> == final.<field> for each of HELD_FIELDS: 1, 0, or -1 with an exception set. */
-static int
-same_fields(PyObject *step, PyObject *final)
+/* The fields the held steps are compared on, by kind (loops._HELD_FIELDS), L_COUNT-ended. */
+static const int *
+held_fields(int which)
 {
-    PyObject *a_values, *b_values;
-    size_t i;
-    int same = 1;
+    static const int llm[] = {L_FINISH_REASON, L_COUNT};
+    static const int assistant[] = {L_TEXT, L_FINISH_REASON, L_COUNT};
+    static const int tool_call[] = {L_TOOL, L_ARGUMENTS, L_COUNT};
+    static const int tool_result[] = {L_SPAN_ID, L_TEXT, L_ERROR, L_COUNT};
+    static const int error[] = {L_SPAN_ID, L_ERROR, L_COUNT};
+    switch (which) {
+    case L_LLM:
+        return llm;
+    case L_ASSISTANT:
+        return assistant;
+    case L_TOOL_CALL:
+        return tool_call;
+    case L_TOOL_RESULT:
+        return tool_result;
+    default:
+        return error;
+    }
+}
+
+/* The held step of kind `which` and the final one equal in its kind and its held_fields: 1, 0,
+ * or -1 with an exception set. */
+static int
+same_fields(PyObject *step, PyObject *final, int which)
+{
+    PyObject *a_values, *b_values, *kind;
+    const int *names;
+    int same;
 
     if (step == final) {
         return 1;
@@ -810,14 +830,22 @@ same_fields(PyObject *step, PyObject *final)
     if (!PyDict_CheckExact(a_values) || !PyDict_CheckExact(b_values)) {
         PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
         same = -1;
+        goto done;
     }
-    for (i = 0; same == 1 && i < sizeof(HELD_FIELDS) / sizeof(HELD_FIELDS[0]); i++) {
-        PyObject *a = field(a_values, step, HELD_FIELDS[i]), *b;
+    kind = field(a_values, step, L_KIND);
+    if (kind == NULL) {
+        same = -1;
+        goto done;
+    }
+    same = PyObject_RichCompareBool(kind, ls[which], Py_EQ);
+    Py_DECREF(kind);
+    for (names = held_fields(which); same == 1 && *names != L_COUNT; names++) {
+        PyObject *a = field(a_values, step, *names), *b;
         if (a == NULL) {
             same = -1;
             break;
         }
-        b = field(b_values, final, HELD_FIELDS[i]);
+        b = field(b_values, final, *names);
         if (b == NULL) {
             Py_DECREF(a);
             same = -1;
@@ -827,6 +855,7 @@ same_fields(PyObject *step, PyObject *final)
         Py_DECREF(a);
         Py_DECREF(b);
     }
+done:
     Py_DECREF(a_values);
     Py_DECREF(b_values);
     return same;
@@ -871,7 +900,7 @@ loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_TypeError, "loops_held_steps: held entries are 3-tuples");
             return NULL;
         }
-        same = same_fields(PyTuple_GET_ITEM(entry, 0), final);
+        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, which);
         if (same <= 0) {
             if (same < 0) {
                 return NULL;

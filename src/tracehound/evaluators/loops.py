@@ -1787,14 +1787,21 @@ def _final_modes(state: _State) -> set[FailureMode]:
     return modes
 
 
-# What the steps held back are compared on with the trajectory's (see `_held_steps`).
-_HELD_FIELDS = ("kind", "span_id", "tool", "arguments", "text", "error", "finish_reason")
+# What the steps held back are compared on with the trajectory's, by kind (see `_held_steps`):
+# the fields `_State.hold` counts by and those failure modes read.
+_HELD_FIELDS: dict[str, tuple[str, ...]] = {
+    "llm": ("finish_reason",),
+    "assistant": ("text", "finish_reason"),
+    "tool_call": ("tool", "arguments"),
+    "tool_result": ("span_id", "text", "error"),
+    "error": ("span_id", "error"),
+}
 
 
 def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Step]) -> int | None:
     """The number of tool calls and outputs of `steps` (a trajectory's) when their steps of the
-    `_FED` kinds are those held back, in order, in every field that counts or failure modes
-    read (`_HELD_FIELDS`); else None.
+    `_FED` kinds are those held back, in order, of the same kinds and equal in the fields that
+    counts or failure modes read (`_HELD_FIELDS`); else None.
 
     Then the trajectory has no loop either — the counts of `_State.hold` are the same, whatever
     the runs, the ends of calls and which call each result matches — and its failure modes are
@@ -1811,11 +1818,14 @@ def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Ste
         return None
     count = 0
     for (step, _, _), final in zip(held, finals, strict=True):
-        for name in _HELD_FIELDS:
+        kind = final.kind
+        if step.kind != kind:
+            return None
+        for name in _HELD_FIELDS[kind]:
             a, b = getattr(step, name), getattr(final, name)
             if a is not b and a != b:
                 return None
-        if step.kind in {"tool_call", "assistant"}:
+        if kind in {"tool_call", "assistant"}:
             count += 1
     return count
 
