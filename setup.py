@@ -19,6 +19,7 @@ setup(
                 "src/tracehound/_speedups_drift.c",
                 "src/tracehound/_speedups_embed.c",
                 "src/tracehound/_speedups_evidence.c",
+                "src/tracehound/_speedups_loops.c",
                 "src/tracehound/_speedups_otlp.c",
                 "src/tracehound/_speedups_steps.c",
                 "src/tracehound/_speedups_text.c",

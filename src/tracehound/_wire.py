@@ -38,6 +38,8 @@ The module also holds the other hot paths, each beside the Python code it stands
   `complexity_scores`, `complexity_distances`, `tool_mixes`, `recent_divergences` — sums in their
   own order, within 1e-12 of the Python code's, not to the bit) and the baselines' helpers
   (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, to the bit).
+- **Loops**: a span's bookkeeping and its steps held back while none can complete a loop
+  (`loops_hold`, `tracehound.evaluators.loops`).
 
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set

@@ -4,20 +4,24 @@ modes, waste accounting, and the order independence of the trace result."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
 import pytest
+from _leaks import assert_leak_free, expecting
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tracehound import Engine, EvaluationResult, FinalizedTrace, SpanView
 from tracehound import names as N
+from tracehound.conventions import NormalizedSpan
 from tracehound.evaluators import LoopConfig, LoopEvaluator, loops
+from tracehound.evaluators.base import Evaluator, TraceInfo
 from tracehound.evaluators.loops import analyze, classify_error, near_arguments
-from tracehound.steps import Trajectory
+from tracehound.steps import Step, Trajectory
 
 TRACE = "5b8aa5a2d2c872e8321cf37308d69df2"
 MS = 1_000_000
@@ -1149,6 +1153,67 @@ def test_the_trace_result_from_streaming_is_the_re_fed_one(
     assert outcome(streamed) == outcome(run_refeed(spans, config))
 
 
+# --- steps held back while no loop can complete ---------------------------------------------------
+
+
+_LOW = LoopConfig(
+    repeat_threshold=2,
+    near_duplicate_threshold=2,
+    no_progress_threshold=2,
+    output_repeat_threshold=2,
+    retry_storm_threshold=1,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=streamed_traces(), low=st.booleans())
+def test_holding_steps_back_changes_no_result(spans: list[SpanView], low: bool) -> None:
+    """Per-span and trace results are those of a tracker fed every step as it arrives."""
+    config = _LOW if low else None
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        held = run(spans, config)
+    event("tracker made" if made.called else "all held")
+    with mock.patch.object(loops._State, "hold", lambda *args: False):
+        fed = run(spans, config)
+    assert outcome(held) == outcome(fed)
+
+
+def test_a_trace_without_repeated_values_makes_no_tracker(refeeds: list[str]) -> None:
+    """Distinct calls, results and outputs: every step is held back, nothing is fed again."""
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(search("order 1234", "b"), text="Checking the order.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents"), text="Reading the file.")
+    a.turn(text="Done.")
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        result = run(by_end(a.done()))
+    assert not made.called
+    assert refeeds == []
+    assert outcome(result) == outcome(run_refeed(by_end(a.done())))
+    assert kinds(result[1]) == set()
+
+
+def test_the_step_that_may_complete_a_loop_makes_the_tracker() -> None:
+    """The third call of a tool (near duplicates need three) makes the tracker, which finds the
+    loop at that call as if it had been fed every step."""
+    a = Agent()
+    a.turn(search("refund status", "a"))
+    a.turn(search("Refund status", "b"))
+    a.turn(search("REFUND STATUS", "c"))
+    spans = by_end(a.done())
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        streamed, finalized = run(spans)
+    assert made.call_count == 1
+    assert loop_labels(streamed) == {sid("c03"): {"near_duplicate"}}
+    assert kinds(finalized) == {"near_duplicate"}
+
+
 # --- outputs compared by their first words -------------------------------------------------------
 
 _FOLD_ALPHABET = st.sampled_from(
@@ -1273,9 +1338,12 @@ def test_a_tool_called_once_in_a_run_is_never_flattened(monkeypatch: pytest.Monk
     a.turn(Call("write", {"path": "/b.txt"}, "ok"))
     run(a.done())
     assert flattened == []
-    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: both compared
+    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: no loop yet
     run(a.done())
-    assert flattened == [{"path": "/a.txt"}, {"path": "/c.txt"}]
+    assert flattened == []
+    a.turn(Call("read", {"path": "/d.txt"}, "d"))  # a third: near duplicates, all compared
+    run(a.done())
+    assert sorted(value["path"] for value in flattened) == ["/a.txt", "/c.txt", "/d.txt"]
 
 
 _JSON = st.recursive(
@@ -1337,3 +1405,339 @@ def test_the_rigid_parts_of_arguments_follow_their_leaves(value: Any) -> None:
             rigid.append(leaf[3])
     assert flat.rigid == tuple(rigid)
     assert len(flat.shape) >= len(flat.leaves)
+
+
+# --- the accelerator's path while steps are held back ---------------------------------------------
+#
+# `loops_hold` (C) does `on_span`'s bookkeeping and `_State.hold` of the span's steps while the
+# trace has no tracker; the Python code is the reference. With the accelerator off
+# (TRACEHOUND_PURE_PYTHON=1) there is nothing to compare.
+
+compares_both_paths = pytest.mark.skipif(
+    bool(os.environ.get("TRACEHOUND_PURE_PYTHON")),
+    reason="TRACEHOUND_PURE_PYTHON=1: the C path is off, so there is nothing to compare",
+)
+
+
+class _Recorder(Evaluator):
+    """What the engine gives an evaluator: each span with its steps, and the trajectory."""
+
+    name = "recorder"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[NormalizedSpan, Sequence[Step]]] = []
+        self.trajectory: Trajectory | None = None
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        self.spans.append((span, steps))
+        return ()
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        self.trajectory = trajectory
+        return ()
+
+
+def _recorded(spans: Sequence[SpanView]) -> _Recorder:
+    recorder = _Recorder()
+    engine = Engine([recorder])
+    for view in spans:
+        engine.add_span(view)
+    engine.flush()
+    return recorder
+
+
+def _snapshot(state: loops._State) -> tuple[Any, ...]:
+    """The streaming state, steps by identity."""
+    return (
+        dict(state.parents),
+        set(state.agents),
+        set(state.overflow),
+        set(state.modes),
+        dict(state.exec_end),
+        None if state.fed is None else [dict(f) for f in state.fed],
+        list(state.fed_calls),
+        [(id(step), run, end) for step, run, end in state.held],
+        set(state.keys),
+        dict(state.tools),
+        dict(state.results),
+        dict(state.heads),
+        [id(step) for step in state.mode_steps],
+        state.tracker is None,
+    )
+
+
+def _hook_by_hook(
+    recorder: _Recorder, config: LoopConfig | None, native: bool
+) -> list[tuple[Any, ...]]:
+    """Each hook's results and the state after it, on one path."""
+    evaluator = LoopEvaluator(config)
+    info = TraceInfo("t")
+    seen: list[tuple[Any, ...]] = []
+    with mock.patch.object(loops, "_loops_hold", loops._loops_hold if native else None):
+        state = evaluator.start_trace(info)
+        for span, steps in recorder.spans:
+            results = list(evaluator.on_span(state, span, steps, info))
+            seen.append((results, _snapshot(state)))
+        assert recorder.trajectory is not None
+        seen.append((list(evaluator.finish_trace(state, recorder.trajectory, info)),))
+    return seen
+
+
+@compares_both_paths
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spans=streamed_traces(), low=st.booleans())
+def test_the_accelerator_holds_steps_as_the_python_code(spans: list[SpanView], low: bool) -> None:
+    """Span by span: the same results and the same state (containers, held steps, counts)."""
+    recorder = _recorded(spans)
+    config = _LOW if low else None
+    assert _hook_by_hook(recorder, config, native=True) == _hook_by_hook(
+        recorder, config, native=False
+    )
+
+
+@compares_both_paths
+def test_the_accelerator_takes_the_usual_spans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace without repeated values: every span goes through `loops_hold`, which takes all
+    of its steps (the Python code does nothing more than return)."""
+    assert loops._loops_hold is not None
+    taken: list[tuple[int, int]] = []
+    real = loops._loops_hold
+
+    def spy(parts: tuple[Any, ...], span: NormalizedSpan, steps: Sequence[Step]) -> int:
+        n = real(parts, span, steps)
+        taken.append((n, len(steps)))
+        return n
+
+    monkeypatch.setattr(loops, "_loops_hold", spy)
+    monkeypatch.setattr(loops._State, "hold", mock.Mock(side_effect=AssertionError("Python")))
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(search("order 1234", "b"), text="Checking the order.", finish="length")
+    a.turn(text="Done.")
+    spans = by_end(a.done())
+    _, finalized = run(spans)
+    assert len(taken) == len(spans)
+    assert all(n == count for n, count in taken)
+    assert kinds(finalized) == set()
+    assert modes(finalized) == {"context_window_overflow"}
+
+
+class _Text(str):
+    """A str subclass: left to the Python code by the accelerator."""
+
+    __slots__ = ()
+
+
+@dataclass
+class _FakeView:
+    span_id: Any
+    parent_span_id: Any
+    attributes: dict[str, Any]
+    end_ns: int = 5
+
+
+@dataclass
+class _FakeSpan:
+    view: _FakeView
+    operation: Any
+    finish_reasons: Any
+
+
+_IDS = st.sampled_from(["a", "b", "c", "", _Text("b")])
+_ODD_STEPS = st.builds(
+    Step,
+    kind=st.sampled_from(
+        ["llm", "assistant", "tool_call", "tool_result", "error", "user", _Text("assistant")]
+    ),
+    span_id=st.sampled_from(["a", "b", "c"]),
+    start_ns=st.integers(0, 3),
+    end_ns=st.integers(0, 3),
+    text=st.sampled_from(
+        [None, "", " same ", "same", "Other words here", "\u00e9t\u00e9", _Text("same")]
+    ),
+    tool=st.sampled_from([None, "", "search", _Text("search")]),
+    arguments=st.sampled_from([None, '{"q": 1}', '{"q": "x"}', _Text('{"q": 1}')]),
+    call_id=st.sampled_from([None, "", "c1", "c2"]),
+    exec_span_id=st.sampled_from([None, "", "a", "b", 4]),
+    error=st.sampled_from([None, None, "boom", "maximum context length exceeded"]),
+    finish_reason=st.sampled_from([None, "stop", "length", _Text("length"), 3]),
+)
+_ODD_SPANS = st.builds(
+    _FakeSpan,
+    view=st.builds(
+        _FakeView,
+        span_id=_IDS,
+        parent_span_id=_IDS,
+        attributes=st.sampled_from(
+            [{}, {"error.type": "context_length_exceeded"}, {"error.type": 5}]
+        ),
+    ),
+    operation=st.sampled_from(["agent", "tool", "llm", "chat", _Text("agent")]),
+    finish_reasons=st.sampled_from([[], ["stop"], ["length"], [_Text("length")], [3], ("length",)]),
+)
+
+
+@compares_both_paths
+@settings(max_examples=400, deadline=None)
+@given(
+    spans=st.lists(st.tuples(_ODD_SPANS, st.lists(_ODD_STEPS, max_size=4)), max_size=6),
+    low=st.booleans(),
+)
+def test_the_accelerator_leaves_unusual_values_to_the_python_code(
+    spans: list[tuple[Any, list[Step]]], low: bool
+) -> None:
+    """Values of other types than the usual ones (str subclasses, numbers, a tuple): the same
+    per-span results as the Python code's."""
+    config = _LOW if low else None
+    outcomes = []
+    for native in (True, False):
+        evaluator = LoopEvaluator(config)
+        info = TraceInfo("t")
+        with mock.patch.object(loops, "_loops_hold", loops._loops_hold if native else None):
+            state = evaluator.start_trace(info)
+            outcomes.append(
+                [list(evaluator.on_span(state, span, steps, info)) for span, steps in spans]
+            )
+    assert outcomes[0] == outcomes[1]
+
+
+@compares_both_paths
+def test_loops_hold_leaks_nothing() -> None:
+    hold = loops._loops_hold
+    assert hold is not None
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    a.turn(search("refund status", "a"))  # a repeated call: not held
+    recorder = _recorded(by_end(a.done()))
+    evaluator = LoopEvaluator()
+    info = TraceInfo("t")
+
+    def call() -> None:
+        state = evaluator.start_trace(info)
+        for span, steps in recorder.spans:
+            hold(state.parts, span, steps)
+
+    watched: list[object] = [span for span, _ in recorder.spans]
+    watched += [step for _, steps in recorder.spans for step in steps]
+    assert_leak_free(call, watched, n=5_000)
+    odd: Any = hold
+    assert_leak_free(expecting(lambda: odd((), None, ()), TypeError), [], n=5_000)
+    span = recorder.spans[0][0]
+    no_steps = expecting(lambda: odd(evaluator.start_trace(info).parts, span, 5), TypeError)
+    assert_leak_free(no_steps, [span], n=5_000)
+
+
+_HEAD_ALPHABET = st.sampled_from(
+    [
+        *"abcXYZ019.,-'",
+        "Word",
+        " ",
+        "  ",
+        "\n",
+        "\t",
+        "\x1c",  # a separator to str.split
+        "\x85",  # next line: whitespace, not ASCII
+        "\u00a0",
+        "\u2026",
+        "\u00e9",
+        "\u3000",
+        *loops._SEPARATORS,
+    ]
+)
+
+
+@compares_both_paths
+@settings(max_examples=1000, deadline=None)
+@given(parts=st.lists(_HEAD_ALPHABET, min_size=0, max_size=400), pad=st.integers(0, 12))
+def test_the_accelerators_head_is_the_python_one(parts: list[str], pad: int) -> None:
+    """`loops_head`: `_head`'s value, or None for a text it leaves to the Python code."""
+    head = loops._wire._native.loops_head
+    text = "w " * pad + "".join(parts)
+    fast = head(text)
+    if fast is not None:
+        assert fast == loops._head(text)
+        assert fast.isascii()
+
+
+@compares_both_paths
+def test_the_accelerators_head_takes_the_usual_outputs() -> None:
+    head = loops._wire._native.loops_head
+    text = "The order \u201cORD-1001\u201d was shipped \u2014 it\u2019s on its way\u2026 " * 5
+    assert head(text) == loops._head(text) == "the order ord-1001 was shipped it s on"
+    dots = "a " * 8 + "\u2026" * 170 + " b"  # the part read goes on to the first ASCII
+    assert head(dots) == loops._head(dots) == "a a a a a a a a"
+    dots = "a " * 2 + "\u2026" * 20 + " b" * 5 + " c" * 60  # an ellipsis is three dots
+    assert head(dots) == loops._head(dots) == "a a " + "." * 60 + " b b b b b"
+    assert head("short text") is None  # fewer words than a head: folded whole
+    assert head("\u00e9t\u00e9 " * 40) is None
+    with pytest.raises(TypeError):
+        head(b"bytes")
+    assert_leak_free(lambda: head(text), [text], n=20_000)
+
+
+@compares_both_paths
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    spans=streamed_traces(),
+    edit=st.integers(0, 40),
+    field=st.sampled_from(
+        ["kind", "span_id", "tool", "arguments", "text", "error", "finish_reason"]
+    ),
+)
+def test_the_accelerator_compares_held_steps_as_the_python_code(
+    spans: list[SpanView], edit: int, field: str
+) -> None:
+    """`loops_held_steps` is `_held_steps_py`, on the trajectory and on one with a step changed
+    or left out."""
+    recorder = _recorded(spans)
+    evaluator = LoopEvaluator()
+    info = TraceInfo("t")
+    with mock.patch.object(loops._State, "catch_up", side_effect=AssertionError):
+        state = evaluator.start_trace(info)
+        try:
+            for span, steps in recorder.spans:
+                evaluator.on_span(state, span, steps, info)
+        except AssertionError:
+            return  # a tracker: nothing held at the end
+    assert recorder.trajectory is not None
+    finals = list(recorder.trajectory.steps)
+    variants = [tuple(finals)]
+    if finals:
+        at = edit % len(finals)
+        variants.append(tuple(finals[:at] + finals[at + 1 :]))
+        changed = dict(finals[at].__dict__)
+        changed[field] = _Text("x") if field != "kind" else "user"
+        variants.append((*finals[:at], Step(**changed), *finals[at + 1 :]))
+    native = loops._wire._native.loops_held_steps
+    for steps in variants:
+        assert native(state.held, steps) == loops._held_steps_py(state.held, steps)
+
+
+@compares_both_paths
+def test_loops_held_steps_leaks_nothing() -> None:
+    native = loops._wire._native.loops_held_steps
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    recorder = _recorded(by_end(a.done()))
+    evaluator = LoopEvaluator()
+    info = TraceInfo("t")
+    state = evaluator.start_trace(info)
+    for span, steps in recorder.spans:
+        evaluator.on_span(state, span, steps, info)
+    assert state.tracker is None
+    assert recorder.trajectory is not None
+    steps = recorder.trajectory.steps
+    assert native(state.held, steps) == 3  # two calls, one output
+    fewer = tuple(step for step in steps if step.kind != "tool_result")
+    assert native(state.held, fewer) is None
+    watched: list[object] = [state.held, *steps]
+    assert_leak_free(lambda: native(state.held, steps), watched, n=20_000)
+    assert_leak_free(lambda: native(state.held, fewer), watched, n=20_000)
+    assert_leak_free(expecting(lambda: native([1], steps), TypeError), [], n=5_000)

@@ -43,6 +43,9 @@ is that of the canonical trajectory with the real runs, so it does not depend on
 loops per kind, wasted steps, tokens and seconds, failure modes. It is taken from the streaming
 state when streaming fed the trajectory's steps, in its order and runs (the usual case: spans
 arrive as they end; see `_streamed_modes`), else the trajectory is fed again at finalization.
+Until a step could complete a loop — some call, tool, result or output head comes again often
+enough (see `_State`) — steps are only counted and held back; the first one that could makes
+the tracker, fed the held steps as they were when they arrived. Most traces never make one.
 """
 
 from __future__ import annotations
@@ -52,12 +55,12 @@ import math
 import re
 import unicodedata
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound.conventions import NormalizedSpan
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.spans import AttributeValue
@@ -1059,18 +1062,9 @@ class _Tracker:
             detector = self.detectors.get(run) or self._detector(run)
             return detector.add_output(step, index, producer)
         if kind == "tool_call":
-            detector = self.detectors.get(run) or self._detector(run)
-            producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
-            call = _Call(step, producer)
             exec_span_id = step.exec_span_id
-            if exec_span_id:
-                call.end_ns = self.exec_end.get(exec_span_id)
-            signals = detector.add_call(call)
-            if step.call_id:
-                self.calls_by_id[step.call_id] = call
-            if exec_span_id:  # an id-less result on that tool span is this call's
-                self.calls_by_span[exec_span_id] = call
-            return signals
+            end_ns = self.exec_end.get(exec_span_id) if exec_span_id else None
+            return self.add_call(step, run, end_ns)
         if kind == "tool_result":
             call_id = step.call_id
             found = self.calls_by_id.get(call_id) if call_id else None
@@ -1089,6 +1083,30 @@ class _Tracker:
             modes.add(_mode(step, overflow))
             self.mode_steps.append(step)
         return _NO_SIGNALS
+
+    def add_call(self, step: Step, run: str, end_ns: int | None) -> list[LoopSignal]:
+        """`feed` of a tool call whose tool span ended at `end_ns` (None: not known yet)."""
+        detector = self.detectors.get(run) or self._detector(run)
+        producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
+        call = _Call(step, producer)
+        call.end_ns = end_ns
+        signals = detector.add_call(call)
+        if step.call_id:
+            self.calls_by_id[step.call_id] = call
+        if step.exec_span_id:  # an id-less result on that tool span is this call's
+            self.calls_by_span[step.exec_span_id] = call
+        return signals
+
+    def replay(self, held: list[tuple[Step, str, int | None]], overflow: set[str]) -> None:
+        """Feeds steps held back, in order, as they were when they arrived: each in the run it
+        had then, a tool call with the end its tool span had then. The failure modes they show
+        were taken when they arrived; they complete no loop (see `_State.hold`)."""
+        modes: set[FailureMode] = set()
+        for step, run, end_ns in held:
+            if step.kind == "tool_call":
+                self.add_call(step, run, end_ns)
+            else:
+                self.feed(step, run, overflow, modes)
 
 
 # Returned when a step completes no loop (never appended to).
@@ -1231,18 +1249,76 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
 
 
 class _State:
-    __slots__ = ("agents", "fed", "fed_calls", "modes", "overflow", "parents", "tracker")
+    """A trace's streaming state.
 
-    def __init__(self, config: LoopConfig) -> None:
-        self.tracker = _Tracker(config)
+    Steps are held back from the tracker while none of them can complete a loop: every loop
+    needs some value to come again — a call's key (`repeat`, `consecutive`, `cycle`,
+    `retry_storm`), a tool's calls `near_duplicate_threshold` times, a result's text
+    `no_progress_threshold` times (its length and first characters are counted here), an
+    output's head `output_repeat_threshold` times — in one run, so in the trace. Counting those
+    is cheaper than feeding the tracker; the first step that reaches a count makes the tracker,
+    which is fed the held steps as they were when they arrived (`_Tracker.replay`) and every
+    later step as it comes. A trace none of whose steps reached a count has no loop.
+    """
+
+    __slots__ = (
+        "agents",
+        "config",
+        "exec_end",
+        "fed",
+        "fed_calls",
+        "heads",
+        "held",
+        "keys",
+        "mode_steps",
+        "modes",
+        "overflow",
+        "parents",
+        "parts",
+        "results",
+        "tools",
+        "tracker",
+    )
+
+    def __init__(self, config: LoopConfig, constants: tuple[Any, ...]) -> None:
+        self.config = config
+        self.tracker: _Tracker | None = None  # made by the first step that may complete a loop
         self.parents: dict[str, str] = {}
         self.agents: set[str] = set()
         self.overflow: set[str] = set()
         self.modes: set[FailureMode] = set()  # those of the span being fed (then cleared)
         # The fields of the steps fed to `tracker` while streaming, `run_id` set to the run they
-        # were fed in (None once a feed failed half way: the tracker then stands for nothing).
+        # were fed in (None once a feed failed half way: the tracker then stands for nothing);
+        # those of the steps held back are recorded when the tracker is made.
         self.fed: list[dict[str, Any]] | None = []
         self.fed_calls: list[int] = []  # where the tool calls are in `fed`
+        # tool span → its end: a call's execution interval is known before its result is fed
+        self.exec_end: dict[str, int] = {}
+        # The steps that added a failure mode (the tracker's `mode_steps` once it is made).
+        self.mode_steps: list[Step] = []
+        # While steps are held back: those steps (step, run, its tool span's end for a call;
+        # every step of a `_FED` kind) and the counts that bound the loops they can make
+        # (`heads` counts the outputs).
+        self.held: list[tuple[Step, str, int | None]] = []
+        self.keys: set[_CallKey] = set()
+        self.tools: dict[str, int] = {}
+        self.results: dict[tuple[int, str], int] = {}
+        self.heads: dict[str, int] = {}
+        # The containers the accelerator's `loops_hold` works on, in its order.
+        self.parts = (
+            self.parents,
+            self.agents,
+            self.overflow,
+            self.modes,
+            self.exec_end,
+            self.held,
+            self.keys,
+            self.tools,
+            self.results,
+            self.heads,
+            self.mode_steps,
+            constants,
+        )
 
     def run_of(self, span_id: str) -> str:
         """Streaming stand-in for the run: the nearest agent span above, else the first span
@@ -1256,6 +1332,72 @@ class _State:
             current = self.parents[current]
         return current
 
+    def hold(self, step: Step, kind: str, run: str, modes: set[FailureMode]) -> bool:
+        """Holds back a step of a `_FED` kind that cannot complete a loop, taking its failure
+        modes as `_Tracker.feed` does; False, with nothing done, for a step that may."""
+        config = self.config
+        end_ns = None
+        if kind == "assistant":
+            head = _head(step.text or "")
+            n = self.heads.get(head, 0) + 1
+            if n >= config.output_repeat_threshold:
+                return False
+            self.heads[head] = n
+            if step.finish_reason in _OVERFLOW_FINISH:
+                modes.add("context_window_overflow")
+                self.mode_steps.append(step)
+        elif kind == "tool_call":
+            arguments = step.arguments
+            if arguments is not None:  # a call without arguments matches nothing
+                tool = step.tool or ""
+                key = (tool, arguments)
+                calls = self.tools.get(tool, 0) + 1
+                if key in self.keys or calls >= config.near_duplicate_threshold:
+                    return False
+                self.keys.add(key)
+                self.tools[tool] = calls
+            exec_span_id = step.exec_span_id
+            if exec_span_id:
+                end_ns = self.exec_end.get(exec_span_id)
+        elif kind == "tool_result":
+            text = step.text
+            if step.error is not None:
+                modes.add(_mode(step, self.overflow))
+                self.mode_steps.append(step)
+            elif text is not None:
+                text = text.strip()
+                result = (len(text), text[:_RESULT_KEY_CHARS])
+                n = self.results.get(result, 0) + 1
+                if n >= config.no_progress_threshold:
+                    return False
+                self.results[result] = n
+        elif kind == "llm":
+            if step.finish_reason in _OVERFLOW_FINISH:
+                modes.add("context_window_overflow")
+                self.mode_steps.append(step)
+        else:  # an error: a failure mode (nothing for the tracker, but a step fed)
+            modes.add(_mode(step, self.overflow))
+            self.mode_steps.append(step)
+        self.held.append((step, run, end_ns))
+        return True
+
+    def catch_up(self, fed: list[dict[str, Any]] | None) -> _Tracker:
+        """The tracker, made now and fed the steps held back, whose fields go to `fed` (the
+        list `fed` stands for while a span is fed)."""
+        tracker = self.tracker = _Tracker(self.config)
+        tracker.exec_end = self.exec_end
+        tracker.replay(self.held, self.overflow)
+        tracker.mode_steps = self.mode_steps  # the replay's are those taken when held
+        if fed is not None:
+            for step, run, _ in self.held:
+                fields = step.__dict__.copy()
+                fields["run_id"] = run
+                if step.kind == "tool_call":
+                    self.fed_calls.append(len(fed))
+                fed.append(fields)
+        self.held.clear()  # (the list is one of `parts`)
+        return tracker
+
 
 class LoopEvaluator(Evaluator):
     """Loops (per span as they complete, per trace at the end) and failure modes."""
@@ -1264,26 +1406,52 @@ class LoopEvaluator(Evaluator):
     version = "1.0.0"
 
     def __init__(self, config: LoopConfig | None = None) -> None:
-        self.config = config or LoopConfig()
+        self.config = config = config or LoopConfig()
+        # What `loops_hold` reads besides a trace's containers (see `_State.parts`).
+        self._constants = (
+            config.near_duplicate_threshold,
+            config.no_progress_threshold,
+            config.output_repeat_threshold,
+            _RESULT_KEY_CHARS,
+            _head,
+            _mode,
+        )
 
     def start_trace(self, trace: TraceInfo) -> _State:
-        return _State(self.config)
+        return _State(self.config, self._constants)
 
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
+        start = 0  # the first step not held back yet
+        if state.tracker is None and _loops_hold is not None and state.fed is not None:
+            # The accelerator does what follows while steps are held back (`_State.hold`).
+            try:
+                start = _loops_hold(state.parts, span, steps)
+            except BaseException:
+                state.fed = None  # as below: a feed failed half way
+                raise
+            if start == len(steps):
+                modes = state.modes
+                if not modes:
+                    return ()
+                results = self._span_results(span.view.span_id, [], modes)
+                modes.clear()
+                return results
+            # Else the steps from `start` on are taken below (the first may make the tracker),
+            # after the span's bookkeeping done again, which changes nothing; -1: all of them.
+            start = max(start, 0)
         view = span.view
         span_id = view.span_id
         parent = view.parent_span_id
         parents = state.parents
         parents[span_id] = parent
-        tracker = state.tracker
         agents = state.agents
         operation = span.operation
         if operation == "agent":
             agents.add(span_id)
         elif operation == "tool":
-            tracker.exec_end[span_id] = view.end_ns
+            state.exec_end[span_id] = view.end_ns
         modes = state.modes  # empty between spans
         # Context overflow stated by the span beyond its steps: `error.type`, any finish reason.
         error_type = view.attributes.get("error.type")
@@ -1296,6 +1464,8 @@ class LoopEvaluator(Evaluator):
         if overflows:
             state.overflow.add(span_id)
             modes.add("context_window_overflow")
+        elif not steps:
+            return ()
         # The run (`_State.run_of`), its usual cases first: the agent span, its direct child.
         if span_id in agents:
             run = span_id
@@ -1305,11 +1475,15 @@ class LoopEvaluator(Evaluator):
             run = state.run_of(span_id)
         signals: list[LoopSignal] | None = None
         fed, state.fed = state.fed, None
-        overflow = state.overflow
-        for step in steps:
+        tracker = state.tracker
+        for step in steps[start:] if start else steps:
             kind = step.kind
             if kind in _FED:
-                found = tracker.feed(step, run, overflow, modes)
+                if tracker is None:
+                    if state.hold(step, kind, run, modes):
+                        continue  # its fields are recorded if the tracker is made
+                    tracker = state.catch_up(fed)
+                found = tracker.feed(step, run, state.overflow, modes)
                 if found:
                     signals = found if signals is None else signals + found
                 if fed is not None:
@@ -1332,20 +1506,29 @@ class LoopEvaluator(Evaluator):
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
         if isinstance(state, _State):
+            tracker = state.tracker
+            if tracker is None:  # every step held back
+                steps = None
+                if not self._refeed and state.fed is not None:
+                    steps = _held_steps(state.held, trajectory.steps)
+                if steps is not None:
+                    held_modes = _final_modes(state)
+                    if state.overflow:
+                        held_modes.add("context_window_overflow")
+                    return self._clean_results(steps, sorted(held_modes))
+                return self.trace_results(analyze(trajectory, self.config, state.overflow))
             modes = None if self._refeed else _streamed_modes(state, trajectory)
             if modes is None:
-                cache = state.tracker.cache
-                report = analyze(trajectory, self.config, state.overflow, _cache=cache)
+                report = analyze(trajectory, self.config, state.overflow, _cache=tracker.cache)
+            elif not any(detector.instances for detector in tracker.detectors.values()):
+                # No loop (the usual case): the results of `_report`'s report, directly.
+                if state.overflow:
+                    modes.add("context_window_overflow")
+                steps = tracker.outputs
+                for detector in tracker.detectors.values():
+                    steps += len(detector.calls)
+                return self._clean_results(steps, sorted(modes))
             else:
-                tracker = state.tracker
-                if not any(detector.instances for detector in tracker.detectors.values()):
-                    # No loop (the usual case): the results of `_report`'s report, directly.
-                    if state.overflow:
-                        modes.add("context_window_overflow")
-                    steps = tracker.outputs
-                    for detector in tracker.detectors.values():
-                        steps += len(detector.calls)
-                    return self._clean_results(steps, sorted(modes))
                 report = _report(tracker, modes, state.overflow)
         else:
             report = analyze(trajectory, self.config)
@@ -1353,9 +1536,26 @@ class LoopEvaluator(Evaluator):
 
     # -- results -----------------------------------------------------------------------------
 
-    def _result(self, name: str, **fields: Any) -> EvaluationResult:
-        return EvaluationResult(
-            name=name, evaluator=self.name, evaluator_version=self.version, **fields
+    def _result(
+        self,
+        name: str,
+        span_id: str | None,
+        *,
+        score_value: float,
+        score_label: str,
+        explanation: str,
+        attributes: dict[str, AttributeValue],
+    ) -> EvaluationResult:
+        return _new_result(
+            name,
+            self.name,
+            self.version,
+            span_id,
+            score_value,
+            score_label,
+            explanation,
+            attributes,
+            None,  # error_type
         )
 
     def _span_results(
@@ -1383,7 +1583,7 @@ class LoopEvaluator(Evaluator):
             results.append(
                 self._result(
                     names.EVAL_LOOP,
-                    span_id=span_id,
+                    span_id,
                     score_value=0.0,
                     score_label=signal.kind,
                     explanation=_explain(signal),
@@ -1394,7 +1594,7 @@ class LoopEvaluator(Evaluator):
             results.append(
                 self._result(
                     names.EVAL_FAILURE_MODE,
-                    span_id=span_id,
+                    span_id,
                     score_value=0.0,
                     score_label=mode,
                     explanation=_MODE_TEXT[mode],
@@ -1414,26 +1614,41 @@ class LoopEvaluator(Evaluator):
             names.ATTR_LOOPS_WASTED_SECONDS: 0.0,
             names.ATTR_LOOPS_SCORE: 1.0,
         }
-        return [
-            EvaluationResult(
-                name=names.EVAL_LOOPS,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                score_value=1.0,
-                score_label="pass",
-                explanation=f"no loop in {steps} tool call(s) and output(s)",
-                attributes=attributes,
+        evaluator, version = self.name, self.version
+        return [  # (`_result`'s values, without its calls: made for every trace)
+            _new_result(
+                names.EVAL_LOOPS,
+                evaluator,
+                version,
+                None,
+                1.0,
+                "pass",
+                f"no loop in {steps} tool call(s) and output(s)",
+                attributes,
+                None,
             ),
-            EvaluationResult(
-                name=names.EVAL_FAILURE_MODES,
-                evaluator=self.name,
-                evaluator_version=self.version,
-                score_value=0.0 if modes else 1.0,
-                score_label="fail" if modes else "pass",
-                explanation=("failure modes: " + ", ".join(modes) if modes else "no failure mode"),
-                attributes={names.ATTR_FAILURE_MODES: modes},
+            _new_result(
+                names.EVAL_FAILURE_MODES,
+                evaluator,
+                version,
+                None,
+                0.0 if modes else 1.0,
+                "fail" if modes else "pass",
+                "failure modes: " + ", ".join(modes) if modes else "no failure mode",
+                {names.ATTR_FAILURE_MODES: modes},
+                None,
             ),
         ]
+
+    def _failure_modes_result(self, modes: list[FailureMode]) -> EvaluationResult:
+        return self._result(
+            names.EVAL_FAILURE_MODES,
+            None,
+            score_value=0.0 if modes else 1.0,
+            score_label="fail" if modes else "pass",
+            explanation="failure modes: " + ", ".join(modes) if modes else "no failure mode",
+            attributes={names.ATTR_FAILURE_MODES: modes},
+        )
 
     def trace_results(self, report: LoopReport) -> list[EvaluationResult]:
         """The two trace-level results (`tracehound.loops`, `tracehound.failure_modes`)."""
@@ -1461,23 +1676,55 @@ class LoopEvaluator(Evaluator):
             )
         else:
             explanation = f"no loop in {report.steps} tool call(s) and output(s)"
-        modes = list(report.failure_modes)
         return [
             self._result(
                 names.EVAL_LOOPS,
+                None,
                 score_value=report.score,
                 score_label="fail" if report.loops else "pass",
                 explanation=explanation,
                 attributes=attributes,
             ),
-            self._result(
-                names.EVAL_FAILURE_MODES,
-                score_value=0.0 if modes else 1.0,
-                score_label="fail" if modes else "pass",
-                explanation=("failure modes: " + ", ".join(modes) if modes else "no failure mode"),
-                attributes={names.ATTR_FAILURE_MODES: modes},
-            ),
+            self._failure_modes_result(list(report.failure_modes)),
         ]
+
+
+# The fields of `EvaluationResult`, in the order `_new_result` takes their values.
+_RESULT_FIELDS = (
+    "name",
+    "evaluator",
+    "evaluator_version",
+    "span_id",
+    "score_value",
+    "score_label",
+    "explanation",
+    "attributes",
+    "error_type",
+)
+
+
+def _result_maker() -> Callable[..., EvaluationResult]:
+    """What makes an `EvaluationResult` from the values of `_RESULT_FIELDS`: the accelerator's
+    `SlotsMaker` (without the frozen dataclass's __init__, which sets each field through
+    object.__setattr__) when those are the class's fields in its order, else the class."""
+    native = _wire._native
+    if native is not None and tuple(f.name for f in fields(EvaluationResult)) == _RESULT_FIELDS:
+        maker: Callable[..., EvaluationResult] = native.SlotsMaker(
+            EvaluationResult, _RESULT_FIELDS, ()
+        )
+        return maker
+
+    def make(*values: Any) -> EvaluationResult:
+        return EvaluationResult(**dict(zip(_RESULT_FIELDS, values, strict=True)))
+
+    return make
+
+
+_new_result = _result_maker()
+
+_loops_hold: Callable[[tuple[Any, ...], NormalizedSpan, Sequence[Step]], int] | None = getattr(
+    _wire._native, "loops_hold", None
+)
 
 
 def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
@@ -1498,11 +1745,13 @@ def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] |
 
     Nothing else `feed` does depends on when a span arrived: the runs are compared, and the
     failure modes, which depend on the overflow spans known at the time, are taken again from
-    the steps that show them (`_Tracker.mode_steps`: equal fields, so those of the trajectory)
+    the steps that show them (`_State.mode_steps`: equal fields, so those of the trajectory)
     with all of them known.
+
+    A trace whose steps were all held back has no tracker: see `_held_steps` for it.
     """
     tracker, fed = state.tracker, state.fed
-    if fed is None:
+    if tracker is None or fed is None:
         return None
     state.fed = None  # edited below: once only
     for detector in tracker.detectors.values():
@@ -1522,15 +1771,68 @@ def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] |
     # to its default in the other, is a difference: the re-feed decides then).
     if fed != finals or (moved and tracker.unresolved):
         return None
+    return _final_modes(state)
+
+
+def _final_modes(state: _State) -> set[FailureMode]:
+    """The failure modes of the steps that showed one, with every overflow span known."""
     overflow = state.overflow
     modes: set[FailureMode] = set()
-    for step in tracker.mode_steps:  # as `_Tracker.feed` adds them
+    for step in state.mode_steps:  # as `_Tracker.feed` adds them
         kind = step.kind
         if kind == "error" or (kind == "tool_result" and step.error is not None):
             modes.add(_mode(step, overflow))
         elif kind in {"assistant", "llm"} and step.finish_reason in _OVERFLOW_FINISH:
             modes.add("context_window_overflow")
     return modes
+
+
+# What the steps held back are compared on with the trajectory's, by kind (see `_held_steps`):
+# the fields `_State.hold` counts by and those failure modes read.
+_HELD_FIELDS: dict[str, tuple[str, ...]] = {
+    "llm": ("finish_reason",),
+    "assistant": ("text", "finish_reason"),
+    "tool_call": ("tool", "arguments"),
+    "tool_result": ("span_id", "text", "error"),
+    "error": ("span_id", "error"),
+}
+
+
+def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Step]) -> int | None:
+    """The number of tool calls and outputs of `steps` (a trajectory's) when their steps of the
+    `_FED` kinds are those held back, in order, of the same kinds and equal in the fields that
+    counts or failure modes read (`_HELD_FIELDS`); else None.
+
+    Then the trajectory has no loop either — the counts of `_State.hold` are the same, whatever
+    the runs, the ends of calls and which call each result matches — and its failure modes are
+    those of the held steps with every overflow span known (`_final_modes`).
+    """
+    finals: list[Step] = []
+    for step in steps:
+        kind = step.kind
+        if type(kind) is not str:
+            return None  # the re-feed decides
+        if kind in _FED:
+            finals.append(step)
+    if len(finals) != len(held):
+        return None
+    count = 0
+    for (step, _, _), final in zip(held, finals, strict=True):
+        kind = final.kind
+        if step.kind != kind:
+            return None
+        for name in _HELD_FIELDS[kind]:
+            a, b = getattr(step, name), getattr(final, name)
+            if a is not b and a != b:
+                return None
+        if kind in {"tool_call", "assistant"}:
+            count += 1
+    return count
+
+
+_held_steps: Callable[[list[tuple[Step, str, int | None]], Sequence[Step]], int | None] = (
+    getattr(_wire._native, "loops_held_steps", None) or _held_steps_py
+)
 
 
 _MODE_TEXT: dict[FailureMode, str] = {

@@ -1,0 +1,973 @@
+/*
+ * tracehound._speedups: the loops evaluator's streaming path while steps are held back.
+ *
+ * - loops_hold(parts, span, steps) is the start of tracehound.evaluators.loops'
+ *   LoopEvaluator.on_span for a trace whose tracker is not made yet: the span's bookkeeping
+ *   (parents, agent spans, tool span ends, overflow stated by its finish reasons), its run, and
+ *   _State.hold of each of its steps. It returns how many
+ *   steps it took: all of them, or the index of the first step that may complete a loop (the
+ *   Python code makes the tracker and feeds that step and the next ones, after doing the
+ *   span's bookkeeping again: the same), or -1 with nothing changed for a span it leaves to the
+ *   Python code whole (an `error.type` to read, values of unusual types). `parts` is the
+ *   _State's tuple of containers (see _State.parts).
+ * - loops_held_steps(held, steps) is loops._held_steps_py: the trace result of a trace whose
+ *   steps were all held back needs the trajectory's to be those steps.
+ * - loops_head(text) is loops._head(text) for a text whose first words are ASCII and typographic
+ *   punctuation (the heads of outputs, which loops_hold counts), else None.
+ *
+ * The Python code stays the reference; results are the same objects or equal ones.
+ * C99, ordinary CPython API only. The GIL is held throughout.
+ */
+#include "_speedups.h"
+
+enum {
+    /* attributes */
+    L_VIEW,
+    L_SPAN_ID,
+    L_PARENT_SPAN_ID,
+    L_OPERATION,
+    L_ATTRIBUTES_SLOT,
+    L_ATTRIBUTES,
+    L_FINISH_REASONS,
+    L_END_NS,
+    L_END_NS_SLOT,
+    L_KIND,
+    L_TEXT,
+    L_TOOL,
+    L_ARGUMENTS,
+    L_EXEC_SPAN_ID,
+    L_ERROR,
+    L_FINISH_REASON,
+    L_RUN_ID,
+    /* keys and values */
+    L_ERROR_TYPE,
+    L_ASSISTANT,
+    L_TOOL_CALL,
+    L_TOOL_RESULT,
+    L_LLM,
+    L_AGENT,
+    L_LENGTH,
+    L_MAX_TOKENS,
+    L_MODEL_LENGTH,
+    L_OVERFLOW_MODE,
+    L_EMPTY,
+    L_COUNT
+};
+
+static const char *const LOOPS_STRING[L_COUNT] = {
+    [L_VIEW] = "view",
+    [L_SPAN_ID] = "span_id",
+    [L_PARENT_SPAN_ID] = "parent_span_id",
+    [L_OPERATION] = "operation",
+    [L_ATTRIBUTES_SLOT] = "_attributes",
+    [L_ATTRIBUTES] = "attributes",
+    [L_FINISH_REASONS] = "finish_reasons",
+    [L_END_NS] = "end_ns",
+    [L_END_NS_SLOT] = "_end_ns",
+    [L_KIND] = "kind",
+    [L_TEXT] = "text",
+    [L_TOOL] = "tool",
+    [L_ARGUMENTS] = "arguments",
+    [L_EXEC_SPAN_ID] = "exec_span_id",
+    [L_ERROR] = "error",
+    [L_FINISH_REASON] = "finish_reason",
+    [L_RUN_ID] = "run_id",
+    [L_ERROR_TYPE] = "error.type",
+    [L_ASSISTANT] = "assistant",
+    [L_TOOL_CALL] = "tool_call",
+    [L_TOOL_RESULT] = "tool_result",
+    [L_LLM] = "llm",
+    [L_AGENT] = "agent",
+    [L_LENGTH] = "length",
+    [L_MAX_TOKENS] = "max_tokens",
+    [L_MODEL_LENGTH] = "model_length",
+    [L_OVERFLOW_MODE] = "context_window_overflow",
+    [L_EMPTY] = "",
+};
+
+/* Interned once per process. */
+static PyObject *ls[L_COUNT];
+/* Slot offsets of the span's and view's attributes read, by name. */
+static slot_cache ls_slots[L_COUNT];
+
+/* The items of `parts` (_State.parts) and of its last one, the evaluator's constants. */
+enum {
+    P_PARENTS,
+    P_AGENTS,
+    P_OVERFLOW,
+    P_MODES,
+    P_EXEC_END,
+    P_HELD,
+    P_KEYS,
+    P_TOOLS,
+    P_RESULTS,
+    P_HEADS,
+    P_MODE_STEPS,
+    P_CONSTANTS,
+    P_COUNT
+};
+enum { C_NEAR, C_NO_PROGRESS, C_OUTPUT_REPEAT, C_RESULT_KEY_CHARS, C_HEAD, C_MODE, C_COUNT };
+
+#define HANDLED_NONE (-1) /* the span is left to the Python code whole */
+
+static PyObject *
+slot(PyObject *obj, int which)
+{
+    return tracehound_slot_get(&ls_slots[which], obj, ls[which]);
+}
+
+/* Two exact str objects equal? (A string's kind is the narrowest that holds it.) */
+static int
+str_eq(PyObject *a, PyObject *b)
+{
+    Py_ssize_t n;
+    if (a == b) {
+        return 1;
+    }
+    n = PyUnicode_GET_LENGTH(a);
+    if (n != PyUnicode_GET_LENGTH(b) || PyUnicode_KIND(a) != PyUnicode_KIND(b)) {
+        return 0;
+    }
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
+}
+
+/* `value in _OVERFLOW_FINISH` for an exact str. */
+static int
+overflow_finish(PyObject *value)
+{
+    return str_eq(value, ls[L_LENGTH]) || str_eq(value, ls[L_MAX_TOKENS]) ||
+           str_eq(value, ls[L_MODEL_LENGTH]);
+}
+
+/* A step's field: its instance dict's value, else the class's (the dataclass default). A new
+ * reference, or NULL with an exception set. */
+static PyObject *
+field(PyObject *values, PyObject *step, int which)
+{
+    PyObject *value = PyDict_GetItemWithError(values, ls[which]);
+    if (value != NULL) {
+        Py_INCREF(value);
+        return value;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    return PyObject_GetAttr(step, ls[which]);
+}
+
+/* --- heads of outputs ------------------------------------------------------------------------ */
+
+#define HEAD_WORDS 8  /* _HEAD_WORDS */
+#define HEAD_CHARS 96 /* _HEAD_CHARS */
+
+/* _head(text) when the text's first words are ASCII and typographic punctuation (what _plain
+ * folds): a new reference; NULL without an exception for a text left to the Python code (other
+ * characters there, fewer than HEAD_WORDS + 1 words in the part read). */
+static PyObject *
+ascii_head(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), cut = HEAD_CHARS, stop, i, size = 0;
+    int words = 0, in_word = 0;
+    /* the part read is shorter than 2 * HEAD_CHARS characters, each at most three (an
+     * ellipsis), and HEAD_WORDS - 1 spaces */
+    char out[3 * 2 * HEAD_CHARS + HEAD_WORDS];
+    PyObject *head;
+
+    stop = length < 2 * HEAD_CHARS ? length : 2 * HEAD_CHARS;
+    while (cut < stop && PyUnicode_READ(kind, data, cut) >= 128) {
+        cut++;
+    }
+    if (cut >= stop) {
+        return NULL;
+    }
+    for (i = 0; i < cut; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        int space;
+        if (c < 128) {
+            space = Py_UNICODE_ISSPACE(c);
+        }
+        else if (c == 0x2026) { /* NFKC: "..." */
+            space = 0;
+        }
+        else if (is_typographic(c)) {
+            space = 1;
+        }
+        else {
+            return NULL;
+        }
+        if (space) {
+            in_word = 0;
+            continue;
+        }
+        if (!in_word) {
+            in_word = 1;
+            if (words == HEAD_WORDS) {
+                break; /* a word after the last one taken: those are the head */
+            }
+            if (words++) {
+                out[size++] = ' ';
+            }
+        }
+        if (c == 0x2026) {
+            out[size++] = '.';
+            out[size++] = '.';
+            out[size++] = '.';
+        }
+        else {
+            out[size++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+        }
+    }
+    if (i == cut) {
+        return NULL; /* not HEAD_WORDS + 1 words: the whole text is folded */
+    }
+    head = PyUnicode_New(size, 127);
+    if (head != NULL) {
+        memcpy(PyUnicode_DATA(head), out, (size_t)size);
+    }
+    return head;
+}
+
+/* _head(text) for a str: a new reference, or NULL with an exception set. */
+static PyObject *
+head_of(PyObject *head_function, PyObject *text)
+{
+    PyObject *head = ascii_head(text);
+    if (head != NULL || PyErr_Occurred()) {
+        return head;
+    }
+    return PyObject_CallOneArg(head_function, text);
+}
+
+/* mapping[key] + 1 (0 when absent) for a dict of ints: the count, or -1 with an exception. */
+static Py_ssize_t
+count_of(PyObject *counts, PyObject *key)
+{
+    PyObject *n = PyDict_GetItemWithError(counts, key);
+    if (n == NULL) {
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    if (!PyLong_CheckExact(n)) {
+        PyErr_SetString(PyExc_TypeError, "loops_hold: a count is not an int");
+        return -1;
+    }
+    return PyLong_AsSsize_t(n) + 1; /* -1 + 1 on overflow's error: checked by the caller */
+}
+
+static int
+set_count(PyObject *counts, PyObject *key, Py_ssize_t n)
+{
+    PyObject *value = PyLong_FromSsize_t(n);
+    int status;
+    if (value == NULL) {
+        return -1;
+    }
+    status = PyDict_SetItem(counts, key, value);
+    Py_DECREF(value);
+    return status;
+}
+
+/* modes.add(_mode(step, overflow)); mode_steps.append(step). */
+static int
+add_error_mode(PyObject *const *parts, PyObject *const *constants, PyObject *step)
+{
+    PyObject *args[2] = {step, parts[P_OVERFLOW]};
+    PyObject *mode = PyObject_Vectorcall(constants[C_MODE], args, 2, NULL);
+    int status;
+    if (mode == NULL) {
+        return -1;
+    }
+    status = PySet_Add(parts[P_MODES], mode);
+    Py_DECREF(mode);
+    if (status < 0) {
+        return -1;
+    }
+    return PyList_Append(parts[P_MODE_STEPS], step);
+}
+
+/* The finish reason of an LLM call or output: modes and mode_steps when it is an overflow.
+ * 0, 1 for a value of another type than str or None (left to the Python code), -1. */
+static int
+finish_mode(PyObject *const *parts, PyObject *values, PyObject *step, int check_only)
+{
+    PyObject *reason = field(values, step, L_FINISH_REASON);
+    int overflows;
+    if (reason == NULL) {
+        return -1;
+    }
+    if (reason != Py_None && !PyUnicode_CheckExact(reason)) {
+        Py_DECREF(reason);
+        return 1;
+    }
+    overflows = reason != Py_None && overflow_finish(reason);
+    Py_DECREF(reason);
+    if (!overflows || check_only) {
+        return 0;
+    }
+    if (PySet_Add(parts[P_MODES], ls[L_OVERFLOW_MODE]) < 0) {
+        return -1;
+    }
+    return PyList_Append(parts[P_MODE_STEPS], step);
+}
+
+enum { HOLD_ERROR = -1, HOLD_DONE = 0, HOLD_NOT = 1 };
+
+/* _State.hold of one step of a _FED kind (`which`): HOLD_DONE (held, or an error step taken),
+ * HOLD_NOT with nothing changed (the step may complete a loop, or has values of types left to
+ * the Python code), HOLD_ERROR with an exception set. `*end` is set for a call. */
+static int
+hold_step(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const *limits,
+          PyObject *values, PyObject *step, int which, PyObject **end)
+{
+    PyObject *text = NULL, *tool = NULL, *arguments = NULL, *key = NULL, *other = NULL;
+    Py_ssize_t n;
+    int status = HOLD_ERROR, found;
+
+    *end = NULL;
+    if (which == L_ASSISTANT) {
+        PyObject *head;
+        /* the finish reason's type first: nothing is changed before a HOLD_NOT */
+        found = finish_mode(parts, values, step, 1);
+        if (found != 0) {
+            return found < 0 ? HOLD_ERROR : HOLD_NOT;
+        }
+        text = field(values, step, L_TEXT);
+        if (text == NULL) {
+            return HOLD_ERROR;
+        }
+        if (text == Py_None) {
+            Py_SETREF(text, Py_NewRef(ls[L_EMPTY]));
+        }
+        else if (!PyUnicode_CheckExact(text)) {
+            Py_DECREF(text);
+            return HOLD_NOT;
+        }
+        head = head_of(constants[C_HEAD], text);
+        Py_DECREF(text);
+        if (head == NULL) {
+            return HOLD_ERROR;
+        }
+        n = count_of(parts[P_HEADS], head);
+        if (n < 0 || (n == 0 && PyErr_Occurred())) {
+            Py_DECREF(head);
+            return HOLD_ERROR;
+        }
+        if (n >= limits[C_OUTPUT_REPEAT]) {
+            Py_DECREF(head);
+            return HOLD_NOT;
+        }
+        status = set_count(parts[P_HEADS], head, n);
+        Py_DECREF(head);
+        if (status < 0 || finish_mode(parts, values, step, 0) < 0) {
+            return HOLD_ERROR;
+        }
+        return HOLD_DONE;
+    }
+    if (which == L_LLM) {
+        found = finish_mode(parts, values, step, 1);
+        if (found != 0) {
+            return found < 0 ? HOLD_ERROR : HOLD_NOT;
+        }
+        return finish_mode(parts, values, step, 0) < 0 ? HOLD_ERROR : HOLD_DONE;
+    }
+    if (which == L_TOOL_CALL) {
+        arguments = field(values, step, L_ARGUMENTS);
+        if (arguments == NULL) {
+            return HOLD_ERROR;
+        }
+        other = field(values, step, L_EXEC_SPAN_ID);
+        if (other == NULL) {
+            goto done;
+        }
+        if (other != Py_None && !PyUnicode_CheckExact(other)) {
+            status = HOLD_NOT;
+            goto done;
+        }
+        if (arguments != Py_None) { /* a call without arguments matches nothing */
+            if (!PyUnicode_CheckExact(arguments)) {
+                status = HOLD_NOT;
+                goto done;
+            }
+            tool = field(values, step, L_TOOL);
+            if (tool == NULL) {
+                goto done;
+            }
+            if (tool == Py_None) {
+                Py_SETREF(tool, Py_NewRef(ls[L_EMPTY]));
+            }
+            else if (!PyUnicode_CheckExact(tool)) {
+                status = HOLD_NOT;
+                goto done;
+            }
+            key = PyTuple_Pack(2, tool, arguments);
+            if (key == NULL) {
+                goto done;
+            }
+            found = PySet_Contains(parts[P_KEYS], key);
+            if (found < 0) {
+                goto done;
+            }
+            n = count_of(parts[P_TOOLS], tool);
+            if (n < 0 || (n == 0 && PyErr_Occurred())) {
+                goto done;
+            }
+            if (found || n >= limits[C_NEAR]) {
+                status = HOLD_NOT;
+                goto done;
+            }
+            if (PySet_Add(parts[P_KEYS], key) < 0 || set_count(parts[P_TOOLS], tool, n) < 0) {
+                goto done;
+            }
+        }
+        if (other != Py_None && PyUnicode_GET_LENGTH(other) > 0) {
+            *end = PyDict_GetItemWithError(parts[P_EXEC_END], other);
+            if (*end == NULL && PyErr_Occurred()) {
+                goto done;
+            }
+        }
+        status = HOLD_DONE;
+        goto done;
+    }
+    if (which == L_TOOL_RESULT) {
+        other = field(values, step, L_ERROR);
+        if (other == NULL) {
+            return HOLD_ERROR;
+        }
+        if (other != Py_None) {
+            status = add_error_mode(parts, constants, step) < 0 ? HOLD_ERROR : HOLD_DONE;
+            goto done;
+        }
+        text = field(values, step, L_TEXT);
+        if (text == NULL) {
+            goto done;
+        }
+        if (text != Py_None) {
+            Py_ssize_t start = 0, stop, cut;
+            int kind;
+            const void *data;
+            PyObject *prefix;
+            if (!PyUnicode_CheckExact(text)) {
+                status = HOLD_NOT;
+                goto done;
+            }
+            /* text.strip(): the key is its length and first characters */
+            kind = PyUnicode_KIND(text);
+            data = PyUnicode_DATA(text);
+            stop = PyUnicode_GET_LENGTH(text);
+            while (start < stop && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, start))) {
+                start++;
+            }
+            while (stop > start && Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, stop - 1))) {
+                stop--;
+            }
+            cut = stop - start < limits[C_RESULT_KEY_CHARS] ? stop
+                                                             : start + limits[C_RESULT_KEY_CHARS];
+            prefix = PyUnicode_Substring(text, start, cut);
+            if (prefix == NULL) {
+                goto done;
+            }
+            key = Py_BuildValue("(nN)", stop - start, prefix);
+            if (key == NULL) {
+                goto done;
+            }
+            n = count_of(parts[P_RESULTS], key);
+            if (n < 0 || (n == 0 && PyErr_Occurred())) {
+                goto done;
+            }
+            if (n >= limits[C_NO_PROGRESS]) {
+                status = HOLD_NOT;
+                goto done;
+            }
+            if (set_count(parts[P_RESULTS], key, n) < 0) {
+                goto done;
+            }
+        }
+        status = HOLD_DONE;
+        goto done;
+    }
+    /* an error: a failure mode, nothing for the tracker */
+    return add_error_mode(parts, constants, step) < 0 ? HOLD_ERROR : HOLD_DONE;
+
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(tool);
+    Py_XDECREF(arguments);
+    Py_XDECREF(key);
+    Py_XDECREF(other);
+    return status;
+}
+
+/* Which _FED kind `kind` is (an L_* value), or -1 for another. */
+static int
+fed_kind(PyObject *kind)
+{
+    static const int kinds[] = {L_ASSISTANT, L_TOOL_CALL, L_TOOL_RESULT, L_LLM, L_ERROR};
+    size_t i;
+    for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (str_eq(kind, ls[kinds[i]])) {
+            return kinds[i];
+        }
+    }
+    return -1;
+}
+
+/* The steps of a span: held back one by one (see hold_step). How many were taken, or -1 with
+ * an exception set. */
+static Py_ssize_t
+hold_steps(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const *limits,
+           PyObject *steps, PyObject *run)
+{
+    PyObject *seq = PySequence_Fast(steps, "loops_hold: steps must be a sequence");
+    Py_ssize_t i, count;
+    if (seq == NULL) {
+        return -1;
+    }
+    count = PySequence_Fast_GET_SIZE(seq);
+    for (i = 0; i < count; i++) {
+        PyObject *step = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *values, *kind, *end, *held;
+        int which, status;
+
+        values = PyObject_GenericGetDict(step, NULL);
+        if (values == NULL) {
+            goto error;
+        }
+        if (!PyDict_CheckExact(values)) {
+            Py_DECREF(values);
+            break;
+        }
+        kind = field(values, step, L_KIND);
+        if (kind == NULL) {
+            Py_DECREF(values);
+            goto error;
+        }
+        if (!PyUnicode_CheckExact(kind)) {
+            Py_DECREF(kind);
+            Py_DECREF(values);
+            break;
+        }
+        which = fed_kind(kind);
+        Py_DECREF(kind);
+        if (which < 0) { /* a kind the tracker does not read */
+            Py_DECREF(values);
+            continue;
+        }
+        status = hold_step(parts, constants, limits, values, step, which, &end);
+        if (status != HOLD_DONE) {
+            Py_DECREF(values);
+            if (status == HOLD_ERROR) {
+                goto error;
+            }
+            break;
+        }
+        Py_DECREF(values);
+        held = PyTuple_Pack(3, step, run, end != NULL ? end : Py_None);
+        if (held == NULL) {
+            goto error;
+        }
+        status = PyList_Append(parts[P_HELD], held);
+        Py_DECREF(held);
+        if (status < 0) {
+            goto error;
+        }
+    }
+    Py_DECREF(seq);
+    return i;
+error:
+    Py_DECREF(seq);
+    return -1;
+}
+
+/* The span's run (`LoopEvaluator.on_span`, `_State.run_of`), with the span's parent and agent
+ * spans already recorded: a borrowed reference; NULL with an exception set, or without one for
+ * a parent of another type than str (then the Python code takes the steps). */
+static PyObject *
+run_of(PyObject *const *parts, PyObject *span_id, PyObject *parent)
+{
+    PyObject *parents = parts[P_PARENTS], *agents = parts[P_AGENTS], *current, *above;
+    int found, n;
+
+    found = PySet_Contains(agents, span_id);
+    if (found != 0) {
+        return found < 0 ? NULL : span_id;
+    }
+    current = parent;
+    for (n = 0; n < 64; n++) {
+        if (!PyUnicode_CheckExact(current)) {
+            return NULL;
+        }
+        if (PyUnicode_GET_LENGTH(current) == 0) {
+            break;
+        }
+        found = PySet_Contains(agents, current);
+        if (found != 0) {
+            if (found < 0) {
+                return NULL;
+            }
+            break;
+        }
+        above = PyDict_GetItemWithError(parents, current);
+        if (above == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            break;
+        }
+        current = above;
+    }
+    if (!PyUnicode_CheckExact(current)) {
+        return NULL;
+    }
+    return current;
+}
+
+static PyObject *
+loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *const *parts, *const *constants;
+    PyObject *span, *steps, *view = NULL, *span_id = NULL, *parent = NULL, *operation = NULL;
+    PyObject *attributes = NULL, *reasons = NULL, *end_ns = NULL, *run, *result = NULL;
+    Py_ssize_t limits[C_COUNT], i, taken = HANDLED_NONE;
+    int overflows = 0, is_agent = 0, is_tool = 0;
+
+    (void)module;
+    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != P_COUNT) {
+        PyErr_SetString(PyExc_TypeError, "loops_hold(parts, span, steps): parts is a tuple");
+        return NULL;
+    }
+    parts = &PyTuple_GET_ITEM(args[0], 0);
+    if (!PyDict_CheckExact(parts[P_PARENTS]) || !PyAnySet_CheckExact(parts[P_AGENTS]) ||
+        !PyAnySet_CheckExact(parts[P_OVERFLOW]) || !PyAnySet_CheckExact(parts[P_MODES]) ||
+        !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_HELD]) ||
+        !PyAnySet_CheckExact(parts[P_KEYS]) || !PyDict_CheckExact(parts[P_TOOLS]) ||
+        !PyDict_CheckExact(parts[P_RESULTS]) || !PyDict_CheckExact(parts[P_HEADS]) ||
+        !PyList_CheckExact(parts[P_MODE_STEPS]) || !PyTuple_CheckExact(parts[P_CONSTANTS]) ||
+        PyTuple_GET_SIZE(parts[P_CONSTANTS]) != C_COUNT) {
+        PyErr_SetString(PyExc_TypeError, "loops_hold: parts of unexpected types");
+        return NULL;
+    }
+    constants = &PyTuple_GET_ITEM(parts[P_CONSTANTS], 0);
+    for (i = C_NEAR; i <= C_RESULT_KEY_CHARS; i++) {
+        limits[i] = PyLong_AsSsize_t(constants[i]);
+        if (limits[i] == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    span = args[1];
+    steps = args[2];
+
+    /* Everything read before anything is changed: a span left to the Python code is left
+     * whole. */
+    view = slot(span, L_VIEW);
+    if (view == NULL) {
+        return NULL;
+    }
+    span_id = slot(view, L_SPAN_ID);
+    if (span_id == NULL) {
+        goto done;
+    }
+    parent = slot(view, L_PARENT_SPAN_ID);
+    if (parent == NULL) {
+        goto done;
+    }
+    operation = slot(span, L_OPERATION);
+    if (operation == NULL) {
+        goto done;
+    }
+    if (!PyUnicode_CheckExact(span_id) || !PyUnicode_CheckExact(parent) ||
+        !PyUnicode_CheckExact(operation)) {
+        goto unhandled;
+    }
+    is_agent = str_eq(operation, ls[L_AGENT]);
+    is_tool = !is_agent && str_eq(operation, ls[L_TOOL]);
+    /* the view's attributes: its decoded dict when it has one, else through the property */
+    attributes = slot(view, L_ATTRIBUTES_SLOT);
+    if (attributes == NULL || !PyDict_CheckExact(attributes)) {
+        if (attributes == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                goto done;
+            }
+            PyErr_Clear();
+        }
+        Py_XSETREF(attributes, PyObject_GetAttr(view, ls[L_ATTRIBUTES]));
+        if (attributes == NULL) {
+            goto done;
+        }
+        if (!PyDict_CheckExact(attributes)) {
+            goto unhandled;
+        }
+    }
+    {
+        PyObject *error_type = PyDict_GetItemWithError(attributes, ls[L_ERROR_TYPE]);
+        if (error_type == NULL && PyErr_Occurred()) {
+            goto done;
+        }
+        if (error_type != NULL && PyUnicode_Check(error_type)) {
+            goto unhandled; /* its text is read by _overflow_text */
+        }
+    }
+    reasons = slot(span, L_FINISH_REASONS);
+    if (reasons == NULL) {
+        goto done;
+    }
+    if (!PyList_CheckExact(reasons)) {
+        goto unhandled;
+    }
+    for (i = 0; i < PyList_GET_SIZE(reasons); i++) {
+        PyObject *reason = PyList_GET_ITEM(reasons, i);
+        if (!PyUnicode_CheckExact(reason)) {
+            goto unhandled;
+        }
+        if (overflow_finish(reason)) {
+            overflows = 1;
+            break;
+        }
+    }
+    if (is_tool) { /* the view's end when it has read it, else through the property */
+        end_ns = slot(view, L_END_NS_SLOT);
+        if (end_ns == NULL || !PyLong_CheckExact(end_ns)) {
+            if (end_ns == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    goto done;
+                }
+                PyErr_Clear();
+            }
+            Py_XSETREF(end_ns, PyObject_GetAttr(view, ls[L_END_NS]));
+            if (end_ns == NULL) {
+                goto done;
+            }
+        }
+    }
+
+    /* the span's bookkeeping */
+    if (PyDict_SetItem(parts[P_PARENTS], span_id, parent) < 0) {
+        goto done;
+    }
+    if (is_agent && PySet_Add(parts[P_AGENTS], span_id) < 0) {
+        goto done;
+    }
+    if (is_tool && PyDict_SetItem(parts[P_EXEC_END], span_id, end_ns) < 0) {
+        goto done;
+    }
+    if (overflows) {
+        if (PySet_Add(parts[P_OVERFLOW], span_id) < 0 ||
+            PySet_Add(parts[P_MODES], ls[L_OVERFLOW_MODE]) < 0) {
+            goto done;
+        }
+    }
+    run = run_of(parts, span_id, parent);
+    if (run == NULL) {
+        if (PyErr_Occurred()) {
+            goto done;
+        }
+        taken = 0; /* what is done is done again the same way by the Python code */
+        goto unhandled;
+    }
+    Py_INCREF(run);
+    taken = hold_steps(parts, constants, limits, steps, run);
+    Py_DECREF(run);
+    if (taken < 0) {
+        goto done;
+    }
+unhandled:
+    result = PyLong_FromSsize_t(taken);
+done:
+    Py_XDECREF(view);
+    Py_XDECREF(span_id);
+    Py_XDECREF(parent);
+    Py_XDECREF(operation);
+    Py_XDECREF(attributes);
+    Py_XDECREF(reasons);
+    Py_XDECREF(end_ns);
+    return result;
+}
+
+/* The fields the held steps are compared on, by kind (loops._HELD_FIELDS), L_COUNT-ended. */
+static const int *
+held_fields(int which)
+{
+    static const int llm[] = {L_FINISH_REASON, L_COUNT};
+    static const int assistant[] = {L_TEXT, L_FINISH_REASON, L_COUNT};
+    static const int tool_call[] = {L_TOOL, L_ARGUMENTS, L_COUNT};
+    static const int tool_result[] = {L_SPAN_ID, L_TEXT, L_ERROR, L_COUNT};
+    static const int error[] = {L_SPAN_ID, L_ERROR, L_COUNT};
+    switch (which) {
+    case L_LLM:
+        return llm;
+    case L_ASSISTANT:
+        return assistant;
+    case L_TOOL_CALL:
+        return tool_call;
+    case L_TOOL_RESULT:
+        return tool_result;
+    default:
+        return error;
+    }
+}
+
+/* The held step of kind `which` and the final one equal in its kind and its held_fields: 1, 0,
+ * or -1 with an exception set. */
+static int
+same_fields(PyObject *step, PyObject *final, int which)
+{
+    PyObject *a_values, *b_values, *kind;
+    const int *names;
+    int same;
+
+    if (step == final) {
+        return 1;
+    }
+    a_values = PyObject_GenericGetDict(step, NULL);
+    if (a_values == NULL) {
+        return -1;
+    }
+    b_values = PyObject_GenericGetDict(final, NULL);
+    if (b_values == NULL) {
+        Py_DECREF(a_values);
+        return -1;
+    }
+    if (!PyDict_CheckExact(a_values) || !PyDict_CheckExact(b_values)) {
+        PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
+        same = -1;
+        goto done;
+    }
+    kind = field(a_values, step, L_KIND);
+    if (kind == NULL) {
+        same = -1;
+        goto done;
+    }
+    same = PyObject_RichCompareBool(kind, ls[which], Py_EQ);
+    Py_DECREF(kind);
+    for (names = held_fields(which); same == 1 && *names != L_COUNT; names++) {
+        PyObject *a = field(a_values, step, *names), *b;
+        if (a == NULL) {
+            same = -1;
+            break;
+        }
+        b = field(b_values, final, *names);
+        if (b == NULL) {
+            Py_DECREF(a);
+            same = -1;
+            break;
+        }
+        same = PyObject_RichCompareBool(a, b, Py_EQ); /* a is b, or a == b */
+        Py_DECREF(a);
+        Py_DECREF(b);
+    }
+done:
+    Py_DECREF(a_values);
+    Py_DECREF(b_values);
+    return same;
+}
+
+static PyObject *
+loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *held, *steps, *kind;
+    Py_ssize_t i, j = 0, count = 0, n_steps;
+    int same, which;
+
+    (void)module;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyTuple_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "loops_held_steps(held, steps): a list and a tuple of steps");
+        return NULL;
+    }
+    held = args[0];
+    steps = args[1];
+    n_steps = PyTuple_GET_SIZE(steps);
+    for (i = 0; i < n_steps; i++) {
+        PyObject *final = PyTuple_GET_ITEM(steps, i), *entry;
+        kind = PyObject_GetAttr(final, ls[L_KIND]);
+        if (kind == NULL) {
+            return NULL;
+        }
+        if (!PyUnicode_CheckExact(kind)) {
+            Py_DECREF(kind);
+            Py_RETURN_NONE; /* a kind of another type: the re-feed decides */
+        }
+        which = fed_kind(kind);
+        Py_DECREF(kind);
+        if (which < 0) {
+            continue;
+        }
+        if (j == PyList_GET_SIZE(held)) {
+            Py_RETURN_NONE;
+        }
+        entry = PyList_GET_ITEM(held, j++);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            PyErr_SetString(PyExc_TypeError, "loops_held_steps: held entries are 3-tuples");
+            return NULL;
+        }
+        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, which);
+        if (same <= 0) {
+            if (same < 0) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (which == L_TOOL_CALL || which == L_ASSISTANT) {
+            count++;
+        }
+    }
+    if (j != PyList_GET_SIZE(held)) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromSsize_t(count);
+}
+
+static PyObject *
+loops_head(PyObject *module, PyObject *text)
+{
+    PyObject *head;
+    (void)module;
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "loops_head(text): text is a str");
+        return NULL;
+    }
+    head = ascii_head(text);
+    if (head == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return head;
+}
+
+PyDoc_STRVAR(loops_head_doc,
+             "loops_head(text, /)\n--\n\n"
+             "tracehound.evaluators.loops._head(text) for a text whose first words are ASCII and\n"
+             "typographic punctuation; None for another (the Python code's to fold).");
+
+PyDoc_STRVAR(loops_held_steps_doc,
+             "loops_held_steps(held, steps, /)\n--\n\n"
+             "tracehound.evaluators.loops._held_steps_py: the number of tool calls and outputs\n"
+             "of `steps` when their steps of the kinds fed are the held ones, else None.");
+
+PyDoc_STRVAR(loops_hold_doc,
+             "loops_hold(parts, span, steps, /)\n--\n\n"
+             "LoopEvaluator.on_span's bookkeeping and _State.hold of the span's steps, for a\n"
+             "trace whose tracker is not made: how many steps were taken (all of them, or the\n"
+             "index of the first one that may complete a loop), or -1 with nothing changed.");
+
+static PyMethodDef loops_methods[] = {
+    {"loops_hold", (PyCFunction)(void (*)(void))loops_hold, METH_FASTCALL, loops_hold_doc},
+    {"loops_head", loops_head, METH_O, loops_head_doc},
+    {"loops_held_steps", (PyCFunction)(void (*)(void))loops_held_steps, METH_FASTCALL,
+     loops_held_steps_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+tracehound_add_loops(PyObject *module)
+{
+    int i;
+    for (i = 0; i < L_COUNT; i++) {
+        if (ls[i] == NULL) {
+            ls[i] = PyUnicode_InternFromString(LOOPS_STRING[i]);
+            if (ls[i] == NULL) {
+                return -1;
+            }
+        }
+    }
+    return PyModule_AddFunctions(module, loops_methods);
+}
