@@ -58,6 +58,30 @@ int tracehound_slot_set(slot_cache *cache, PyObject *obj, PyObject *name, PyObje
 PyObject *tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_type,
                                         PyObject *message_type, PyObject *memo);
 
+/* tracehound_messages_from_json for the UTF-8 bytes of the text (data[0:len]), as an attribute
+ * value arrives on the wire: the same messages as for the decoded str, without decoding it
+ * (only the strings the messages hold are); None too for invalid UTF-8. The memo's text is
+ * then a bytes copy; `memo` None: no memo. */
+PyObject *tracehound_messages_from_utf8(PyObject *module, const char *data, Py_ssize_t len,
+                                        PyObject *part_type, PyObject *message_type,
+                                        PyObject *memo);
+
+/* A string value located in the wire bytes, not decoded (ptr NULL: none). */
+typedef struct {
+    const uint8_t *ptr;
+    Py_ssize_t len;
+} tracehound_wire_str;
+
+/* The attributes of the serialized Span in [p, end), as decode_key_values(data, start, end, 9)
+ * decodes them (*out, a new dict), except for the top-level attributes whose key is one of the
+ * n_lazy ASCII strings `lazy` and whose value is a string_value: None stands in the dict for
+ * such a value, which is located in located[k] (ptr NULL when the key is absent or its value
+ * is of another type) and not checked as UTF-8. *has_events: whether the span has a field 11
+ * (events). ST_OK, ST_UNHANDLED where decode_key_values answers None, or ST_ERROR. */
+int tracehound_span_attributes(PyObject *module, const uint8_t *p, const uint8_t *end,
+                               int n_lazy, const char *const *lazy,
+                               tracehound_wire_str *located, int *has_events, PyObject **out);
+
 /* Is the non-ASCII character c one of the typographic characters of tracehound.text's
  * _TYPOGRAPHIC? The tokenizer's ASCII path takes them (as separators), and so does text_units. */
 static inline int

@@ -310,6 +310,7 @@ class SpanView:
         "_gate",
         "_keys",
         "_kind",
+        "_pending",
         "_scope_gate",
         "_source",
         "_source_kind",
@@ -347,6 +348,9 @@ class SpanView:
     _status_code: int | None
     _status_message: str
     _gate: bool
+    # Set by the C accelerator's normalization of a view from bytes, which leaves the message
+    # strings on the wire: the other attributes decoded, then (key, start, end) per string.
+    _pending: tuple[Any, ...] | None
     _scope_gate: _ScopeGate
     _source: Any
     _source_kind: str
@@ -646,7 +650,12 @@ class SpanView:
             wire_at = getattr(self, "_wire_at", None)
             if wire_at is not None:  # straight from the bytes (C accelerator)
                 data, start, end = wire_at
-                decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
+                pending = getattr(self, "_pending", None)
+                if pending is not None:  # what normalization decoded, and the rest
+                    self._pending = None
+                    decoded = _completed(data, pending)
+                else:
+                    decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
             if decoded is None:
                 decoded = _proto_attributes(self._proto_span().attributes)
             self._attributes = decoded
@@ -837,6 +846,16 @@ class LogView:
 
     def __repr__(self) -> str:
         return f"LogView({self.event_name!r}, span={self.span_id})"
+
+
+def _completed(data: bytes, pending: tuple[Any, ...]) -> dict[str, AttributeValue]:
+    """A view's attributes from its `_pending` slot: the dict the C accelerator decoded, each
+    string it left on the wire (checked as UTF-8 when its messages were read) decoded in place
+    of the None that held the key's position."""
+    attributes: dict[str, AttributeValue] = pending[0]
+    for i in range(1, len(pending), 3):
+        attributes[pending[i]] = data[pending[i + 1] : pending[i + 2]].decode()
+    return attributes
 
 
 def _parse(kind: str, data: bytes) -> Any:
