@@ -572,6 +572,48 @@ tracehound_span_attributes(PyObject *module, const uint8_t *p, const uint8_t *en
     return st;
 }
 
+int
+tracehound_span_fields_of(const uint8_t *p, const uint8_t *end, tracehound_span_fields *fields)
+{
+    field_t f, g;
+    memset(fields, 0, sizeof(*fields));
+    while (p < end) {
+        p = read_field(p, end, &f);
+        if (p == NULL) {
+            return ST_UNHANDLED;
+        }
+        if ((f.num == 7 || f.num == 8) && f.wt == 1) { /* fixed64 */
+            if (f.num == 7) {
+                fields->start = f.val;
+                fields->has_start = 1;
+            }
+            else {
+                fields->end = f.val;
+                fields->has_end = 1;
+            }
+        }
+        else if (f.num == 15 && f.wt == 2) { /* Status: message 2, code 3 */
+            const uint8_t *q = f.ptr, *qend = f.ptr + f.len;
+            while (q < qend) {
+                q = read_field(q, qend, &g);
+                if (q == NULL) {
+                    return ST_UNHANDLED;
+                }
+                if (g.num == 2 && g.wt == 2) {
+                    fields->message.ptr = g.ptr;
+                    fields->message.len = (Py_ssize_t)g.len;
+                    fields->has_message = 1;
+                }
+                else if (g.num == 3 && g.wt == 0) {
+                    fields->code = (int32_t)(uint32_t)g.val;
+                    fields->has_code = 1;
+                }
+            }
+        }
+    }
+    return ST_OK;
+}
+
 /* --- scan_trace_request --------------------------------------------------------------------- */
 
 typedef struct {

@@ -82,6 +82,21 @@ int tracehound_span_attributes(PyObject *module, const uint8_t *p, const uint8_t
                                int n_lazy, const char *const *lazy,
                                tracehound_wire_str *located, int *has_events, PyObject **out);
 
+/* A span's times and status as upb reads them from its bytes: the last occurrence of each
+ * field of the expected wire type (others are unknown fields to upb); occurrences of Status
+ * merged field by field. has_* 0: the field never occurs (upb's default then). */
+typedef struct {
+    int has_start, has_end, has_code, has_message, status_ok;
+    uint64_t start, end;
+    int32_t code; /* the enum as upb stores it: an int32 */
+    tracehound_wire_str message;
+} tracehound_span_fields;
+
+/* The span's times and status from its bytes [p, end); ST_OK, or ST_UNHANDLED for malformed
+ * data. */
+int tracehound_span_fields_of(const uint8_t *p, const uint8_t *end,
+                              tracehound_span_fields *fields);
+
 /* Is the non-ASCII character c one of the typographic characters of tracehound.text's
  * _TYPOGRAPHIC? The tokenizer's ASCII path takes them (as separators), and so does text_units. */
 static inline int

@@ -70,6 +70,10 @@ enum {
     V_WIRE_AT,
     V_EVENTS,
     V_PENDING,
+    V_START,
+    V_END,
+    V_STATUS_CODE,
+    V_STATUS_MESSAGE,
     C_COUNT
 };
 
@@ -124,6 +128,10 @@ static const char *const CORE_STRING[C_COUNT] = {
     [V_WIRE_AT] = "_wire_at",
     [V_EVENTS] = "_events",
     [V_PENDING] = "_pending",
+    [V_START] = "_start_ns",
+    [V_END] = "_end_ns",
+    [V_STATUS_CODE] = "_status_code",
+    [V_STATUS_MESSAGE] = "_status_message",
 };
 
 /* Interned once per process (interned strings live as long as the interpreter's table). */
@@ -383,6 +391,142 @@ static PyType_Spec maker_spec = {
 #endif
     ,
     maker_slots,
+};
+
+/* --- SlotProperty ---------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *slot; /* the member descriptor of the slot read */
+    PyObject *fget; /* what reads the value when the slot holds none */
+    Py_ssize_t offset;
+} SlotProperty;
+
+static PyObject *
+slotprop_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    SlotProperty *p = (SlotProperty *)self;
+    PyObject *value;
+    (void)type;
+    if (obj == NULL) {
+        return Py_NewRef(self);
+    }
+    if (!PyObject_TypeCheck(obj, PyDescr_TYPE(p->slot))) {
+        return PyObject_CallOneArg(p->fget, obj); /* not an instance: the function decides */
+    }
+    value = *(PyObject **)((char *)obj + p->offset);
+    if (value != NULL && value != Py_None) {
+        return Py_NewRef(value);
+    }
+    return PyObject_CallOneArg(p->fget, obj);
+}
+
+static int
+slotprop_set(PyObject *self, PyObject *obj, PyObject *value)
+{
+    (void)obj;
+    (void)value;
+    PyErr_Format(PyExc_AttributeError, "property of %R has no setter or deleter",
+                 ((SlotProperty *)self)->fget);
+    return -1;
+}
+
+static PyObject *
+slotprop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *slot, *fget;
+    PyMemberDef *member;
+    SlotProperty *self;
+
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "SlotProperty() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO:SlotProperty", &slot, &fget)) {
+        return NULL;
+    }
+    member = Py_IS_TYPE(slot, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)slot)->d_member
+                                                   : NULL;
+    if (member == NULL || member->type != T_OBJECT_EX || member->offset <= 0) {
+        PyErr_SetString(PyExc_TypeError, "SlotProperty() takes an object slot's descriptor");
+        return NULL;
+    }
+    if (!PyCallable_Check(fget)) {
+        PyErr_SetString(PyExc_TypeError, "SlotProperty() takes a callable");
+        return NULL;
+    }
+    self = (SlotProperty *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->slot = Py_NewRef(slot);
+    self->fget = Py_NewRef(fget);
+    self->offset = member->offset;
+    return (PyObject *)self;
+}
+
+static int
+slotprop_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    SlotProperty *self = (SlotProperty *)obj;
+    Py_VISIT(Py_TYPE(obj));
+    Py_VISIT(self->slot);
+    Py_VISIT(self->fget);
+    return 0;
+}
+
+static int
+slotprop_clear(PyObject *obj)
+{
+    SlotProperty *self = (SlotProperty *)obj;
+    Py_CLEAR(self->slot);
+    Py_CLEAR(self->fget);
+    return 0;
+}
+
+static void
+slotprop_dealloc(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
+    slotprop_clear(obj);
+    type->tp_free(obj);
+    Py_DECREF(type);
+}
+
+static PyMemberDef slotprop_members[] = {
+    {"fget", T_OBJECT, offsetof(SlotProperty, fget), READONLY, NULL},
+    {"slot", T_OBJECT, offsetof(SlotProperty, slot), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(slotprop_doc,
+"SlotProperty(slot, fget, /)\n"
+"--\n"
+"\n"
+"A read-only property whose value is what the object slot `slot` (its member descriptor)\n"
+"holds, unless it holds None or nothing: fget(obj) then. The property\n"
+"`property(fget)` for a function that returns that slot's value when it is set and not None,\n"
+"read without calling it (a lazily filled field, read many times once filled).");
+
+static PyType_Slot slotprop_slots[] = {
+    {Py_tp_new, slotprop_new},
+    {Py_tp_dealloc, slotprop_dealloc},
+    {Py_tp_traverse, slotprop_traverse},
+    {Py_tp_clear, slotprop_clear},
+    {Py_tp_descr_get, slotprop_get},
+    {Py_tp_descr_set, slotprop_set},
+    {Py_tp_members, slotprop_members},
+    {Py_tp_doc, (void *)slotprop_doc},
+    {0, NULL},
+};
+
+static PyType_Spec slotprop_spec = {
+    "tracehound._speedups.SlotProperty",
+    sizeof(SlotProperty),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    slotprop_slots,
 };
 
 /* --- text_size ------------------------------------------------------------------------------- */
@@ -1108,6 +1252,63 @@ wire_range(PyObject *wire_at, const uint8_t **p, const uint8_t **end, PyObject *
     return ST_OK;
 }
 
+/* view.<slot> = value (a new reference, consumed) when the slot holds None or nothing. */
+static int
+fill_slot(PyObject *view, int which, PyObject *value)
+{
+    int is_slot, rc;
+    PyObject *now = slot_peek(view, which, &is_slot);
+    if (value == NULL) {
+        return -1;
+    }
+    rc = 0;
+    if (is_slot && (now == NULL || now == Py_None)) {
+        rc = tracehound_slot_set(&core_slots[which], view, core_str[which], value);
+    }
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The view's lazy times and status read from its bytes, as its properties would read them
+ * through upb from the span parsed from those bytes (`_wire_at` is where the span lies). */
+static int
+fill_times_and_status(PyObject *view, const uint8_t *p, const uint8_t *end)
+{
+    tracehound_span_fields fields;
+    int is_slot;
+    PyObject *code;
+    if (tracehound_span_fields_of(p, end, &fields) != ST_OK) {
+        return 0; /* left to the properties */
+    }
+    if (fill_slot(view, V_START, PyLong_FromUnsignedLongLong(fields.start)) < 0 ||
+        fill_slot(view, V_END, PyLong_FromUnsignedLongLong(fields.end)) < 0) {
+        return -1;
+    }
+    code = slot_peek(view, V_STATUS_CODE, &is_slot);
+    if (is_slot && (code == NULL || code == Py_None)) { /* code and message, set together */
+        PyObject *message;
+        if (fields.has_message) {
+            message = PyUnicode_DecodeUTF8((const char *)fields.message.ptr,
+                                           fields.message.len, NULL);
+            if (message == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    return -1;
+                }
+                PyErr_Clear();
+                return 0; /* upb refuses it: left to the property */
+            }
+        }
+        else {
+            message = PyUnicode_New(0, 0);
+        }
+        if (fill_slot(view, V_STATUS_MESSAGE, message) < 0 ||
+            fill_slot(view, V_STATUS_CODE, PyLong_FromLong(fields.code)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* What SpanView.attributes completes the attributes from: (attributes, key, start, end, ...)
  * for the strings left on the wire (offsets into the request's bytes). */
 static PyObject *
@@ -1266,6 +1467,10 @@ genai_normalize(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(attributes);
         return NULL;
     }
+    if (walked && fill_times_and_status(view, p, end) < 0) {
+        Py_DECREF(attributes);
+        return NULL;
+    }
     st = extract_span(module, view, attributes, extract_config, memo, walked ? located : NULL,
                       &span);
     if (st == ST_OK && walked) {
@@ -1332,6 +1537,14 @@ tracehound_add_core(PyObject *module)
         return -1;
     }
     if (PyModule_AddObject(module, "SlotsMaker", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    type = PyType_FromModuleAndSpec(module, &slotprop_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "SlotProperty", type) < 0) {
         Py_DECREF(type);
         return -1;
     }

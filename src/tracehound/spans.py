@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tracehound import _wire
 from tracehound._wire import (
     RESOURCE_ATTRIBUTES_FIELD,
     SPAN_ATTRIBUTES_FIELD,
@@ -770,6 +771,22 @@ class SpanView:
 
     def __repr__(self) -> str:
         return f"SpanView({self.name!r}, trace={self.trace_id}, span={self.span_id})"
+
+
+def _read_slots_in_c() -> None:
+    """With the C accelerator, the lazy fields read many times per span (times, status,
+    attributes, events) are read by a C descriptor: the slot's value when it is filled, without
+    a Python call; the property's function otherwise, which fills it. The same values."""
+    native = _wire._native
+    if native is None:
+        return
+    for name in ("start_ns", "end_ns", "status_code", "attributes", "events"):
+        prop = SpanView.__dict__[name]
+        slot = SpanView.__dict__[f"_{name}"]
+        setattr(SpanView, name, native.SlotProperty(slot, prop.fget))
+
+
+_read_slots_in_c()
 
 
 class LogView:

@@ -77,6 +77,10 @@ def request_of(spans: list[dict[str, Any]], scope: str = "openai") -> bytes:
         if spec.get("error"):
             span.status.code = 2
             span.status.message = "boom"
+        if "status" in spec:
+            span.status.code, span.status.message = spec["status"]
+        if "times" in spec:
+            span.start_time_unix_nano, span.end_time_unix_nano = spec["times"]
         for key, value in spec["attributes"]:
             span.attributes.add(key=key, value=any_value(value))
         for event in spec.get("events", ()):
@@ -108,7 +112,19 @@ def reference(raw: bytes) -> tuple[list[Any], list[Any]]:
         views = list(iter_proto_spans(ExportTraceServiceRequest.FromString(raw), raw=raw))
         memo: list[Any] = [None, None, None]
         mapped = [facts(normalize(view, None, memo)) for view in views]
-        return mapped, [plain(view.attributes) for view in views]
+        return mapped, [read_back(view) for view in views]
+
+
+def read_back(view: SpanView) -> Any:
+    """What a view gives when asked after normalization."""
+    return (
+        plain(view.attributes),
+        view.start_ns,
+        view.end_ns,
+        view.status_code,
+        view.status_message,
+        view.kind,
+    )
 
 
 def plain(value: Any) -> Any:
@@ -127,7 +143,7 @@ def native_run(views: list[SpanView]) -> tuple[list[Any], list[Any]]:
         conventions._name_flags(view.name)
     memo: list[Any] = [None, None, None]
     mapped = [facts(normalize(view, None, memo)) for view in views]
-    return mapped, [plain(view.attributes) for view in views]
+    return mapped, [read_back(view) for view in views]
 
 
 # --- strategies ---------------------------------------------------------------------------------
@@ -217,7 +233,15 @@ def genai_span(draw: st.DrawFn, history: list[Any]) -> dict[str, Any]:
         attributes.append((attributes[0][0], draw(st.sampled_from(["again", 3]))))
     draw(st.randoms()).shuffle(attributes)
     events = draw(st.sampled_from([[]] * 6 + [["db.query.result"], ["exception"]]))
-    return {"name": name, "attributes": attributes, "events": events, "error": draw(st.booleans())}
+    spec = {"name": name, "attributes": attributes, "events": events, "error": draw(st.booleans())}
+    if draw(st.integers(0, 3)) == 0:
+        spec["status"] = (
+            draw(st.integers(-(2**31), 2**31 - 1) | st.sampled_from([0, 1, 2])),
+            draw(texts),
+        )
+    if draw(st.booleans()):
+        spec["times"] = (draw(st.integers(0, 2**64 - 1)), draw(st.integers(0, 2**64 - 1)))
+    return spec
 
 
 @st.composite
@@ -331,7 +355,7 @@ def test_usual_spans_take_the_c_path(make_views: Any) -> None:
     # the later chat span reuses the messages its conversation had
     assert mapped[2].input_messages[1] is mapped[0].input_messages[1]
     assert [facts(span) for span in mapped] == reference(raw)[0]
-    assert [plain(view.attributes) for view in views] == reference(raw)[1]
+    assert [read_back(view) for view in views] == reference(raw)[1]
     assert views[0]._pending is None
 
 
@@ -384,3 +408,64 @@ def test_genai_normalize_no_leaks() -> None:
 
     # (not the small int in config: other code holds and drops references to it)
     assert_leak_free(call, [raw, *config[:2], *config[3:]], 5_000)
+
+
+# --- SlotProperty -------------------------------------------------------------------------------
+
+
+class _Lazy:
+    __slots__ = ("_value", "calls")
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def _read(self) -> Any:
+        self.calls += 1
+        value = getattr(self, "_value", None)
+        if value is None:
+            value = self._value = "read"
+        return value
+
+
+@needs_native
+def test_slot_property_reads_the_slot_else_calls() -> None:
+    prop = _speedups.SlotProperty(_Lazy.__dict__["_value"], _Lazy._read)
+    lazy = _Lazy()
+    assert prop.__get__(lazy, _Lazy) == "read" and lazy.calls == 1  # unset: the function
+    assert prop.__get__(lazy, _Lazy) == "read" and lazy.calls == 1  # set: the slot
+    lazy._value = None
+    assert prop.__get__(lazy, _Lazy) == "read" and lazy.calls == 2  # None: the function
+    assert prop.__get__(None, _Lazy) is prop and prop.fget is _Lazy._read
+    with pytest.raises(AttributeError):  # not a _Lazy: the function decides, and fails
+        prop.__get__(object(), object)
+    with pytest.raises(AttributeError):
+        prop.__set__(lazy, 1)
+    with pytest.raises(TypeError):
+        _speedups.SlotProperty(property(_Lazy._read), _Lazy._read)
+    with pytest.raises(TypeError):
+        _speedups.SlotProperty(_Lazy.__dict__["_value"], 3)
+
+
+@needs_native
+def test_span_view_fields_are_read_in_c() -> None:
+    for name in ("start_ns", "end_ns", "status_code", "attributes", "events"):
+        assert isinstance(SpanView.__dict__[name], _speedups.SlotProperty), name
+    view = wire_views(request_of([CHAT]))[0]
+    with pytest.raises(AttributeError):
+        view.start_ns = 3  # type: ignore[misc]
+
+
+def test_slot_property_no_leaks() -> None:
+    if _wire._native is None:
+        pytest.skip("TRACEHOUND_PURE_PYTHON=1: the C path is off")
+    prop = _speedups.SlotProperty(_Lazy.__dict__["_value"], _Lazy._read)
+    lazy = _Lazy()
+
+    def call() -> None:
+        lazy._value = None
+        prop.__get__(lazy, _Lazy)
+        prop.__get__(lazy, _Lazy)
+        expecting(lambda: prop.__set__(lazy, 1), AttributeError)()
+        _speedups.SlotProperty(_Lazy.__dict__["_value"], _Lazy._read)
+
+    assert_leak_free(call, [prop, lazy], 20_000)
