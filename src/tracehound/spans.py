@@ -30,6 +30,7 @@ from tracehound._wire import (
     SPAN_ATTRIBUTES_FIELD,
     decode_key_values,
     may_hold_genai,
+    read_trace_views,
     scan_trace_request,
 )
 
@@ -920,8 +921,10 @@ def iter_proto_spans(
     reader has anyway), a request that holds no GenAI key at all marks every view as non-GenAI at
     the cost of one scan. Otherwise each instrumentation scope is checked once, when one of its
     spans first needs it (scopes are nearly always all-GenAI or all-not); a request of a single
-    scope needs no scope check beside the request's. With the C accelerator, that scan also
-    locates each span in `raw`, and views decode their attributes from those bytes.
+    scope needs no scope check beside the request's. With the C accelerator, the views are read
+    from `raw` in one pass (`SpanView.from_wire`, as the sidecar reads them; the same values),
+    or, where that pass declines the bytes, located in them by the scan, decoding their
+    attributes from those bytes.
     """
     from_proto = SpanView._from_proto
     from_key = SpanView._from_proto_key
@@ -930,6 +933,7 @@ def iter_proto_spans(
     keys: list[bytes] | None = None
     offsets: list[int] | None = None
     if scan is not None:
+        assert raw is not None
         request_gate: bool | None = None if scan[0] else False
         keys, offsets = scan[1], scan[2]
         total = 0
@@ -938,8 +942,18 @@ def iter_proto_spans(
                 total += len(scope_spans.spans)
         if total != len(keys):  # `raw` is not this request as it is now
             keys = offsets = None
-        elif request_gate is False:
-            offsets = None  # no span of it is asked for its attributes
+        else:
+            # every view read from the bytes in one C pass, as the sidecar reads them
+            read = read_trace_views(raw, SpanView, ResourceView.from_wire)
+            views = read[1] if read is not None else None
+            if views is not None and len(views) == total and None not in views:
+                if request_gate is False:
+                    for view in views:
+                        view._gate = False
+                yield from views
+                return
+            if request_gate is False:
+                offsets = None  # no span of it is asked for its attributes
     else:
         request_gate = None if raw is None or may_hold_genai(raw) else False
     single_scope = (
