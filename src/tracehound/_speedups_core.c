@@ -74,6 +74,7 @@ enum {
     V_END,
     V_STATUS_CODE,
     V_STATUS_MESSAGE,
+    F_PROBLEMS,
     C_COUNT
 };
 
@@ -132,6 +133,7 @@ static const char *const CORE_STRING[C_COUNT] = {
     [V_END] = "_end_ns",
     [V_STATUS_CODE] = "_status_code",
     [V_STATUS_MESSAGE] = "_status_message",
+    [F_PROBLEMS] = "problems",
 };
 
 /* Interned once per process (interned strings live as long as the interpreter's table). */
@@ -1022,6 +1024,37 @@ PyDoc_STRVAR(genai_extract_doc,
 "a retrieval span, messages that json_loads and convert_messages do not take, token counts\n"
 "other than int or None, str subclasses, finish reasons other than str or None.");
 
+/* The span's lists of strings (finish reasons, system instructions; history, documents and
+ * problems, empty) taken out of the cycle collector, as convert_messages does with the message
+ * lists: what the code that maps spans puts in them (strings, messages, documents) can be in
+ * no reference cycle. Tracked, they would be walked by every collection for as long as their
+ * trace is held: with a trace's spans held until it ends, most of the collector's work. */
+static int
+untrack_string_lists(PyObject *span)
+{
+    static const int fields[] = {F_FINISH_REASONS, F_SYSTEM_INSTRUCTIONS, F_HISTORY,
+                                 F_DOCUMENTS, F_PROBLEMS};
+    size_t k;
+    for (k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+        PyObject *list = core_get(span, fields[k]);
+        Py_ssize_t i;
+        int strings = 1;
+        if (list == NULL) {
+            return ST_ERROR;
+        }
+        if (PyList_CheckExact(list) && PyObject_GC_IsTracked(list)) {
+            for (i = 0; i < PyList_GET_SIZE(list) && strings; i++) {
+                strings = PyUnicode_CheckExact(PyList_GET_ITEM(list, i));
+            }
+            if (strings) {
+                PyObject_GC_UnTrack(list);
+            }
+        }
+        Py_DECREF(list);
+    }
+    return ST_OK;
+}
+
 /* genai_extract's arguments checked: 0, or -1 with TypeError set. */
 static int
 check_extract_args(PyObject *config, PyObject *memo, const char *fname)
@@ -1158,6 +1191,9 @@ extract_span(PyObject *module, PyObject *view, PyObject *attributes, PyObject *c
         Py_XDECREF(values[k]);
     }
     Py_XDECREF(operation);
+    if (st == ST_OK) {
+        st = untrack_string_lists(span);
+    }
     if (st == ST_OK) {
         *out = span;
     }

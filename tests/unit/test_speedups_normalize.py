@@ -11,6 +11,7 @@ spans must take the C path.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import os
@@ -469,3 +470,21 @@ def test_slot_property_no_leaks() -> None:
         _speedups.SlotProperty(_Lazy.__dict__["_value"], _Lazy._read)
 
     assert_leak_free(call, [prop, lazy], 20_000)
+
+
+@needs_native
+def test_what_a_held_span_keeps_is_mostly_not_tracked() -> None:
+    """A trace's views and normalized spans are held until it ends: the lists and tuples they
+    hold that can be in no reference cycle are left out of the cycle collector's walks."""
+    raw = request_of([CHAT, TOOL])
+    views = wire_views(raw)
+    memo: list[Any] = [None, None, None]
+    for view in views:
+        conventions._name_flags(view.name)
+    spans = [_speedups.genai_normalize(view, conventions._NATIVE_NORMALIZE, memo) for view in views]
+    assert not gc.is_tracked(views[1]._wire_at) and not gc.is_tracked(views[1]._events)
+    for span in spans:
+        for name in ("finish_reasons", "system_instructions", "history", "documents", "problems"):
+            assert not gc.is_tracked(getattr(span, name)), name
+        span.problems.append("still a list")
+        assert span.problems == ["still a list"]
