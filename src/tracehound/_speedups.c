@@ -3993,6 +3993,361 @@ common_prefix(const jtext_t *a, const jtext_t *b)
     return i;
 }
 
+/* --- messages read straight from the JSON --------------------------------------------------- */
+
+/*
+ * json_message reads one message object of a messages document and makes its Message as
+ * convert_message(json_value(...)) makes it, without the dicts and lists of the decoded JSON:
+ * the values of the keys convert_message reads are kept (the last one of a key written twice,
+ * as in the dict), a `parts` array is read part by part into its Part objects, and the values
+ * of other keys are read and dropped. The same depths as json_value's, the same checks; what
+ * convert_message would leave unhandled is unhandled here too (and anything the direct reading
+ * does not take: then the caller reads the message the other way).
+ */
+
+/* The part keys convert_part reads, in this order. */
+enum { PK_TYPE, PK_KIND, PK_CONTENT, PK_TEXT, PK_ID, PK_NAME, PK_ARGUMENTS, PK_RESPONSE,
+       PK_RESULT, PK_COUNT };
+static const int PART_KEY_STRING[PK_COUNT] = {S_TYPE, S_KIND, S_CONTENT, S_TEXT, S_ID,
+                                              S_NAME, S_ARGUMENTS, S_RESPONSE, S_RESULT};
+
+/* Which of the n strings `which` (S_* indexes) the key is: by identity first (json_known_string
+ * hands out the module's strings), then by value (a key written with escapes); -1 for none. */
+static int
+known_key(const jtext_t *t, PyObject *key, const int *which, int n)
+{
+    int k;
+    for (k = 0; k < n; k++) {
+        if (key == t->state->str[which[k]]) {
+            return k;
+        }
+    }
+    for (k = 0; k < n; k++) {
+        if (PyUnicode_Compare(key, t->state->str[which[k]]) == 0) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Reads the members of the object whose '{' is at *pos - 1 (depth: the object's), keeping in
+ * values[k] the last value of each key `keys[k]` (k < n) and, for the key number `list_key`
+ * (-1: none) when its value is an array, what read_item makes of each item instead (a list);
+ * *pos is left after the closing '}'. */
+typedef int (*item_reader)(const jtext_t *t, Py_ssize_t *pos, int depth, void *arg,
+                           PyObject **out);
+
+static int
+json_members(const jtext_t *t, Py_ssize_t *pos, int depth, const int *keys, int n,
+             PyObject **values, int list_key, item_reader read_item, void *arg)
+{
+    Py_ssize_t i = json_skip_ws(t, *pos);
+    PyObject *key, *value, *item;
+    int st = ST_OK, k;
+
+    if (i < t->len && jread(t, i) == '}') {
+        *pos = i + 1;
+        return ST_OK;
+    }
+    for (;;) {
+        if (i >= t->len || jread(t, i) != '"') {
+            return ST_UNHANDLED;
+        }
+        i++;
+        st = json_string(t, &i, &key);
+        if (st != ST_OK) {
+            return st;
+        }
+        k = known_key(t, key, keys, n);
+        Py_DECREF(key);
+        i = json_skip_ws(t, i);
+        if (i >= t->len || jread(t, i) != ':') {
+            return ST_UNHANDLED;
+        }
+        i = json_skip_ws(t, i + 1);
+        if (k >= 0 && k == list_key && i < t->len && jread(t, i) == '[') {
+            /* json_array at depth + 1, each item read by read_item at depth + 2 */
+            if (depth + 1 > JSON_MAX_DEPTH) {
+                return ST_UNHANDLED;
+            }
+            value = PyList_New(0);
+            if (value == NULL) {
+                return ST_ERROR;
+            }
+            i = json_skip_ws(t, i + 1);
+            if (i < t->len && jread(t, i) == ']') {
+                i++;
+            }
+            else {
+                for (;;) {
+                    if (i >= t->len || depth + 2 > JSON_MAX_DEPTH) {
+                        st = ST_UNHANDLED;
+                        break;
+                    }
+                    st = read_item(t, &i, depth + 2, arg, &item);
+                    if (st != ST_OK) {
+                        break;
+                    }
+                    st = PyList_Append(value, item) < 0 ? ST_ERROR : ST_OK;
+                    Py_DECREF(item);
+                    if (st != ST_OK) {
+                        break;
+                    }
+                    i = json_skip_ws(t, i);
+                    if (i >= t->len) {
+                        st = ST_UNHANDLED;
+                        break;
+                    }
+                    if (jread(t, i) == ']') {
+                        i++;
+                        break;
+                    }
+                    if (jread(t, i) != ',') {
+                        st = ST_UNHANDLED;
+                        break;
+                    }
+                    i = json_skip_ws(t, i + 1);
+                }
+                if (st != ST_OK) {
+                    Py_DECREF(value);
+                    return st;
+                }
+            }
+        }
+        else {
+            st = json_value(t, &i, depth + 1, &value);
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+        if (k >= 0) {
+            Py_XSETREF(values[k], value); /* the last value wins */
+        }
+        else {
+            Py_DECREF(value);
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len) {
+            return ST_UNHANDLED;
+        }
+        if (jread(t, i) == '}') {
+            *pos = i + 1;
+            return ST_OK;
+        }
+        if (jread(t, i) != ',') {
+            return ST_UNHANDLED;
+        }
+        i = json_skip_ws(t, i + 1);
+    }
+}
+
+/* get_or over kept values: the first true one of values[a], values[b] (b -1: none), else
+ * `fallback` (a new reference). */
+static int
+kept_or(PyObject **values, int a, int b, PyObject *fallback, PyObject **out)
+{
+    int keys[2] = {a, b}, k, truth, st;
+    for (k = 0; k < 2 && keys[k] >= 0; k++) {
+        PyObject *value = values[keys[k]];
+        if (value == NULL) {
+            continue;
+        }
+        st = json_truth(value, &truth);
+        if (st != ST_OK) {
+            return st;
+        }
+        if (truth) {
+            *out = new_ref(value);
+            return ST_OK;
+        }
+    }
+    *out = new_ref(fallback);
+    return ST_OK;
+}
+
+/* get_str_or_none over a kept value (NULL: absent). */
+static int
+kept_str_or_none(PyObject *value, int opt_str, PyObject **out)
+{
+    if (value == NULL || value == Py_None) {
+        *out = new_ref(Py_None);
+        return ST_OK;
+    }
+    if (!PyUnicode_CheckExact(value)) {
+        return ST_UNHANDLED;
+    }
+    *out = new_ref(opt_str && PyUnicode_GET_LENGTH(value) == 0 ? Py_None : value);
+    return ST_OK;
+}
+
+typedef struct {
+    PyObject *part_type;
+} part_reader_arg;
+
+/* A part (an item of `parts`) at *pos, made as convert_part makes it. */
+static int
+json_part(const jtext_t *t, Py_ssize_t *pos, int depth, void *arg, PyObject **out)
+{
+    PyObject *part_type = ((part_reader_arg *)arg)->part_type;
+    PyObject *values[PK_COUNT] = {NULL}, *argv[7] = {NULL}, *ptype = NULL, *raw;
+    const speedups_state *s = t->state;
+    size_t nargs = 2;
+    int st, kind, k;
+
+    *out = NULL;
+    if (jread(t, *pos) != '{') { /* a bare string is Part("text", s); anything else unhandled */
+        st = json_value(t, pos, depth, &raw);
+        if (st != ST_OK) {
+            return st;
+        }
+        if (!PyUnicode_CheckExact(raw)) {
+            Py_DECREF(raw);
+            return ST_UNHANDLED;
+        }
+        argv[1] = new_ref(s->str[S_TEXT]);
+        argv[2] = raw;
+        goto call;
+    }
+    *pos += 1;
+    st = json_members(t, pos, depth, PART_KEY_STRING, PK_COUNT, values, -1, NULL, NULL);
+    if (st == ST_OK) {
+        st = kept_or(values, PK_TYPE, PK_KIND, s->str[S_TEXT], &ptype);
+    }
+    if (st == ST_OK && !PyUnicode_CheckExact(ptype)) {
+        st = ST_UNHANDLED;
+    }
+    if (st != ST_OK) {
+        goto done;
+    }
+    kind = part_kind(ptype);
+    switch (kind) {
+    case -1:
+        st = ST_ERROR;
+        break;
+    case PT_TOOL_CALL:
+        nargs = 5;
+        argv[1] = new_ref(s->str[S_TOOL_CALL]);
+        argv[2] = new_ref(Py_None);
+        st = kept_str_or_none(values[PK_ID], 1, &argv[3]);
+        if (st == ST_OK) {
+            st = kept_str_or_none(values[PK_NAME], 1, &argv[4]);
+        }
+        if (st == ST_OK) {
+            argv[5] = new_ref(values[PK_ARGUMENTS] != NULL ? values[PK_ARGUMENTS] : Py_None);
+        }
+        break;
+    case PT_TOOL_CALL_RESPONSE: {
+        PyObject *response = values[PK_RESPONSE] != NULL  ? values[PK_RESPONSE]
+                             : values[PK_RESULT] != NULL ? values[PK_RESULT]
+                                                         : Py_None;
+        nargs = 6;
+        if (response != Py_None && !PyUnicode_CheckExact(response)) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        argv[1] = new_ref(s->str[S_TOOL_CALL_RESPONSE]);
+        argv[5] = new_ref(Py_None);
+        argv[6] = new_ref(response);
+        argv[2] = new_ref(response);
+        st = kept_str_or_none(values[PK_ID], 1, &argv[3]);
+        if (st == ST_OK) {
+            st = kept_str_or_none(values[PK_NAME], 1, &argv[4]);
+        }
+        break;
+    }
+    default:
+        argv[1] = new_ref(kind == PT_THINKING ? s->str[S_REASONING] : ptype);
+        if (values[PK_CONTENT] != NULL) {
+            if (values[PK_CONTENT] == Py_None || PyUnicode_CheckExact(values[PK_CONTENT])) {
+                argv[2] = new_ref(values[PK_CONTENT]);
+            }
+            else {
+                st = ST_UNHANDLED;
+            }
+        }
+        else {
+            st = kept_str_or_none(values[PK_TEXT], 0, &argv[2]);
+        }
+        break;
+    }
+call:
+    if (st == ST_OK) {
+        *out = PyObject_Vectorcall(part_type, argv + 1, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            untrack(*out);
+        }
+    }
+done:
+    Py_XDECREF(ptype);
+    for (k = 0; k < PK_COUNT; k++) {
+        Py_XDECREF(values[k]);
+    }
+    for (k = 1; k < 7; k++) {
+        Py_XDECREF(argv[k]);
+    }
+    return st;
+}
+
+/* The message keys convert_message reads, in this order. */
+enum { MK_ROLE, MK_PARTS, MK_FINISH_REASON, MK_COUNT };
+static const int MESSAGE_KEY_STRING[MK_COUNT] = {S_ROLE, S_PARTS, S_FINISH_REASON};
+
+/* A message at *pos (an element of the document's array, depth 1), made as
+ * convert_message(json_value(...)) makes it. */
+static int
+json_message(const jtext_t *t, Py_ssize_t *pos, PyObject *part_type, PyObject *message_type,
+             PyObject **out)
+{
+    PyObject *values[MK_COUNT] = {NULL}, *argv[4] = {NULL};
+    const speedups_state *s = t->state;
+    part_reader_arg arg;
+    int st, k;
+
+    *out = NULL;
+    if (*pos >= t->len || jread(t, *pos) != '{') {
+        return ST_UNHANDLED; /* not an object: convert_message leaves it (a problem) */
+    }
+    *pos += 1;
+    arg.part_type = part_type;
+    st = json_members(t, pos, 1, MESSAGE_KEY_STRING, MK_COUNT, values, MK_PARTS, json_part,
+                      &arg);
+    if (st == ST_OK) { /* raw.get("role") or "assistant", which must be a str */
+        st = kept_or(values, MK_ROLE, -1, s->str[S_ASSISTANT], &argv[1]);
+    }
+    if (st == ST_OK && !PyUnicode_CheckExact(argv[1])) {
+        st = ST_UNHANDLED;
+    }
+    if (st == ST_OK && (values[MK_PARTS] == NULL || !PyList_CheckExact(values[MK_PARTS]))) {
+        st = ST_UNHANDLED; /* no `parts` (read as `content`), or not a list (a problem) */
+    }
+    if (st == ST_OK) {
+        argv[2] = new_ref(values[MK_PARTS]);
+        st = kept_str_or_none(values[MK_FINISH_REASON], 1, &argv[3]);
+    }
+    if (st == ST_OK) {
+        untrack(argv[2]);
+        *out = PyObject_Vectorcall(message_type, argv + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            untrack(*out);
+        }
+    }
+    for (k = 0; k < MK_COUNT; k++) {
+        Py_XDECREF(values[k]);
+    }
+    for (k = 1; k < 4; k++) {
+        Py_XDECREF(argv[k]);
+    }
+    return st;
+}
+
 /* The messages of the JSON text `t` (see tracehound_messages_from_json); `memo`'s text is a
  * str for a str text, bytes for UTF-8 bytes (a copy, made when the memo is updated). */
 static PyObject *
@@ -4000,7 +4355,7 @@ messages_of_text(jtext_t *t, PyObject *part_type, PyObject *message_type, PyObje
 {
     jtext_t prev;
     Py_ssize_t pos, reuse = 0, k;
-    PyObject *messages = NULL, *ends = NULL, *prev_messages = NULL, *prev_ends = NULL, *raw;
+    PyObject *messages = NULL, *ends = NULL, *prev_messages = NULL, *prev_ends = NULL;
     PyObject *message, *end, *prev_text, *text;
     int st = ST_OK, prev_usable;
 
@@ -4078,12 +4433,7 @@ messages_of_text(jtext_t *t, PyObject *part_type, PyObject *message_type, PyObje
             }
             pos = json_skip_ws(t, pos + 1);
         }
-        st = json_value(t, &pos, 1, &raw);
-        if (st != ST_OK) {
-            break;
-        }
-        st = convert_message(t->state, part_type, message_type, raw, &message);
-        Py_DECREF(raw);
+        st = json_message(t, &pos, part_type, message_type, &message);
         if (st != ST_OK) {
             break;
         }

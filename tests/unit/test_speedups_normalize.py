@@ -488,3 +488,85 @@ def test_what_a_held_span_keeps_is_mostly_not_tracked() -> None:
             assert not gc.is_tracked(getattr(span, name)), name
         span.problems.append("still a list")
         assert span.problems == ["still a list"]
+
+
+# --- messages read straight from their JSON -------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=6,
+)
+part_keys = st.sampled_from(
+    ["type", "kind", "content", "text", "id", "name", "arguments", "response", "result", "x"]
+)
+part_values = (
+    st.sampled_from(
+        ["text", "tool_call", "tool_call_response", "thinking", "tool_result", "", "c1"]
+    )
+    | json_values
+)
+
+
+def _key(draw: st.DrawFn, key: str) -> str:
+    """A key as JSON text, sometimes with an escape (the same key to json.loads)."""
+    text = json.dumps(key)
+    if key and draw(st.integers(0, 5)) == 0:
+        text = '"' + f"\\u{ord(key[0]):04x}" + json.dumps(key)[2:]
+    return text
+
+
+@st.composite
+def json_object_text(draw: st.DrawFn, members: list[tuple[str, str]]) -> str:
+    space = draw(st.sampled_from(["", " ", "\n  "]))
+    inner = f",{space}".join(f"{_key(draw, k)}:{space}{v}" for k, v in members)
+    return "{" + space + inner + space + "}"
+
+
+@st.composite
+def message_documents(draw: st.DrawFn) -> str:
+    messages = []
+    for _ in range(draw(st.integers(0, 3))):
+        members: list[tuple[str, str]] = []
+        for key in draw(
+            st.lists(
+                st.sampled_from(["role", "parts", "finish_reason", "content", "y"]), max_size=5
+            )
+        ):
+            if key == "parts" and draw(st.integers(0, 5)):
+                parts = []
+                for _ in range(draw(st.integers(0, 3))):
+                    if draw(st.integers(0, 6)) == 0:
+                        parts.append(json.dumps(draw(json_values)))
+                        continue
+                    pairs = [
+                        (k, json.dumps(draw(part_values), ensure_ascii=draw(st.booleans())))
+                        for k in draw(st.lists(part_keys, max_size=5))
+                    ]
+                    parts.append(draw(json_object_text(pairs)))
+                members.append((key, "[" + ", ".join(parts) + "]"))
+            else:
+                value = draw(st.sampled_from(["user", "assistant", "", "stop"]) | json_values)
+                members.append((key, json.dumps(value, ensure_ascii=False)))
+        messages.append(draw(json_object_text(members)) if draw(st.integers(0, 9)) else "3")
+    return "[" + ", ".join(messages) + "]" + draw(st.sampled_from(["", "", " ", "]"]))
+
+
+@SETTINGS
+@given(st.lists(message_documents(), min_size=1, max_size=3))
+def test_messages_read_from_json_as_json_loads_reads_them(documents: list[str]) -> None:
+    spans = [
+        {
+            "name": "chat m",
+            "attributes": [("gen_ai.operation.name", "chat"), ("gen_ai.input.messages", doc)],
+        }
+        for doc in documents
+    ]
+    raw = request_of(spans)
+    want = reference(raw)
+    assert native_run(wire_views(raw)) == want
+    # the str path (attributes decoded before), with its memo
+    views = wire_views(raw)
+    for view in views:
+        view.attributes  # noqa: B018
+    assert native_run(views) == want
