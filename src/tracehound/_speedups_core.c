@@ -1024,16 +1024,18 @@ PyDoc_STRVAR(genai_extract_doc,
 "a retrieval span, messages that json_loads and convert_messages do not take, token counts\n"
 "other than int or None, str subclasses, finish reasons other than str or None.");
 
-/* The span's lists of strings (finish reasons, system instructions; history, documents and
- * problems, empty) taken out of the cycle collector, as convert_messages does with the message
- * lists: what the code that maps spans puts in them (strings, messages, documents) can be in
- * no reference cycle. Tracked, they would be walked by every collection for as long as their
- * trace is held: with a trace's spans held until it ends, most of the collector's work. */
+/* The span's lists of strings (finish reasons, system instructions; messages, history,
+ * documents and problems when empty) taken out of the cycle collector, as convert_messages does
+ * with the message lists it makes: what the code that maps spans puts in them (strings,
+ * messages, documents) can be in no reference cycle. Tracked, they would be walked by every
+ * collection for as long as their trace is held: with a trace's spans held until it ends, most
+ * of the collector's work. */
 static int
 untrack_string_lists(PyObject *span)
 {
-    static const int fields[] = {F_FINISH_REASONS, F_SYSTEM_INSTRUCTIONS, F_HISTORY,
-                                 F_DOCUMENTS, F_PROBLEMS};
+    static const int fields[] = {F_FINISH_REASONS,  F_SYSTEM_INSTRUCTIONS, F_INPUT_MESSAGES,
+                                 F_OUTPUT_MESSAGES, F_HISTORY,             F_DOCUMENTS,
+                                 F_PROBLEMS};
     size_t k;
     for (k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
         PyObject *list = core_get(span, fields[k]);

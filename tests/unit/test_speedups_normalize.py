@@ -484,7 +484,15 @@ def test_what_a_held_span_keeps_is_mostly_not_tracked() -> None:
     spans = [_speedups.genai_normalize(view, conventions._NATIVE_NORMALIZE, memo) for view in views]
     assert not gc.is_tracked(views[1]._wire_at) and not gc.is_tracked(views[1]._events)
     for span in spans:
-        for name in ("finish_reasons", "system_instructions", "history", "documents", "problems"):
+        for name in (
+            "finish_reasons",
+            "system_instructions",
+            "input_messages",
+            "output_messages",
+            "history",
+            "documents",
+            "problems",
+        ):
             assert not gc.is_tracked(getattr(span, name)), name
         span.problems.append("still a list")
         assert span.problems == ["still a list"]
