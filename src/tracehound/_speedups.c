@@ -2346,6 +2346,14 @@ steps_from_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return steps;
 }
 
+PyObject *
+tracehound_steps_from_drafts(PyObject *module, PyObject *cls, PyObject *drafts,
+                             PyObject *default_run)
+{
+    PyObject *args[4] = {cls, drafts, Py_None, default_run};
+    return steps_from_drafts(module, args, 4);
+}
+
 PyDoc_STRVAR(convert_messages_doc,
 "convert_messages($module, data, part_type, message_type, /)\n"
 "--\n"

@@ -36,6 +36,10 @@ PyObject *tracehound_json_loads(PyObject *module, PyObject *text);
 PyObject *tracehound_convert_messages(PyObject *module, PyObject *data, PyObject *part_type,
                                       PyObject *message_type);
 
+/* steps_from_drafts(cls, drafts, None, default_run) of _speedups.c (its Python signature). */
+PyObject *tracehound_steps_from_drafts(PyObject *module, PyObject *cls, PyObject *drafts,
+                                       PyObject *default_run);
+
 /* Attribute access of slotted classes (the dataclasses of spans and steps) by the slot's
  * offset: one cache entry per attribute name and call site, for the class it last saw (held
  * by a strong reference, checked by its version tag). Anything else (a class without such a

@@ -231,6 +231,11 @@ class TrajectoryBuilder:
         return self._spans
 
     def add(self, span: NormalizedSpan) -> list[Step]:
+        native = _wire._native
+        if native is not None:  # the code below in one call
+            made_at_once: list[Step] | None = native.builder_add(self, span, _NATIVE_ADDING)
+            if made_at_once is not None:
+                return made_at_once
         span_id = span.view.span_id
         spans = self._spans
         if span_id in spans:
@@ -807,6 +812,10 @@ _NATIVE_DRAFTING = (
     _ERROR_SEQ,
     MAX_JSON_BYTES,
 )
+
+
+# What the C accelerator's `builder_add` adds a span with (`TrajectoryBuilder.add`).
+_NATIVE_ADDING = (_STATEFUL_OPERATIONS, _NATIVE_DRAFTING, _span_drafts, _draft_key, Step)
 
 
 # --- runs ---------------------------------------------------------------------------------------

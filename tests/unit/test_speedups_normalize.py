@@ -28,6 +28,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from tracehound import _speedups, _wire, conventions
 from tracehound.conventions import NormalizedSpan, normalize
 from tracehound.spans import ResourceView, SpanView, iter_proto_spans
+from tracehound.steps import _NATIVE_ADDING, TrajectoryBuilder
 
 SETTINGS = settings(
     max_examples=250,
@@ -578,3 +579,27 @@ def test_messages_read_from_json_as_json_loads_reads_them(documents: list[str]) 
     for view in views:
         view.attributes  # noqa: B018
     assert native_run(views) == want
+
+
+# --- builder_add ----------------------------------------------------------------------------------
+
+
+@needs_native
+def test_builder_add_declines_other_containers_and_does_not_leak() -> None:
+    raw = request_of([CHAT, TOOL, CHAT])
+    memo: list[Any] = [None, None, None]
+    for view in wire_views(raw):
+        conventions._name_flags(view.name)
+    spans = [normalize(view, None, memo) for view in wire_views(raw)]
+    odd = TrajectoryBuilder("t")
+    odd._spans = {}.items()  # type: ignore[assignment]
+    assert _speedups.builder_add(odd, spans[0], _NATIVE_ADDING) is None
+
+    def call() -> None:
+        builder = TrajectoryBuilder("t")
+        for span in spans:
+            assert span is not None
+            _speedups.builder_add(builder, span, _NATIVE_ADDING)
+        expecting(lambda: _speedups.builder_add(builder, spans[0], ()), TypeError)()
+
+    assert_leak_free(call, [*spans], 5_000)
