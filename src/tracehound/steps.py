@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from operator import is_, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, Literal
 
 from tracehound import _wire
@@ -286,9 +286,10 @@ def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
     return any(span.operation == "agent" and span.history for span in spans)
 
 
-def _span_order(span: NormalizedSpan) -> tuple[int, str]:
-    view = span.view
-    return (view.start_ns, view.span_id)
+# A span's place in the canonical order, (view.start_ns, view.span_id), read in C.
+_span_order: Callable[[NormalizedSpan], tuple[int, str]] = attrgetter(
+    "view.start_ns", "view.span_id"
+)
 
 
 def _canonical_order(spans: Iterable[NormalizedSpan]) -> list[NormalizedSpan]:
