@@ -434,6 +434,186 @@ decode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* --- span attributes with strings left on the wire ------------------------------------------ */
+
+/* decode_key_value for a top-level attribute whose key may be one of `lazy`: the string value
+ * of such a key is not decoded but located (None stands in the dict for it), the last
+ * occurrence of the key winning as in the dict. Unhandled for exactly what decode_key_value
+ * leaves unhandled, but for the invalid UTF-8 of a located string, which its reader checks. */
+static int
+decode_key_value_lazy(key_cache *keys, const uint8_t *p, const uint8_t *end, PyObject *dict,
+                      int n_lazy, const char *const *lazy, tracehound_wire_str *located)
+{
+    field_t f, key, value, member;
+    int have_key = 0, have_value = 0, st, which = -1, k, members = 0;
+    PyObject *kobj, *v;
+
+    key.ptr = value.ptr = NULL;
+    key.len = value.len = 0;
+    while (p < end) {
+        p = read_field(p, end, &f);
+        if (p == NULL || WRONG_WT(KEY_VALUE_WT, f)) {
+            return ST_UNHANDLED;
+        }
+        if (f.num == 1) {
+            if (have_key) {
+                return ST_UNHANDLED;
+            }
+            key = f;
+            have_key = 1;
+        }
+        else if (f.num == 2) {
+            if (have_value) {
+                return ST_UNHANDLED;
+            }
+            value = f;
+            have_value = 1;
+        }
+    }
+    for (k = 0; k < n_lazy && key.len > 0; k++) {
+        if (strlen(lazy[k]) == key.len && memcmp(lazy[k], key.ptr, key.len) == 0) {
+            which = k;
+            break;
+        }
+    }
+    v = NULL;
+    if (which >= 0 && have_value) { /* a string_value alone: located, not decoded */
+        const uint8_t *q = value.ptr, *qend = value.ptr + value.len;
+        memset(&member, 0, sizeof(member));
+        while (q < qend) {
+            q = read_field(q, qend, &f);
+            if (q == NULL || f.num >= sizeof(ANY_VALUE_WT) ||
+                ANY_VALUE_WT[f.num] != (int8_t)f.wt || members) {
+                return ST_UNHANDLED; /* as decode_any_value */
+            }
+            member = f;
+            members = 1;
+        }
+        if (members && member.num == 1) {
+            v = Py_NewRef(Py_None);
+        }
+    }
+    if (v != NULL) {
+        located[which].ptr = member.ptr;
+        located[which].len = (Py_ssize_t)member.len;
+    }
+    else {
+        if (which >= 0) {
+            located[which].ptr = NULL; /* its value is in the dict */
+        }
+        if (have_value) {
+            st = decode_any_value(keys, value.ptr, value.ptr + value.len, 0, &v);
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+        else {
+            v = Py_NewRef(Py_None);
+        }
+    }
+    st = decode_key(keys, key.ptr != NULL ? key.ptr : (const uint8_t *)"", key.len, &kobj);
+    if (st != ST_OK) {
+        Py_DECREF(v);
+        return st;
+    }
+    st = PyDict_SetItem(dict, kobj, v);
+    Py_DECREF(kobj);
+    Py_DECREF(v);
+    return st < 0 ? ST_ERROR : ST_OK;
+}
+
+int
+tracehound_span_attributes(PyObject *module, const uint8_t *p, const uint8_t *end, int n_lazy,
+                           const char *const *lazy, tracehound_wire_str *located,
+                           int *has_events, PyObject **out)
+{
+    key_cache *keys = module_keys(module);
+    PyObject *dict;
+    field_t f;
+    int st = ST_OK, k;
+
+    *out = NULL;
+    *has_events = 0;
+    for (k = 0; k < n_lazy; k++) {
+        located[k].ptr = NULL;
+        located[k].len = 0;
+    }
+    dict = PyDict_New();
+    if (dict == NULL) {
+        return ST_ERROR;
+    }
+    while (p < end) {
+        p = read_field(p, end, &f);
+        if (p == NULL) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (f.num == 11) {
+            *has_events = 1; /* Span.events, whatever its wire type */
+        }
+        if (f.num != 9) {
+            continue;
+        }
+        if (f.wt != 2) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        st = decode_key_value_lazy(keys, f.ptr, f.ptr + f.len, dict, n_lazy, lazy, located);
+        if (st != ST_OK) {
+            break;
+        }
+    }
+    if (st == ST_OK) {
+        *out = dict;
+    }
+    else {
+        Py_DECREF(dict);
+    }
+    return st;
+}
+
+int
+tracehound_span_fields_of(const uint8_t *p, const uint8_t *end, tracehound_span_fields *fields)
+{
+    field_t f, g;
+    memset(fields, 0, sizeof(*fields));
+    while (p < end) {
+        p = read_field(p, end, &f);
+        if (p == NULL) {
+            return ST_UNHANDLED;
+        }
+        if ((f.num == 7 || f.num == 8) && f.wt == 1) { /* fixed64 */
+            if (f.num == 7) {
+                fields->start = f.val;
+                fields->has_start = 1;
+            }
+            else {
+                fields->end = f.val;
+                fields->has_end = 1;
+            }
+        }
+        else if (f.num == 15 && f.wt == 2) { /* Status: message 2, code 3 */
+            const uint8_t *q = f.ptr, *qend = f.ptr + f.len;
+            while (q < qend) {
+                q = read_field(q, qend, &g);
+                if (q == NULL) {
+                    return ST_UNHANDLED;
+                }
+                if (g.num == 2 && g.wt == 2) {
+                    fields->message.ptr = g.ptr;
+                    fields->message.len = (Py_ssize_t)g.len;
+                    fields->has_message = 1;
+                }
+                else if (g.num == 3 && g.wt == 0) {
+                    fields->code = (int32_t)(uint32_t)g.val;
+                    fields->has_code = 1;
+                }
+            }
+        }
+    }
+    return ST_OK;
+}
+
 /* --- scan_trace_request --------------------------------------------------------------------- */
 
 typedef struct {
@@ -2166,6 +2346,14 @@ steps_from_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return steps;
 }
 
+PyObject *
+tracehound_steps_from_drafts(PyObject *module, PyObject *cls, PyObject *drafts,
+                             PyObject *default_run)
+{
+    PyObject *args[4] = {cls, drafts, Py_None, default_run};
+    return steps_from_drafts(module, args, 4);
+}
+
 PyDoc_STRVAR(convert_messages_doc,
 "convert_messages($module, data, part_type, message_type, /)\n"
 "--\n"
@@ -3044,11 +3232,16 @@ encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 #define JSON_MAX_NUMBER 20
 
 typedef struct {
-    PyObject *text;
+    PyObject *text; /* the str read (NULL when reading UTF-8 bytes) */
     int kind;
     const void *data;
     Py_ssize_t len;
     const speedups_state *state; /* its strings stand for the same short strings of the text */
+    /* 1: `data` is the UTF-8 encoding of the text (kind 1, read byte by byte), as an attribute
+     * arrives on the wire: the structure and every escape are ASCII, so the bytes are parsed
+     * as the characters are, and only the strings made are decoded (strictly: invalid UTF-8
+     * is unhandled, as decoding the whole text first would have failed) */
+    int utf8;
 } jtext_t;
 
 static ALWAYS_INLINE Py_UCS4
@@ -3244,6 +3437,128 @@ json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
     return NULL;
 }
 
+/* A str from strict UTF-8 bytes; invalid UTF-8 is unhandled (decoding the whole text would
+ * have failed). */
+static int
+json_utf8_str(const char *p, Py_ssize_t len, PyObject **out)
+{
+    *out = PyUnicode_DecodeUTF8(p, len, NULL);
+    if (*out != NULL) {
+        return ST_OK;
+    }
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        return ST_UNHANDLED;
+    }
+    return ST_ERROR;
+}
+
+static int json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out);
+
+/* json_string's escapes for UTF-8 bytes: the string's bytes from `start` (the first escape at
+ * `i`) with each escape replaced by the UTF-8 of its character, then decoded. An escape's
+ * encoding starts with a lead byte or is ASCII, so it never completes a truncated sequence of
+ * the bytes around it: the decoding fails exactly when the text's own bytes are invalid. */
+static int
+json_utf8_escaped(const jtext_t *t, Py_ssize_t start, Py_ssize_t i, Py_ssize_t *pos,
+                  PyObject **out)
+{
+    const uint8_t *d = t->data;
+    uint8_t *buf;
+    Py_ssize_t j, run;
+    Py_UCS4 c;
+    int st = ST_OK;
+
+    /* never longer than the rest of the text: an escape of 2 or 6 bytes gives at most 3 */
+    buf = PyMem_Malloc((size_t)(t->len - start) + 1);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    j = i - start;
+    memcpy(buf, d + start, (size_t)j);
+    for (;;) {
+        if (i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        c = d[i];
+        if (c == '"') {
+            break;
+        }
+        if (c < 0x20) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (c != '\\') {
+            run = json_plain_run(t, i);
+            memcpy(buf + j, d + i, (size_t)(run - i));
+            j += run - i;
+            i = run;
+            continue;
+        }
+        if (++i >= t->len) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        c = d[i++];
+        switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+            break;
+        case 'b':
+            c = '\b';
+            break;
+        case 'f':
+            c = '\f';
+            break;
+        case 'n':
+            c = '\n';
+            break;
+        case 'r':
+            c = '\r';
+            break;
+        case 't':
+            c = '\t';
+            break;
+        case 'u':
+            st = json_hex4(t, i, &c);
+            i += 4;
+            if (st == ST_OK && c >= 0xD800 && c <= 0xDFFF) {
+                st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
+            }
+            break;
+        default:
+            st = ST_UNHANDLED;
+            break;
+        }
+        if (st != ST_OK) {
+            break;
+        }
+        if (c < 0x80) {
+            buf[j++] = (uint8_t)c;
+        }
+        else if (c < 0x800) {
+            buf[j++] = (uint8_t)(0xC0 | (c >> 6));
+            buf[j++] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+        else {
+            buf[j++] = (uint8_t)(0xE0 | (c >> 12));
+            buf[j++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            buf[j++] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+    }
+    if (st == ST_OK) {
+        st = json_utf8_str((const char *)buf, j, out);
+        if (st == ST_OK) {
+            *pos = i + 1;
+        }
+    }
+    PyMem_Free(buf);
+    return st;
+}
+
 /* A string whose opening quote is at *pos - 1; *pos is left after its closing quote. */
 static int
 json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
@@ -3263,6 +3578,13 @@ json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
             *pos = i + 1;
             return ST_OK;
         }
+        if (t->utf8) {
+            st = json_utf8_str((const char *)t->data + start, i - start, out);
+            if (st == ST_OK) {
+                *pos = i + 1;
+            }
+            return st;
+        }
         *out = PyUnicode_Substring(t->text, start, i);
         if (*out == NULL) {
             return ST_ERROR;
@@ -3272,6 +3594,9 @@ json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
     }
     if (c != '\\') {
         return ST_UNHANDLED; /* a control character: json.loads (strict) rejects it */
+    }
+    if (t->utf8) {
+        return json_utf8_escaped(t, start, i, pos, out);
     }
     /* with escapes: the characters into a buffer (never longer than the rest of the text) */
     buf = PyMem_Malloc((size_t)(t->len - start) * sizeof(Py_UCS4));
@@ -3412,7 +3737,8 @@ json_number(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
     if (i - start > JSON_MAX_NUMBER) {
         return ST_UNHANDLED;
     }
-    digits = PyUnicode_Substring(t->text, start, i);
+    digits = t->utf8 ? PyUnicode_FromStringAndSize((const char *)t->data + start, i - start)
+                     : PyUnicode_Substring(t->text, start, i);
     if (digits == NULL) {
         return ST_ERROR;
     }
@@ -3630,6 +3956,7 @@ json_loads(PyObject *module, PyObject *text)
     t.kind = PyUnicode_KIND(text);
     t.data = PyUnicode_DATA(text);
     t.len = PyUnicode_GET_LENGTH(text);
+    t.utf8 = 0;
     pos = json_skip_ws(&t, 0);
     st = json_value(&t, &pos, 0, &value);
     if (st == ST_OK && json_skip_ws(&t, pos) != t.len) {
@@ -3674,46 +4001,401 @@ common_prefix(const jtext_t *a, const jtext_t *b)
     return i;
 }
 
-PyObject *
-tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_type,
-                              PyObject *message_type, PyObject *memo)
-{
-    jtext_t t, prev;
-    Py_ssize_t pos, reuse = 0, k;
-    PyObject *messages = NULL, *ends = NULL, *prev_messages = NULL, *prev_ends = NULL, *raw;
-    PyObject *message, *end;
-    int st = ST_OK;
+/* --- messages read straight from the JSON --------------------------------------------------- */
 
-    t.state = PyModule_GetState(module);
-    if (t.state == NULL) {
-        PyErr_SetString(PyExc_SystemError, "messages_from_json(): no module state");
-        return NULL;
+/*
+ * json_message reads one message object of a messages document and makes its Message as
+ * convert_message(json_value(...)) makes it, without the dicts and lists of the decoded JSON:
+ * the values of the keys convert_message reads are kept (the last one of a key written twice,
+ * as in the dict), a `parts` array is read part by part into its Part objects, and the values
+ * of other keys are read and dropped. The same depths as json_value's, the same checks; what
+ * convert_message would leave unhandled is unhandled here too (and anything the direct reading
+ * does not take: then the caller reads the message the other way).
+ */
+
+/* The part keys convert_part reads, in this order. */
+enum { PK_TYPE, PK_KIND, PK_CONTENT, PK_TEXT, PK_ID, PK_NAME, PK_ARGUMENTS, PK_RESPONSE,
+       PK_RESULT, PK_COUNT };
+static const int PART_KEY_STRING[PK_COUNT] = {S_TYPE, S_KIND, S_CONTENT, S_TEXT, S_ID,
+                                              S_NAME, S_ARGUMENTS, S_RESPONSE, S_RESULT};
+
+/* Which of the n strings `which` (S_* indexes) the key is: by identity first (json_known_string
+ * hands out the module's strings), then by value (a key written with escapes); -1 for none. */
+static int
+known_key(const jtext_t *t, PyObject *key, const int *which, int n)
+{
+    int k;
+    for (k = 0; k < n; k++) {
+        if (key == t->state->str[which[k]]) {
+            return k;
+        }
     }
-    if (!PyUnicode_CheckExact(text) || !PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3) {
-        Py_RETURN_NONE;
+    for (k = 0; k < n; k++) {
+        if (PyUnicode_Compare(key, t->state->str[which[k]]) == 0) {
+            return k;
+        }
     }
-    t.text = text;
-    t.kind = PyUnicode_KIND(text);
-    t.data = PyUnicode_DATA(text);
-    t.len = PyUnicode_GET_LENGTH(text);
-    pos = json_skip_ws(&t, 0);
-    if (pos >= t.len || jread(&t, pos) != '[') {
+    return -1;
+}
+
+/* Reads the members of the object whose '{' is at *pos - 1 (depth: the object's), keeping in
+ * values[k] the last value of each key `keys[k]` (k < n) and, for the key number `list_key`
+ * (-1: none) when its value is an array, what read_item makes of each item instead (a list);
+ * *pos is left after the closing '}'. */
+typedef int (*item_reader)(const jtext_t *t, Py_ssize_t *pos, int depth, void *arg,
+                           PyObject **out);
+
+static int
+json_members(const jtext_t *t, Py_ssize_t *pos, int depth, const int *keys, int n,
+             PyObject **values, int list_key, item_reader read_item, void *arg)
+{
+    Py_ssize_t i = json_skip_ws(t, *pos);
+    PyObject *key, *value, *item;
+    int st = ST_OK, k;
+
+    if (i < t->len && jread(t, i) == '}') {
+        *pos = i + 1;
+        return ST_OK;
+    }
+    for (;;) {
+        if (i >= t->len || jread(t, i) != '"') {
+            return ST_UNHANDLED;
+        }
+        i++;
+        st = json_string(t, &i, &key);
+        if (st != ST_OK) {
+            return st;
+        }
+        k = known_key(t, key, keys, n);
+        Py_DECREF(key);
+        i = json_skip_ws(t, i);
+        if (i >= t->len || jread(t, i) != ':') {
+            return ST_UNHANDLED;
+        }
+        i = json_skip_ws(t, i + 1);
+        if (k >= 0 && k == list_key && i < t->len && jread(t, i) == '[') {
+            /* json_array at depth + 1, each item read by read_item at depth + 2 */
+            if (depth + 1 > JSON_MAX_DEPTH) {
+                return ST_UNHANDLED;
+            }
+            value = PyList_New(0);
+            if (value == NULL) {
+                return ST_ERROR;
+            }
+            i = json_skip_ws(t, i + 1);
+            if (i < t->len && jread(t, i) == ']') {
+                i++;
+            }
+            else {
+                for (;;) {
+                    if (i >= t->len || depth + 2 > JSON_MAX_DEPTH) {
+                        st = ST_UNHANDLED;
+                        break;
+                    }
+                    st = read_item(t, &i, depth + 2, arg, &item);
+                    if (st != ST_OK) {
+                        break;
+                    }
+                    st = PyList_Append(value, item) < 0 ? ST_ERROR : ST_OK;
+                    Py_DECREF(item);
+                    if (st != ST_OK) {
+                        break;
+                    }
+                    i = json_skip_ws(t, i);
+                    if (i >= t->len) {
+                        st = ST_UNHANDLED;
+                        break;
+                    }
+                    if (jread(t, i) == ']') {
+                        i++;
+                        break;
+                    }
+                    if (jread(t, i) != ',') {
+                        st = ST_UNHANDLED;
+                        break;
+                    }
+                    i = json_skip_ws(t, i + 1);
+                }
+                if (st != ST_OK) {
+                    Py_DECREF(value);
+                    return st;
+                }
+            }
+        }
+        else {
+            st = json_value(t, &i, depth + 1, &value);
+            if (st != ST_OK) {
+                return st;
+            }
+        }
+        if (k >= 0) {
+            Py_XSETREF(values[k], value); /* the last value wins */
+        }
+        else {
+            Py_DECREF(value);
+        }
+        i = json_skip_ws(t, i);
+        if (i >= t->len) {
+            return ST_UNHANDLED;
+        }
+        if (jread(t, i) == '}') {
+            *pos = i + 1;
+            return ST_OK;
+        }
+        if (jread(t, i) != ',') {
+            return ST_UNHANDLED;
+        }
+        i = json_skip_ws(t, i + 1);
+    }
+}
+
+/* get_or over kept values: the first true one of values[a], values[b] (b -1: none), else
+ * `fallback` (a new reference). */
+static int
+kept_or(PyObject **values, int a, int b, PyObject *fallback, PyObject **out)
+{
+    int keys[2] = {a, b}, k, truth, st;
+    for (k = 0; k < 2 && keys[k] >= 0; k++) {
+        PyObject *value = values[keys[k]];
+        if (value == NULL) {
+            continue;
+        }
+        st = json_truth(value, &truth);
+        if (st != ST_OK) {
+            return st;
+        }
+        if (truth) {
+            *out = new_ref(value);
+            return ST_OK;
+        }
+    }
+    *out = new_ref(fallback);
+    return ST_OK;
+}
+
+/* get_str_or_none over a kept value (NULL: absent). */
+static int
+kept_str_or_none(PyObject *value, int opt_str, PyObject **out)
+{
+    if (value == NULL || value == Py_None) {
+        *out = new_ref(Py_None);
+        return ST_OK;
+    }
+    if (!PyUnicode_CheckExact(value)) {
+        return ST_UNHANDLED;
+    }
+    *out = new_ref(opt_str && PyUnicode_GET_LENGTH(value) == 0 ? Py_None : value);
+    return ST_OK;
+}
+
+typedef struct {
+    PyObject *part_type;
+} part_reader_arg;
+
+/* A part (an item of `parts`) at *pos, made as convert_part makes it. */
+static int
+json_part(const jtext_t *t, Py_ssize_t *pos, int depth, void *arg, PyObject **out)
+{
+    PyObject *part_type = ((part_reader_arg *)arg)->part_type;
+    PyObject *values[PK_COUNT] = {NULL}, *argv[7] = {NULL}, *ptype = NULL, *raw;
+    const speedups_state *s = t->state;
+    size_t nargs = 2;
+    int st, kind, k;
+
+    *out = NULL;
+    if (jread(t, *pos) != '{') { /* a bare string is Part("text", s); anything else unhandled */
+        st = json_value(t, pos, depth, &raw);
+        if (st != ST_OK) {
+            return st;
+        }
+        if (!PyUnicode_CheckExact(raw)) {
+            Py_DECREF(raw);
+            return ST_UNHANDLED;
+        }
+        argv[1] = new_ref(s->str[S_TEXT]);
+        argv[2] = raw;
+        goto call;
+    }
+    *pos += 1;
+    st = json_members(t, pos, depth, PART_KEY_STRING, PK_COUNT, values, -1, NULL, NULL);
+    if (st == ST_OK) {
+        st = kept_or(values, PK_TYPE, PK_KIND, s->str[S_TEXT], &ptype);
+    }
+    if (st == ST_OK && !PyUnicode_CheckExact(ptype)) {
+        st = ST_UNHANDLED;
+    }
+    if (st != ST_OK) {
+        goto done;
+    }
+    kind = part_kind(ptype);
+    switch (kind) {
+    case -1:
+        st = ST_ERROR;
+        break;
+    case PT_TOOL_CALL:
+        nargs = 5;
+        argv[1] = new_ref(s->str[S_TOOL_CALL]);
+        argv[2] = new_ref(Py_None);
+        st = kept_str_or_none(values[PK_ID], 1, &argv[3]);
+        if (st == ST_OK) {
+            st = kept_str_or_none(values[PK_NAME], 1, &argv[4]);
+        }
+        if (st == ST_OK) {
+            argv[5] = new_ref(values[PK_ARGUMENTS] != NULL ? values[PK_ARGUMENTS] : Py_None);
+        }
+        break;
+    case PT_TOOL_CALL_RESPONSE: {
+        PyObject *response = values[PK_RESPONSE] != NULL  ? values[PK_RESPONSE]
+                             : values[PK_RESULT] != NULL ? values[PK_RESULT]
+                                                         : Py_None;
+        nargs = 6;
+        if (response != Py_None && !PyUnicode_CheckExact(response)) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        argv[1] = new_ref(s->str[S_TOOL_CALL_RESPONSE]);
+        argv[5] = new_ref(Py_None);
+        argv[6] = new_ref(response);
+        argv[2] = new_ref(response);
+        st = kept_str_or_none(values[PK_ID], 1, &argv[3]);
+        if (st == ST_OK) {
+            st = kept_str_or_none(values[PK_NAME], 1, &argv[4]);
+        }
+        break;
+    }
+    default:
+        argv[1] = new_ref(kind == PT_THINKING ? s->str[S_REASONING] : ptype);
+        if (values[PK_CONTENT] != NULL) {
+            if (values[PK_CONTENT] == Py_None || PyUnicode_CheckExact(values[PK_CONTENT])) {
+                argv[2] = new_ref(values[PK_CONTENT]);
+            }
+            else {
+                st = ST_UNHANDLED;
+            }
+        }
+        else {
+            st = kept_str_or_none(values[PK_TEXT], 0, &argv[2]);
+        }
+        break;
+    }
+call:
+    if (st == ST_OK) {
+        *out = PyObject_Vectorcall(part_type, argv + 1, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            untrack(*out);
+        }
+    }
+done:
+    Py_XDECREF(ptype);
+    for (k = 0; k < PK_COUNT; k++) {
+        Py_XDECREF(values[k]);
+    }
+    for (k = 1; k < 7; k++) {
+        Py_XDECREF(argv[k]);
+    }
+    return st;
+}
+
+/* The message keys convert_message reads, in this order. */
+enum { MK_ROLE, MK_PARTS, MK_FINISH_REASON, MK_COUNT };
+static const int MESSAGE_KEY_STRING[MK_COUNT] = {S_ROLE, S_PARTS, S_FINISH_REASON};
+
+/* A message at *pos (an element of the document's array, depth 1), made as
+ * convert_message(json_value(...)) makes it. */
+static int
+json_message(const jtext_t *t, Py_ssize_t *pos, PyObject *part_type, PyObject *message_type,
+             PyObject **out)
+{
+    PyObject *values[MK_COUNT] = {NULL}, *argv[4] = {NULL};
+    const speedups_state *s = t->state;
+    part_reader_arg arg;
+    int st, k;
+
+    *out = NULL;
+    if (*pos >= t->len || jread(t, *pos) != '{') {
+        return ST_UNHANDLED; /* not an object: convert_message leaves it (a problem) */
+    }
+    *pos += 1;
+    arg.part_type = part_type;
+    st = json_members(t, pos, 1, MESSAGE_KEY_STRING, MK_COUNT, values, MK_PARTS, json_part,
+                      &arg);
+    if (st == ST_OK) { /* raw.get("role") or "assistant", which must be a str */
+        st = kept_or(values, MK_ROLE, -1, s->str[S_ASSISTANT], &argv[1]);
+    }
+    if (st == ST_OK && !PyUnicode_CheckExact(argv[1])) {
+        st = ST_UNHANDLED;
+    }
+    if (st == ST_OK && (values[MK_PARTS] == NULL || !PyList_CheckExact(values[MK_PARTS]))) {
+        st = ST_UNHANDLED; /* no `parts` (read as `content`), or not a list (a problem) */
+    }
+    if (st == ST_OK) {
+        argv[2] = new_ref(values[MK_PARTS]);
+        st = kept_str_or_none(values[MK_FINISH_REASON], 1, &argv[3]);
+    }
+    if (st == ST_OK) {
+        untrack(argv[2]);
+        *out = PyObject_Vectorcall(message_type, argv + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                   NULL);
+        if (*out == NULL) {
+            st = ST_ERROR;
+        }
+        else {
+            untrack(*out);
+        }
+    }
+    for (k = 0; k < MK_COUNT; k++) {
+        Py_XDECREF(values[k]);
+    }
+    for (k = 1; k < 4; k++) {
+        Py_XDECREF(argv[k]);
+    }
+    return st;
+}
+
+/* The messages of the JSON text `t` (see tracehound_messages_from_json); `memo`'s text is a
+ * str for a str text, bytes for UTF-8 bytes (a copy, made when the memo is updated). */
+static PyObject *
+messages_of_text(jtext_t *t, PyObject *part_type, PyObject *message_type, PyObject *memo)
+{
+    jtext_t prev;
+    Py_ssize_t pos, reuse = 0, k;
+    PyObject *messages = NULL, *ends = NULL, *prev_messages = NULL, *prev_ends = NULL;
+    PyObject *message, *end, *prev_text, *text;
+    int st = ST_OK, prev_usable;
+
+    pos = json_skip_ws(t, 0);
+    if (pos >= t->len || jread(t, pos) != '[') {
         Py_RETURN_NONE; /* not an array: json_loads and the Python code decide */
     }
-    pos = json_skip_ws(&t, pos + 1);
+    pos = json_skip_ws(t, pos + 1);
     /* the messages the previous text ended within the common prefix: the same characters
      * from the same start, so the same JSON and the same messages */
-    prev.text = PyList_GET_ITEM(memo, 0);
-    prev_messages = PyList_GET_ITEM(memo, 1);
-    prev_ends = PyList_GET_ITEM(memo, 2);
-    if (PyUnicode_CheckExact(prev.text) && PyUnicode_KIND(prev.text) == t.kind &&
-        PyList_CheckExact(prev_messages) && PyList_CheckExact(prev_ends) &&
+    prev_text = memo != NULL ? PyList_GET_ITEM(memo, 0) : Py_None;
+    prev_messages = memo != NULL ? PyList_GET_ITEM(memo, 1) : Py_None;
+    prev_ends = memo != NULL ? PyList_GET_ITEM(memo, 2) : Py_None;
+    if (t->utf8) {
+        prev_usable = PyBytes_CheckExact(prev_text);
+        if (prev_usable) {
+            prev.data = PyBytes_AS_STRING(prev_text);
+            prev.len = PyBytes_GET_SIZE(prev_text);
+        }
+    }
+    else {
+        prev_usable = PyUnicode_CheckExact(prev_text) && PyUnicode_KIND(prev_text) == t->kind;
+        if (prev_usable) {
+            prev.data = PyUnicode_DATA(prev_text);
+            prev.len = PyUnicode_GET_LENGTH(prev_text);
+        }
+    }
+    if (prev_usable && PyList_CheckExact(prev_messages) && PyList_CheckExact(prev_ends) &&
         PyList_GET_SIZE(prev_messages) == PyList_GET_SIZE(prev_ends)) {
         Py_ssize_t same;
-        prev.kind = t.kind;
-        prev.data = PyUnicode_DATA(prev.text);
-        prev.len = PyUnicode_GET_LENGTH(prev.text);
-        same = common_prefix(&t, &prev);
+        prev.kind = t->kind;
+        same = common_prefix(t, &prev);
         while (reuse < PyList_GET_SIZE(prev_ends)) {
             Py_ssize_t prev_end = PyLong_AsSsize_t(PyList_GET_ITEM(prev_ends, reuse));
             if (prev_end < 0 || prev_end > same) {
@@ -3723,7 +4405,7 @@ tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_t
             reuse++;
         }
     }
-    Py_INCREF(memo);
+    Py_XINCREF(memo);
     messages = PyList_New(0);
     ends = PyList_New(0);
     if (messages == NULL || ends == NULL) {
@@ -3738,33 +4420,28 @@ tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_t
     if (st == ST_OK && reuse > 0) {
         pos = PyLong_AsSsize_t(PyList_GET_ITEM(ends, reuse - 1));
     }
-    else if (st == ST_OK && pos < t.len && jread(&t, pos) == ']') {
+    else if (st == ST_OK && pos < t->len && jread(t, pos) == ']') {
         pos++; /* [] */
         goto closed;
     }
     while (st == ST_OK) {
         if (PyList_GET_SIZE(messages) > 0) { /* after an element: ',' or the closing ']' */
-            pos = json_skip_ws(&t, pos);
-            if (pos >= t.len) {
+            pos = json_skip_ws(t, pos);
+            if (pos >= t->len) {
                 st = ST_UNHANDLED;
                 break;
             }
-            if (jread(&t, pos) == ']') {
+            if (jread(t, pos) == ']') {
                 pos++;
                 break;
             }
-            if (jread(&t, pos) != ',') {
+            if (jread(t, pos) != ',') {
                 st = ST_UNHANDLED;
                 break;
             }
-            pos = json_skip_ws(&t, pos + 1);
+            pos = json_skip_ws(t, pos + 1);
         }
-        st = json_value(&t, &pos, 1, &raw);
-        if (st != ST_OK) {
-            break;
-        }
-        st = convert_message(t.state, part_type, message_type, raw, &message);
-        Py_DECREF(raw);
+        st = json_message(t, &pos, part_type, message_type, &message);
         if (st != ST_OK) {
             break;
         }
@@ -3776,18 +4453,21 @@ tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_t
         Py_XDECREF(end);
     }
 closed:
-    if (st == ST_OK && json_skip_ws(&t, pos) != t.len) {
+    if (st == ST_OK && json_skip_ws(t, pos) != t->len) {
         st = ST_UNHANDLED; /* extra data */
     }
-    if (st == ST_OK) { /* the memo now holds this text's messages */
+    if (st == ST_OK) {
         untrack(messages);
-        if (PyList_SetItem(memo, 0, Py_NewRef(text)) < 0 ||
+    }
+    if (st == ST_OK && memo != NULL) { /* the memo now holds this text's messages */
+        text = t->utf8 ? PyBytes_FromStringAndSize(t->data, t->len) : Py_NewRef(t->text);
+        if (text == NULL || PyList_SetItem(memo, 0, text) < 0 ||
             PyList_SetItem(memo, 1, Py_NewRef(messages)) < 0 ||
             PyList_SetItem(memo, 2, Py_NewRef(ends)) < 0) {
             st = ST_ERROR;
         }
     }
-    Py_DECREF(memo);
+    Py_XDECREF(memo);
     Py_XDECREF(ends);
     if (st == ST_OK) {
         return messages;
@@ -3797,6 +4477,53 @@ closed:
         return NULL;
     }
     Py_RETURN_NONE;
+}
+
+PyObject *
+tracehound_messages_from_json(PyObject *module, PyObject *text, PyObject *part_type,
+                              PyObject *message_type, PyObject *memo)
+{
+    jtext_t t;
+
+    t.state = PyModule_GetState(module);
+    if (t.state == NULL) {
+        PyErr_SetString(PyExc_SystemError, "messages_from_json(): no module state");
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(text) || !PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3) {
+        Py_RETURN_NONE;
+    }
+    t.text = text;
+    t.kind = PyUnicode_KIND(text);
+    t.data = PyUnicode_DATA(text);
+    t.len = PyUnicode_GET_LENGTH(text);
+    t.utf8 = 0;
+    return messages_of_text(&t, part_type, message_type, memo);
+}
+
+PyObject *
+tracehound_messages_from_utf8(PyObject *module, const char *data, Py_ssize_t len,
+                              PyObject *part_type, PyObject *message_type, PyObject *memo)
+{
+    jtext_t t;
+
+    t.state = PyModule_GetState(module);
+    if (t.state == NULL) {
+        PyErr_SetString(PyExc_SystemError, "messages_from_utf8(): no module state");
+        return NULL;
+    }
+    if (memo == Py_None) {
+        memo = NULL;
+    }
+    else if (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3) {
+        Py_RETURN_NONE;
+    }
+    t.text = NULL;
+    t.kind = PyUnicode_1BYTE_KIND;
+    t.data = data;
+    t.len = len;
+    t.utf8 = 1;
+    return messages_of_text(&t, part_type, message_type, memo);
 }
 
 PyObject *

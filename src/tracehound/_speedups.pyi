@@ -1,6 +1,6 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from types import NotImplementedType
 from typing import Any, TypeVar
@@ -47,8 +47,19 @@ def genai_extract(
     memo: list[Any] | None = None,
     /,
 ) -> Any | None: ...
+def genai_normalize(
+    view: object, config: tuple[Any, ...], memo: list[Any] | None, /
+) -> Any | None: ...
 def span_drafts(span: object, state: object, config: tuple[Any, ...], /) -> Any | None: ...
+def builder_add(builder: object, span: object, config: tuple[Any, ...], /) -> Any | None: ...
 def canonical_arguments(value: object, max_json: int, /) -> str | None: ...
+
+class SlotProperty:
+    fget: Callable[[Any], Any]
+    slot: Any
+    def __init__(self, slot: Any, fget: Callable[[Any], Any], /) -> None: ...
+    def __get__(self, obj: Any, cls: type[Any] | None = None, /) -> Any: ...
+    def __set__(self, obj: Any, value: Any, /) -> None: ...
 
 class SlotsMaker:
     def __init__(

@@ -64,6 +64,17 @@ enum {
     K_ERROR_TYPE,
     F_STATUS_CODE,
     F_ERROR,
+    V_NAME,
+    V_SCOPE_NAME,
+    V_ATTRIBUTES,
+    V_WIRE_AT,
+    V_EVENTS,
+    V_PENDING,
+    V_START,
+    V_END,
+    V_STATUS_CODE,
+    V_STATUS_MESSAGE,
+    F_PROBLEMS,
     C_COUNT
 };
 
@@ -112,6 +123,17 @@ static const char *const CORE_STRING[C_COUNT] = {
     [K_ERROR_TYPE] = "error.type",
     [F_STATUS_CODE] = "status_code",
     [F_ERROR] = "error",
+    [V_NAME] = "name",
+    [V_SCOPE_NAME] = "scope_name",
+    [V_ATTRIBUTES] = "_attributes",
+    [V_WIRE_AT] = "_wire_at",
+    [V_EVENTS] = "_events",
+    [V_PENDING] = "_pending",
+    [V_START] = "_start_ns",
+    [V_END] = "_end_ns",
+    [V_STATUS_CODE] = "_status_code",
+    [V_STATUS_MESSAGE] = "_status_message",
+    [F_PROBLEMS] = "problems",
 };
 
 /* Interned once per process (interned strings live as long as the interpreter's table). */
@@ -371,6 +393,142 @@ static PyType_Spec maker_spec = {
 #endif
     ,
     maker_slots,
+};
+
+/* --- SlotProperty ---------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *slot; /* the member descriptor of the slot read */
+    PyObject *fget; /* what reads the value when the slot holds none */
+    Py_ssize_t offset;
+} SlotProperty;
+
+static PyObject *
+slotprop_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    SlotProperty *p = (SlotProperty *)self;
+    PyObject *value;
+    (void)type;
+    if (obj == NULL) {
+        return Py_NewRef(self);
+    }
+    if (!PyObject_TypeCheck(obj, PyDescr_TYPE(p->slot))) {
+        return PyObject_CallOneArg(p->fget, obj); /* not an instance: the function decides */
+    }
+    value = *(PyObject **)((char *)obj + p->offset);
+    if (value != NULL && value != Py_None) {
+        return Py_NewRef(value);
+    }
+    return PyObject_CallOneArg(p->fget, obj);
+}
+
+static int
+slotprop_set(PyObject *self, PyObject *obj, PyObject *value)
+{
+    (void)obj;
+    (void)value;
+    PyErr_Format(PyExc_AttributeError, "property of %R has no setter or deleter",
+                 ((SlotProperty *)self)->fget);
+    return -1;
+}
+
+static PyObject *
+slotprop_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *slot, *fget;
+    PyMemberDef *member;
+    SlotProperty *self;
+
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "SlotProperty() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OO:SlotProperty", &slot, &fget)) {
+        return NULL;
+    }
+    member = Py_IS_TYPE(slot, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)slot)->d_member
+                                                   : NULL;
+    if (member == NULL || member->type != T_OBJECT_EX || member->offset <= 0) {
+        PyErr_SetString(PyExc_TypeError, "SlotProperty() takes an object slot's descriptor");
+        return NULL;
+    }
+    if (!PyCallable_Check(fget)) {
+        PyErr_SetString(PyExc_TypeError, "SlotProperty() takes a callable");
+        return NULL;
+    }
+    self = (SlotProperty *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->slot = Py_NewRef(slot);
+    self->fget = Py_NewRef(fget);
+    self->offset = member->offset;
+    return (PyObject *)self;
+}
+
+static int
+slotprop_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    SlotProperty *self = (SlotProperty *)obj;
+    Py_VISIT(Py_TYPE(obj));
+    Py_VISIT(self->slot);
+    Py_VISIT(self->fget);
+    return 0;
+}
+
+static int
+slotprop_clear(PyObject *obj)
+{
+    SlotProperty *self = (SlotProperty *)obj;
+    Py_CLEAR(self->slot);
+    Py_CLEAR(self->fget);
+    return 0;
+}
+
+static void
+slotprop_dealloc(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
+    slotprop_clear(obj);
+    type->tp_free(obj);
+    Py_DECREF(type);
+}
+
+static PyMemberDef slotprop_members[] = {
+    {"fget", T_OBJECT, offsetof(SlotProperty, fget), READONLY, NULL},
+    {"slot", T_OBJECT, offsetof(SlotProperty, slot), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(slotprop_doc,
+"SlotProperty(slot, fget, /)\n"
+"--\n"
+"\n"
+"A read-only property whose value is what the object slot `slot` (its member descriptor)\n"
+"holds, unless it holds None or nothing: fget(obj) then. The property\n"
+"`property(fget)` for a function that returns that slot's value when it is set and not None,\n"
+"read without calling it (a lazily filled field, read many times once filled).");
+
+static PyType_Slot slotprop_slots[] = {
+    {Py_tp_new, slotprop_new},
+    {Py_tp_dealloc, slotprop_dealloc},
+    {Py_tp_traverse, slotprop_traverse},
+    {Py_tp_clear, slotprop_clear},
+    {Py_tp_descr_get, slotprop_get},
+    {Py_tp_descr_set, slotprop_set},
+    {Py_tp_members, slotprop_members},
+    {Py_tp_doc, (void *)slotprop_doc},
+    {0, NULL},
+};
+
+static PyType_Spec slotprop_spec = {
+    "tracehound._speedups.SlotProperty",
+    sizeof(SlotProperty),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    slotprop_slots,
 };
 
 /* --- text_size ------------------------------------------------------------------------------- */
@@ -688,11 +846,26 @@ finish_reasons_of(PyObject *value, PyObject **out)
 /* _messages.parse_messages(value) when it records no problem and the C paths build it: a JSON
  * str (json_loads) or a list, converted by convert_messages (a new reference). */
 static int
-parse_messages(PyObject *module, PyObject *value, PyObject *part_type, PyObject *message_type,
-               Py_ssize_t max_json, PyObject *memo, PyObject **out)
+parse_messages(PyObject *module, PyObject *value, const tracehound_wire_str *located,
+               PyObject *part_type, PyObject *message_type, Py_ssize_t max_json, PyObject *memo,
+               PyObject **out)
 {
     PyObject *data, *decoded = NULL;
     *out = NULL;
+    if (located != NULL && located->ptr != NULL) { /* the str's UTF-8, left on the wire */
+        /* its length in characters is at most its length in bytes; past the limit in bytes,
+         * the Python code decides */
+        if (located->len > max_json) {
+            return ST_UNHANDLED;
+        }
+        *out = tracehound_messages_from_utf8(module, (const char *)located->ptr, located->len,
+                                             part_type, message_type, memo);
+        if (*out == Py_None) {
+            Py_CLEAR(*out);
+            return ST_UNHANDLED;
+        }
+        return *out != NULL ? ST_OK : ST_ERROR;
+    }
     if (value == Py_None) {
         *out = PyList_New(0);
         return *out != NULL ? ST_OK : ST_ERROR;
@@ -851,45 +1024,79 @@ PyDoc_STRVAR(genai_extract_doc,
 "a retrieval span, messages that json_loads and convert_messages do not take, token counts\n"
 "other than int or None, str subclasses, finish reasons other than str or None.");
 
-static PyObject *
-genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The span's lists of strings (finish reasons, system instructions; messages, history,
+ * documents and problems when empty) taken out of the cycle collector, as convert_messages does
+ * with the message lists it makes: what the code that maps spans puts in them (strings,
+ * messages, documents) can be in no reference cycle. Tracked, they would be walked by every
+ * collection for as long as their trace is held: with a trace's spans held until it ends, most
+ * of the collector's work. */
+static int
+untrack_string_lists(PyObject *span)
 {
-    PyObject *view, *attributes, *config, *memo, *operation = NULL, *span = NULL, *value;
+    static const int fields[] = {F_FINISH_REASONS,  F_SYSTEM_INSTRUCTIONS, F_INPUT_MESSAGES,
+                                 F_OUTPUT_MESSAGES, F_HISTORY,             F_DOCUMENTS,
+                                 F_PROBLEMS};
+    size_t k;
+    for (k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+        PyObject *list = core_get(span, fields[k]);
+        Py_ssize_t i;
+        int strings = 1;
+        if (list == NULL) {
+            return ST_ERROR;
+        }
+        if (PyList_CheckExact(list) && PyObject_GC_IsTracked(list)) {
+            for (i = 0; i < PyList_GET_SIZE(list) && strings; i++) {
+                strings = PyUnicode_CheckExact(PyList_GET_ITEM(list, i));
+            }
+            if (strings) {
+                PyObject_GC_UnTrack(list);
+            }
+        }
+        Py_DECREF(list);
+    }
+    return ST_OK;
+}
+
+/* genai_extract's arguments checked: 0, or -1 with TypeError set. */
+static int
+check_extract_args(PyObject *config, PyObject *memo, const char *fname)
+{
+    if (memo != Py_None && (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3)) {
+        PyErr_Format(PyExc_TypeError, "%s(): memo is None or a list of 3", fname);
+        return -1;
+    }
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 8 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(config, 3))) {
+        PyErr_Format(PyExc_TypeError, "%s(): config is a tuple of 8, see genai_extract",
+                     fname);
+        return -1;
+    }
+    return 0;
+}
+
+/* genai_extract's mapping (a new reference in *out when ST_OK). `located`, when not NULL,
+ * holds the input and output messages' str values left on the wire (`attributes` has None
+ * for them), read from their UTF-8. */
+static int
+extract_span(PyObject *module, PyObject *view, PyObject *attributes, PyObject *config,
+             PyObject *memo, const tracehound_wire_str *located, PyObject **out)
+{
+    PyObject *operation = NULL, *span = NULL, *value;
     PyObject *values[X_COUNT] = {NULL};
     PyObject *call_args[4];
     Py_ssize_t max_json;
     int legacy, has, st = ST_OK, k;
 
-    if (nargs != 3 && nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "genai_extract() takes 3 or 4 arguments (%zd given)",
-                     nargs);
-        return NULL;
-    }
-    view = args[0];
-    attributes = args[1];
-    config = args[2];
-    memo = nargs == 4 ? args[3] : Py_None;
-    if (memo != Py_None && (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3)) {
-        PyErr_SetString(PyExc_TypeError, "genai_extract(): memo is None or a list of 3");
-        return NULL;
-    }
-    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 8 ||
-        !PyDict_CheckExact(PyTuple_GET_ITEM(config, 3))) {
-        PyErr_SetString(PyExc_TypeError, "genai_extract(): config is a tuple of 8, see its doc");
-        return NULL;
-    }
+    *out = NULL;
     max_json = PyLong_AsSsize_t(PyTuple_GET_ITEM(config, 6));
     if (max_json == -1 && PyErr_Occurred()) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(attributes)) {
-        Py_RETURN_NONE;
+        return ST_ERROR;
     }
     /* `legacy = provider.name not in attrs and system in attrs` */
     has = PyDict_Contains(attributes, core_str[K_PROVIDER_NAME]);
     legacy = has == 0 ? PyDict_Contains(attributes, core_str[K_SYSTEM]) : 0;
     if (has < 0 || legacy < 0) {
-        return NULL;
+        return ST_ERROR;
     }
     st = operation_of(attributes, PyTuple_GET_ITEM(config, 3), &operation);
     if (st == ST_OK) {
@@ -946,8 +1153,9 @@ genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         value = attr_get(attributes, key);
         if (value != NULL) {
             Py_INCREF(value);
-            st = parse_messages(module, value, PyTuple_GET_ITEM(config, 1),
-                                PyTuple_GET_ITEM(config, 2), max_json, k == 0 ? memo : Py_None,
+            st = parse_messages(module, value, located != NULL ? &located[k] : NULL,
+                                PyTuple_GET_ITEM(config, 1), PyTuple_GET_ITEM(config, 2),
+                                max_json, k == 0 ? memo : Py_None,
                                 &values[X_INPUT_MESSAGES + k]);
             Py_DECREF(value);
         }
@@ -986,12 +1194,354 @@ genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Py_XDECREF(operation);
     if (st == ST_OK) {
+        st = untrack_string_lists(span);
+    }
+    if (st == ST_OK) {
+        *out = span;
+    }
+    else {
+        Py_XDECREF(span);
+    }
+    return st;
+}
+
+static PyObject *
+genai_extract(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *memo, *span;
+    int st;
+
+    if (nargs != 3 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "genai_extract() takes 3 or 4 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    memo = nargs == 4 ? args[3] : Py_None;
+    if (check_extract_args(args[2], memo, "genai_extract") < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(args[1])) {
+        Py_RETURN_NONE;
+    }
+    st = extract_span(module, args[0], args[1], args[2], memo, NULL, &span);
+    if (st == ST_OK) {
+        return span;
+    }
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* --- genai_normalize ------------------------------------------------------------------------- */
+
+/* obj's slot `which` as it is (borrowed; NULL when unset), *is_slot 0 when obj's class has no
+ * such slot. */
+static PyObject *
+slot_peek(PyObject *obj, int which, int *is_slot)
+{
+    Py_ssize_t offset = cached_offset(&core_slots[which], obj, core_str[which]);
+    *is_slot = offset != 0;
+    return offset != 0 ? *(PyObject **)((char *)obj + offset) : NULL;
+}
+
+/* The attributes whose str values normalization leaves on the wire: the messages, which only
+ * the mapping reads (and reads from their UTF-8). In the order of `located`. */
+static const char *const LAZY_KEYS[2] = {"gen_ai.input.messages", "gen_ai.output.messages"};
+
+/* Whether a key of `attributes` is in the set `keys`: 1, 0, or -1 with an exception set. */
+static int
+any_key_in(PyObject *attributes, PyObject *keys)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(attributes, &pos, &key, &value)) {
+        int has = PySet_Contains(keys, key);
+        if (has != 0) {
+            return has;
+        }
+    }
+    return 0;
+}
+
+/* The view's request bytes and its range in them, from its `_wire_at` (borrowed). */
+static int
+wire_range(PyObject *wire_at, const uint8_t **p, const uint8_t **end, PyObject **data)
+{
+    Py_ssize_t start, stop;
+    if (wire_at == NULL || !PyTuple_CheckExact(wire_at) || PyTuple_GET_SIZE(wire_at) != 3 ||
+        !PyBytes_CheckExact(PyTuple_GET_ITEM(wire_at, 0)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(wire_at, 1)) ||
+        !PyLong_CheckExact(PyTuple_GET_ITEM(wire_at, 2))) {
+        return ST_UNHANDLED;
+    }
+    *data = PyTuple_GET_ITEM(wire_at, 0);
+    start = PyLong_AsSsize_t(PyTuple_GET_ITEM(wire_at, 1));
+    stop = PyLong_AsSsize_t(PyTuple_GET_ITEM(wire_at, 2));
+    if ((start == -1 || stop == -1) && PyErr_Occurred()) {
+        PyErr_Clear();
+        return ST_UNHANDLED;
+    }
+    if (start < 0 || start > stop || stop > PyBytes_GET_SIZE(*data)) {
+        return ST_UNHANDLED;
+    }
+    *p = (const uint8_t *)PyBytes_AS_STRING(*data) + start;
+    *end = (const uint8_t *)PyBytes_AS_STRING(*data) + stop;
+    return ST_OK;
+}
+
+/* view.<slot> = value (a new reference, consumed) when the slot holds None or nothing. */
+static int
+fill_slot(PyObject *view, int which, PyObject *value)
+{
+    int is_slot, rc;
+    PyObject *now = slot_peek(view, which, &is_slot);
+    if (value == NULL) {
+        return -1;
+    }
+    rc = 0;
+    if (is_slot && (now == NULL || now == Py_None)) {
+        rc = tracehound_slot_set(&core_slots[which], view, core_str[which], value);
+    }
+    Py_DECREF(value);
+    return rc;
+}
+
+/* The view's lazy times and status read from its bytes, as its properties would read them
+ * through upb from the span parsed from those bytes (`_wire_at` is where the span lies). */
+static int
+fill_times_and_status(PyObject *view, const uint8_t *p, const uint8_t *end)
+{
+    tracehound_span_fields fields;
+    int is_slot;
+    PyObject *code;
+    if (tracehound_span_fields_of(p, end, &fields) != ST_OK) {
+        return 0; /* left to the properties */
+    }
+    if (fill_slot(view, V_START, PyLong_FromUnsignedLongLong(fields.start)) < 0 ||
+        fill_slot(view, V_END, PyLong_FromUnsignedLongLong(fields.end)) < 0) {
+        return -1;
+    }
+    code = slot_peek(view, V_STATUS_CODE, &is_slot);
+    if (is_slot && (code == NULL || code == Py_None)) { /* code and message, set together */
+        PyObject *message;
+        if (fields.has_message) {
+            message = PyUnicode_DecodeUTF8((const char *)fields.message.ptr,
+                                           fields.message.len, NULL);
+            if (message == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                    return -1;
+                }
+                PyErr_Clear();
+                return 0; /* upb refuses it: left to the property */
+            }
+        }
+        else {
+            message = PyUnicode_New(0, 0);
+        }
+        if (fill_slot(view, V_STATUS_MESSAGE, message) < 0 ||
+            fill_slot(view, V_STATUS_CODE, PyLong_FromLong(fields.code)) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* What SpanView.attributes completes the attributes from: (attributes, key, start, end, ...)
+ * for the strings left on the wire (offsets into the request's bytes). */
+static PyObject *
+pending_attributes(PyObject *attributes, PyObject *data, const tracehound_wire_str *located)
+{
+    PyObject *pending, *items[1 + 3 * 2];
+    const char *base = PyBytes_AS_STRING(data);
+    Py_ssize_t n = 0, k, i;
+    items[n++] = Py_NewRef(attributes);
+    for (k = 0; k < 2; k++) {
+        Py_ssize_t start;
+        if (located[k].ptr == NULL) {
+            continue;
+        }
+        start = (const char *)located[k].ptr - base;
+        items[n++] = new_str(k == 0 ? K_INPUT_MESSAGES : K_OUTPUT_MESSAGES);
+        items[n++] = PyLong_FromSsize_t(start);
+        items[n++] = PyLong_FromSsize_t(start + located[k].len);
+    }
+    pending = PyTuple_New(n);
+    for (i = 0; i < n; i++) {
+        if (pending == NULL || items[i] == NULL) {
+            Py_XDECREF(items[i]);
+            Py_CLEAR(pending);
+            continue;
+        }
+        PyTuple_SET_ITEM(pending, i, items[i]);
+    }
+    if (pending == NULL && !PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+    return pending;
+}
+
+PyDoc_STRVAR(genai_normalize_doc,
+"genai_normalize($module, view, config, memo, /)\n"
+"--\n"
+"\n"
+"tracehound.conventions.normalize(view, None, memo) for the usual OTel GenAI span, decided\n"
+"and mapped in one call: a SpanView whose name the name memo marks as an OTel GenAI\n"
+"operation's alone, of another scope than pydantic-ai's and not named like a pydantic-ai span,\n"
+"without span events, whose attributes hold no key another convention claims and a key OTel\n"
+"GenAI detects. `config` is (genai_extract's config, the name memo, its mark of those names,\n"
+"the keys other conventions claim, OTel GenAI's detection keys, pydantic-ai's span names,\n"
+"pydantic-ai's scope name).\n"
+"\n"
+"A view located in its request's bytes whose attributes were not decoded yet is read from\n"
+"those bytes, its messages straight from their UTF-8 (see genai_extract): their str values are\n"
+"decoded only when SpanView.attributes is asked for, from what the view keeps (its `_pending`\n"
+"slot: the other attributes decoded, and where those strings lie).\n"
+"\n"
+"None, with nothing changed, for anything else: the Python code then decides and maps.");
+
+static PyObject *
+genai_normalize(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *view, *config, *memo, *extract_config, *name, *scope_name, *flags, *value;
+    PyObject *attributes = NULL, *data = NULL, *span = NULL;
+    tracehound_wire_str located[2];
+    const uint8_t *p, *end;
+    int is_slot, has_events = 0, walked = 0, st, has;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "genai_normalize() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    view = args[0];
+    config = args[1];
+    memo = args[2];
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 7 ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(config, 1)) ||
+        !PyAnySet_Check(PyTuple_GET_ITEM(config, 3)) ||
+        !PyAnySet_Check(PyTuple_GET_ITEM(config, 4)) ||
+        !PyAnySet_Check(PyTuple_GET_ITEM(config, 5))) {
+        PyErr_SetString(PyExc_TypeError, "genai_normalize(): config is a tuple of 7, see its doc");
+        return NULL;
+    }
+    extract_config = PyTuple_GET_ITEM(config, 0);
+    if (check_extract_args(extract_config, memo, "genai_normalize") < 0) {
+        return NULL;
+    }
+    /* detect_convention: the name alone says "an OTel GenAI operation" (memoized before) */
+    name = slot_peek(view, V_NAME, &is_slot);
+    scope_name = slot_peek(view, V_SCOPE_NAME, &is_slot);
+    if (name == NULL || scope_name == NULL || !PyUnicode_CheckExact(name) ||
+        !PyUnicode_CheckExact(scope_name)) {
+        goto unhandled;
+    }
+    flags = PyDict_GetItemWithError(PyTuple_GET_ITEM(config, 1), name);
+    if (flags == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        goto unhandled;
+    }
+    if (!PyLong_CheckExact(flags) ||
+        PyObject_RichCompareBool(flags, PyTuple_GET_ITEM(config, 2), Py_EQ) != 1 ||
+        PyUnicode_Compare(scope_name, PyTuple_GET_ITEM(config, 6)) == 0) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        goto unhandled;
+    }
+    has = PySet_Contains(PyTuple_GET_ITEM(config, 5), name);
+    if (has != 0) {
+        if (has < 0) {
+            return NULL;
+        }
+        goto unhandled;
+    }
+    /* the attributes: as decoded, or from the bytes */
+    value = slot_peek(view, V_ATTRIBUTES, &is_slot);
+    if (value != NULL && PyDict_CheckExact(value)) {
+        attributes = Py_NewRef(value);
+    }
+    else if (is_slot && (value == NULL || value == Py_None)) {
+        st = wire_range(slot_peek(view, V_WIRE_AT, &is_slot), &p, &end, &data);
+        if (st != ST_OK) {
+            goto unhandled;
+        }
+        st = tracehound_span_attributes(module, p, end, 2, LAZY_KEYS, located, &has_events,
+                                        &attributes);
+        if (st != ST_OK) {
+            if (st == ST_ERROR) {
+                return NULL;
+            }
+            goto unhandled;
+        }
+        walked = 1;
+    }
+    else {
+        goto unhandled;
+    }
+    /* `not view.has_event("db.query.result")`: a view with no events at all */
+    value = slot_peek(view, V_EVENTS, &is_slot);
+    if (value != NULL && PyList_CheckExact(value)) {
+        if (PyList_GET_SIZE(value) != 0) {
+            goto unhandled;
+        }
+    }
+    else if (!walked || has_events || (value != NULL && value != Py_None)) {
+        goto unhandled;
+    }
+    /* no key another convention claims; a key OTel GenAI detects */
+    has = any_key_in(attributes, PyTuple_GET_ITEM(config, 3));
+    if (has == 0) {
+        has = any_key_in(attributes, PyTuple_GET_ITEM(config, 4));
+        if (has == 0) {
+            goto unhandled;
+        }
+    }
+    else if (has > 0) {
+        goto unhandled;
+    }
+    if (has < 0) {
+        Py_DECREF(attributes);
+        return NULL;
+    }
+    if (walked && fill_times_and_status(view, p, end) < 0) {
+        Py_DECREF(attributes);
+        return NULL;
+    }
+    st = extract_span(module, view, attributes, extract_config, memo, walked ? located : NULL,
+                      &span);
+    if (st == ST_OK && walked) {
+        /* what the view's attributes are made of when asked (unless error_of read them) */
+        value = slot_peek(view, V_ATTRIBUTES, &is_slot);
+        if (value == NULL || value == Py_None) {
+            if (located[0].ptr == NULL && located[1].ptr == NULL) {
+                st = tracehound_slot_set(&core_slots[V_ATTRIBUTES], view,
+                                         core_str[V_ATTRIBUTES], attributes) < 0
+                         ? ST_ERROR
+                         : ST_OK;
+            }
+            else {
+                PyObject *pending = pending_attributes(attributes, data, located);
+                st = pending == NULL || tracehound_slot_set(&core_slots[V_PENDING], view,
+                                                            core_str[V_PENDING], pending) < 0
+                         ? ST_ERROR
+                         : ST_OK;
+                Py_XDECREF(pending);
+            }
+        }
+    }
+    Py_DECREF(attributes);
+    if (st == ST_OK) {
         return span;
     }
     Py_XDECREF(span);
     if (st == ST_ERROR) {
         return NULL;
     }
+    Py_RETURN_NONE;
+unhandled:
+    Py_XDECREF(attributes);
     Py_RETURN_NONE;
 }
 
@@ -1001,6 +1551,8 @@ static PyMethodDef core_methods[] = {
     {"text_size", text_size, METH_O, text_size_doc},
     {"genai_extract", (PyCFunction)(void (*)(void))genai_extract, METH_FASTCALL,
      genai_extract_doc},
+    {"genai_normalize", (PyCFunction)(void (*)(void))genai_normalize, METH_FASTCALL,
+     genai_normalize_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1023,6 +1575,14 @@ tracehound_add_core(PyObject *module)
         return -1;
     }
     if (PyModule_AddObject(module, "SlotsMaker", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    type = PyType_FromModuleAndSpec(module, &slotprop_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "SlotProperty", type) < 0) {
         Py_DECREF(type);
         return -1;
     }

@@ -106,6 +106,14 @@ view_of(PyTypeObject *cls, const Py_ssize_t *offsets, PyObject *proto, PyObject 
     }
     wire_at = PyTuple_Pack(3, data, PyTuple_GET_ITEM(f, 11), PyTuple_GET_ITEM(f, 12));
     events = PyTuple_GET_ITEM(f, 10) == Py_True ? Py_NewRef(Py_None) : PyList_New(0);
+    /* Out of the cycle collector: the tuple holds bytes and ints (as the collector itself
+     * would find, later), the list no events; views are held as long as their trace. */
+    if (wire_at != NULL) {
+        PyObject_GC_UnTrack(wire_at);
+    }
+    if (events != NULL && events != Py_None) {
+        PyObject_GC_UnTrack(events);
+    }
     view = wire_at != NULL && events != NULL ? cls->tp_alloc(cls, 0) : NULL;
     if (view == NULL) {
         Py_XDECREF(wire_at);

@@ -69,6 +69,12 @@ enum {
     A_CALL_NAMES,
     A_PENDING_CALLS,
     A_ANONYMOUS,
+    B_SPANS,
+    B_STATE,
+    B_DRAFTS,
+    B_STATEFUL,
+    B_SORT,
+    B_KEY,
     S_COUNT_STEPS
 };
 
@@ -121,6 +127,12 @@ static const char *const STEPS_STRING[S_COUNT_STEPS] = {
     [A_CALL_NAMES] = "call_names",
     [A_PENDING_CALLS] = "pending_calls",
     [A_ANONYMOUS] = "anonymous",
+    [B_SPANS] = "_spans",
+    [B_STATE] = "_state",
+    [B_DRAFTS] = "_drafts",
+    [B_STATEFUL] = "_stateful",
+    [B_SORT] = "sort",
+    [B_KEY] = "key",
 };
 
 /* Interned once per process. */
@@ -1516,7 +1528,137 @@ span_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(builder_add_doc,
+"builder_add($module, builder, span, config, /)\n"
+"--\n"
+"\n"
+"tracehound.steps.TrajectoryBuilder.add(span) in one call: the span kept by its id (a span\n"
+"already kept adds nothing), its drafts made (span_drafts for an LLM or tool span, else or\n"
+"when that declines, the Python _span_drafts, called back), kept, sorted by their keys, and\n"
+"its steps returned. `config` is (the stateful operations, span_drafts' config, _span_drafts,\n"
+"the drafts' sort key, Step).\n"
+"\n"
+"None, with nothing changed, for a builder whose containers are not of the exact types it\n"
+"makes, or a span id that is not a str: the Python code then runs.");
+
+static PyObject *
+builder_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *builder, *span, *config, *spans = NULL, *state = NULL, *all = NULL;
+    PyObject *stateful = NULL, *view = NULL, *span_id = NULL, *operation = NULL;
+    PyObject *drafts = NULL, *steps = NULL, *sorted;
+    int st = ST_OK, has = 0, is_stateful = 0;
+
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "builder_add() takes exactly 3 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    builder = args[0];
+    span = args[1];
+    config = args[2];
+    if (!PyTuple_CheckExact(config) || PyTuple_GET_SIZE(config) != 5 ||
+        !PyAnySet_Check(PyTuple_GET_ITEM(config, 0))) {
+        PyErr_SetString(PyExc_TypeError, "builder_add(): config is a tuple of 5, see its doc");
+        return NULL;
+    }
+    spans = get_typed(builder, B_SPANS, &PyDict_Type, &st);
+    if (st == ST_OK) {
+        all = get_typed(builder, B_DRAFTS, &PyList_Type, &st);
+    }
+    if (st == ST_OK) {
+        stateful = get_typed(builder, B_STATEFUL, &PyList_Type, &st);
+    }
+    if (st == ST_OK && get(builder, B_STATE, &state)) {
+        st = ST_ERROR;
+    }
+    if (st == ST_OK && get(span, A_VIEW, &view)) {
+        st = ST_ERROR;
+    }
+    if (st == ST_OK) {
+        span_id = get_typed(view, A_SPAN_ID, &PyUnicode_Type, &st);
+    }
+    if (st == ST_OK) {
+        has = PyDict_Contains(spans, span_id);
+        st = has < 0 ? ST_ERROR : ST_OK;
+    }
+    if (st == ST_OK && has) { /* a span delivered twice adds nothing */
+        steps = PyList_New(0);
+        st = steps == NULL ? ST_ERROR : ST_OK;
+        goto done;
+    }
+    /* from here on, as the Python code: nothing is unhandled */
+    if (st == ST_OK && PyDict_SetItem(spans, span_id, span) < 0) {
+        st = ST_ERROR;
+    }
+    if (st == ST_OK && get(span, A_OPERATION, &operation)) {
+        st = ST_ERROR;
+    }
+    if (st == ST_OK) {
+        is_stateful = PySet_Contains(PyTuple_GET_ITEM(config, 0), operation);
+        st = is_stateful < 0 ? ST_ERROR : ST_OK;
+    }
+    if (st == ST_OK && is_stateful) {
+        PyObject *call_args[3] = {span, state, PyTuple_GET_ITEM(config, 1)};
+        if (PyList_Append(stateful, span) < 0) {
+            st = ST_ERROR;
+        }
+        else {
+            drafts = span_drafts(module, call_args, 3);
+            if (drafts == NULL) {
+                st = ST_ERROR;
+            }
+            else if (drafts == Py_None) {
+                Py_CLEAR(drafts);
+            }
+        }
+    }
+    if (st == ST_OK && drafts == NULL) {
+        drafts = PyObject_CallFunctionObjArgs(PyTuple_GET_ITEM(config, 2), span, state, NULL);
+        st = drafts == NULL ? ST_ERROR : ST_OK;
+    }
+    if (st == ST_OK) { /* self._drafts.extend(drafts) */
+        PyObject *extended = PyObject_CallMethod(all, "extend", "O", drafts);
+        st = extended == NULL ? ST_ERROR : ST_OK;
+        Py_XDECREF(extended);
+    }
+    if (st == ST_OK) { /* drafts.sort(key=_draft_key) */
+        PyObject *sort_args[3] = {NULL, drafts, PyTuple_GET_ITEM(config, 3)};
+        PyObject *kwnames = PyTuple_Pack(1, ss[B_KEY]);
+        sorted = kwnames != NULL ? PyObject_VectorcallMethod(ss[B_SORT], sort_args + 1,
+                                                             1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                             kwnames)
+                                 : NULL;
+        Py_XDECREF(kwnames);
+        st = sorted == NULL ? ST_ERROR : ST_OK;
+        Py_XDECREF(sorted);
+    }
+    if (st == ST_OK) {
+        steps = tracehound_steps_from_drafts(module, PyTuple_GET_ITEM(config, 4), drafts,
+                                             ss[V_EMPTY]);
+        st = steps == NULL ? ST_ERROR : ST_OK;
+    }
+done:
+    Py_XDECREF(spans);
+    Py_XDECREF(all);
+    Py_XDECREF(stateful);
+    Py_XDECREF(state);
+    Py_XDECREF(view);
+    Py_XDECREF(span_id);
+    Py_XDECREF(operation);
+    Py_XDECREF(drafts);
+    if (st == ST_OK) {
+        return steps;
+    }
+    Py_XDECREF(steps);
+    if (st == ST_ERROR) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef steps_methods[] = {
+    {"builder_add", (PyCFunction)(void (*)(void))builder_add, METH_FASTCALL, builder_add_doc},
     {"span_drafts", (PyCFunction)(void (*)(void))span_drafts, METH_FASTCALL, span_drafts_doc},
     {"canonical_arguments", (PyCFunction)(void (*)(void))canonical_arguments, METH_FASTCALL,
      canonical_arguments_doc},

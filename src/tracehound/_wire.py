@@ -21,7 +21,9 @@ The module also holds the other hot paths, each beside the Python code it stands
 - **Normalization and steps**: the JSON of GenAI attributes (`json_loads`, used by
   `tracehound.conventions.base.parse_json_value`), decoded message lists into `Message`/`Part`
   objects (`convert_messages`, `tracehound.conventions._messages.parse_messages`), the OTel GenAI
-  mapping of a span in one call (`genai_extract`, `tracehound.conventions.genai.extract`), a
+  mapping of a span in one call (`genai_extract`, `tracehound.conventions.genai.extract`), and
+  its detection with it, the messages read from the wire's UTF-8 (`genai_normalize`,
+  `tracehound.conventions.normalize`), a
   span's trajectory drafts and tool-call arguments (`span_drafts`, `canonical_arguments`,
   `steps_from_drafts`, `step_from_fields`, `tracehound.steps`), the engine's text budget
   (`text_size`) and frozen slotted dataclasses made without their `__init__` (`slots_maker`).

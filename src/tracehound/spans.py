@@ -24,11 +24,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from tracehound import _wire
 from tracehound._wire import (
     RESOURCE_ATTRIBUTES_FIELD,
     SPAN_ATTRIBUTES_FIELD,
     decode_key_values,
     may_hold_genai,
+    read_trace_views,
     scan_trace_request,
 )
 
@@ -310,6 +312,7 @@ class SpanView:
         "_gate",
         "_keys",
         "_kind",
+        "_pending",
         "_scope_gate",
         "_source",
         "_source_kind",
@@ -347,6 +350,9 @@ class SpanView:
     _status_code: int | None
     _status_message: str
     _gate: bool
+    # Set by the C accelerator's normalization of a view from bytes, which leaves the message
+    # strings on the wire: the other attributes decoded, then (key, start, end) per string.
+    _pending: tuple[Any, ...] | None
     _scope_gate: _ScopeGate
     _source: Any
     _source_kind: str
@@ -646,7 +652,12 @@ class SpanView:
             wire_at = getattr(self, "_wire_at", None)
             if wire_at is not None:  # straight from the bytes (C accelerator)
                 data, start, end = wire_at
-                decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
+                pending = getattr(self, "_pending", None)
+                if pending is not None:  # what normalization decoded, and the rest
+                    self._pending = None
+                    decoded = _completed(data, pending)
+                else:
+                    decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
             if decoded is None:
                 decoded = _proto_attributes(self._proto_span().attributes)
             self._attributes = decoded
@@ -763,6 +774,22 @@ class SpanView:
         return f"SpanView({self.name!r}, trace={self.trace_id}, span={self.span_id})"
 
 
+def _read_slots_in_c() -> None:
+    """With the C accelerator, the lazy fields read many times per span (times, status,
+    attributes, events) are read by a C descriptor: the slot's value when it is filled, without
+    a Python call; the property's function otherwise, which fills it. The same values."""
+    native = _wire._native
+    if native is None:
+        return
+    for name in ("start_ns", "end_ns", "status_code", "attributes", "events"):
+        prop = SpanView.__dict__[name]
+        slot = SpanView.__dict__[f"_{name}"]
+        setattr(SpanView, name, native.SlotProperty(slot, prop.fget))
+
+
+_read_slots_in_c()
+
+
 class LogView:
     """Read-only view of a log record; only event records matter to tracehound."""
 
@@ -839,6 +866,16 @@ class LogView:
         return f"LogView({self.event_name!r}, span={self.span_id})"
 
 
+def _completed(data: bytes, pending: tuple[Any, ...]) -> dict[str, AttributeValue]:
+    """A view's attributes from its `_pending` slot: the dict the C accelerator decoded, each
+    string it left on the wire (checked as UTF-8 when its messages were read) decoded in place
+    of the None that held the key's position."""
+    attributes: dict[str, AttributeValue] = pending[0]
+    for i in range(1, len(pending), 3):
+        attributes[pending[i]] = data[pending[i + 1] : pending[i + 2]].decode()
+    return attributes
+
+
 def _parse(kind: str, data: bytes) -> Any:
     """A `Span` or `Resource` message from its bytes (views made from a request's bytes)."""
     if kind == "span":
@@ -884,8 +921,10 @@ def iter_proto_spans(
     reader has anyway), a request that holds no GenAI key at all marks every view as non-GenAI at
     the cost of one scan. Otherwise each instrumentation scope is checked once, when one of its
     spans first needs it (scopes are nearly always all-GenAI or all-not); a request of a single
-    scope needs no scope check beside the request's. With the C accelerator, that scan also
-    locates each span in `raw`, and views decode their attributes from those bytes.
+    scope needs no scope check beside the request's. With the C accelerator, the views are read
+    from `raw` in one pass (`SpanView.from_wire`, as the sidecar reads them; the same values),
+    or, where that pass declines the bytes, located in them by the scan, decoding their
+    attributes from those bytes.
     """
     from_proto = SpanView._from_proto
     from_key = SpanView._from_proto_key
@@ -894,6 +933,7 @@ def iter_proto_spans(
     keys: list[bytes] | None = None
     offsets: list[int] | None = None
     if scan is not None:
+        assert raw is not None
         request_gate: bool | None = None if scan[0] else False
         keys, offsets = scan[1], scan[2]
         total = 0
@@ -902,8 +942,18 @@ def iter_proto_spans(
                 total += len(scope_spans.spans)
         if total != len(keys):  # `raw` is not this request as it is now
             keys = offsets = None
-        elif request_gate is False:
-            offsets = None  # no span of it is asked for its attributes
+        else:
+            # every view read from the bytes in one C pass, as the sidecar reads them
+            read = read_trace_views(raw, SpanView, ResourceView.from_wire)
+            views = read[1] if read is not None else None
+            if views is not None and len(views) == total and None not in views:
+                if request_gate is False:
+                    for view in views:
+                        view._gate = False
+                yield from views
+                return
+            if request_gate is False:
+                offsets = None  # no span of it is asked for its attributes
     else:
         request_gate = None if raw is None or may_hold_genai(raw) else False
     single_scope = (

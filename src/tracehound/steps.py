@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from operator import is_, itemgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, Literal
 
 from tracehound import _wire
@@ -231,6 +231,11 @@ class TrajectoryBuilder:
         return self._spans
 
     def add(self, span: NormalizedSpan) -> list[Step]:
+        native = _wire._native
+        if native is not None:  # the code below in one call
+            made_at_once: list[Step] | None = native.builder_add(self, span, _NATIVE_ADDING)
+            if made_at_once is not None:
+                return made_at_once
         span_id = span.view.span_id
         spans = self._spans
         if span_id in spans:
@@ -281,9 +286,10 @@ def _has_agent_history(spans: Iterable[NormalizedSpan]) -> bool:
     return any(span.operation == "agent" and span.history for span in spans)
 
 
-def _span_order(span: NormalizedSpan) -> tuple[int, str]:
-    view = span.view
-    return (view.start_ns, view.span_id)
+# A span's place in the canonical order, (view.start_ns, view.span_id), read in C.
+_span_order: Callable[[NormalizedSpan], tuple[int, str]] = attrgetter(
+    "view.start_ns", "view.span_id"
+)
 
 
 def _canonical_order(spans: Iterable[NormalizedSpan]) -> list[NormalizedSpan]:
@@ -807,6 +813,10 @@ _NATIVE_DRAFTING = (
     _ERROR_SEQ,
     MAX_JSON_BYTES,
 )
+
+
+# What the C accelerator's `builder_add` adds a span with (`TrajectoryBuilder.add`).
+_NATIVE_ADDING = (_STATEFUL_OPERATIONS, _NATIVE_DRAFTING, _span_drafts, _draft_key, Step)
 
 
 # --- runs ---------------------------------------------------------------------------------------

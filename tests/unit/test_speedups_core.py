@@ -660,7 +660,15 @@ def test_steps_are_made_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(len(args[1]))
         return native(*args)
 
+    native_add = _speedups.builder_add
+
+    def counting_add(*args: Any) -> Any:
+        made = native_add(*args)
+        calls.append(len(made))
+        return made
+
     monkeypatch.setattr(_speedups, "steps_from_drafts", counting)
+    monkeypatch.setattr(_speedups, "builder_add", counting_add)
     builder = TrajectoryBuilder("t")
     builder.add(
         build_span(

@@ -13,6 +13,7 @@ from collections.abc import Collection
 from operator import methodcaller
 from typing import Any
 
+from tracehound import _wire
 from tracehound._wire import GENAI_KEY_PREFIXES
 from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
 from tracehound.conventions.base import (
@@ -95,10 +96,10 @@ def detect_convention(view: SpanView) -> Convention | None:
     flags = _NAME_FLAGS.get(view.name)
     if flags is None:
         flags = _name_flags(view.name)
-    if not flags and view.scope_name != "pydantic-ai" and not view.may_be_genai():
+    if not flags and view.scope_name != pydantic_ai.SCOPE_NAME and not view.may_be_genai():
         return None
     hinted = flags & _HINTED
-    by_name = flags & _BY_NAME or view.scope_name == "pydantic-ai"
+    by_name = flags & _BY_NAME or view.scope_name == pydantic_ai.SCOPE_NAME
     if hinted and not by_name:  # the usual GenAI span: one pass over its keys, in C
         attributes = view.attributes
         if (
@@ -117,6 +118,19 @@ def detect_convention(view: SpanView) -> Convention | None:
     return None
 
 
+# What the C accelerator's `genai_normalize` decides and maps with: the usual OTel GenAI span
+# (named like an operation, nothing another family claims, no events) in one call.
+_NATIVE_NORMALIZE = (
+    genai._NATIVE_CONFIG,
+    _NAME_FLAGS,
+    _HINTED,
+    _CLAIMED_BEFORE_GENAI,
+    genai.DETECT_KEYS,
+    pydantic_ai.SPAN_NAMES,
+    pydantic_ai.SCOPE_NAME,
+)
+
+
 def normalize(
     view: SpanView, logs: list[LogView] | None = None, memo: list[Any] | None = None
 ) -> NormalizedSpan | None:
@@ -126,6 +140,17 @@ def normalize(
     still passes through and the failure is counted. `memo` is the trace's message memo (see
     `genai.extract`), for OTel GenAI spans.
     """
+    if memo is not None and not logs:
+        native = _wire._native
+        if native is not None:
+            try:  # what the code below does for the usual OTel GenAI span, in one call
+                mapped: NormalizedSpan | None = native.genai_normalize(
+                    view, _NATIVE_NORMALIZE, memo
+                )
+            except Exception:
+                mapped = None
+            if mapped is not None:
+                return mapped
     convention = detect_convention(view)
     if convention is None:
         if logs:  # an unmarked span whose content arrived as log events (legacy GenAI events)

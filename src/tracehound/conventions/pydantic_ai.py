@@ -20,6 +20,7 @@ from tracehound.conventions.base import NormalizedSpan, parse_json_value
 from tracehound.spans import LogView, SpanView
 
 NAME = "pydantic_ai"
+SCOPE_NAME = "pydantic-ai"
 
 SPAN_NAMES = frozenset(("agent run", "running tool", "running tools"))
 DETECT_KEYS = frozenset(
@@ -36,7 +37,7 @@ DETECT_KEYS = frozenset(
 
 
 def detect(view: SpanView, keys: frozenset[str]) -> bool:
-    if view.scope_name == "pydantic-ai":
+    if view.scope_name == SCOPE_NAME:
         return True
     return view.name in SPAN_NAMES or not keys.isdisjoint(DETECT_KEYS)
 
