@@ -1,4 +1,5 @@
-/* The sidecar's per-span writing of evaluation results, in one call each:
+/* The engine's per-span loop over the evaluators (call_span_hooks), and the sidecar's per-span
+ * writing of evaluation results, in one call each:
  *
  * - encode_result_records: the `gen_ai.evaluation.result` log records of a span's results, as
  *   tracehound.server._otlp.framed_log_records writes them (joined), without the attributes
@@ -702,7 +703,105 @@ done:
     return out;
 }
 
+/* --- call_span_hooks ------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(call_span_hooks_doc,
+"call_span_hooks($module, hooks, span, steps, trace, /)\n"
+"--\n"
+"\n"
+"The loop of tracehound.engine.Engine.add_span over a trace's span hooks (a list of\n"
+"(position, on_span, state) tuples): results += on_span(state, span, steps, trace) of each, in\n"
+"order; the results as a tuple. When one raises an Exception (or its results cannot be added),\n"
+"[the results so far (a list), its position, the exception] instead, the hooks after it not\n"
+"called. Other exceptions (KeyboardInterrupt, ...) propagate.");
+
+static PyObject *
+call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *hooks, *results, *answer;
+    Py_ssize_t i;
+
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "call_span_hooks() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    hooks = args[0];
+    if (!PyList_CheckExact(hooks)) {
+        PyErr_SetString(PyExc_TypeError, "call_span_hooks() hooks must be a list");
+        return NULL;
+    }
+    results = PyList_New(0);
+    if (results == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < PyList_GET_SIZE(hooks); i++) {
+        PyObject *hook = PyList_GET_ITEM(hooks, i), *call_args[4], *span_results, *extended;
+        PyObject *position, *exc;
+        if (!PyTuple_CheckExact(hook) || PyTuple_GET_SIZE(hook) != 3) {
+            PyErr_SetString(PyExc_TypeError,
+                            "call_span_hooks() hooks must hold (position, on_span, state)");
+            Py_DECREF(results);
+            return NULL;
+        }
+        Py_INCREF(hook);
+        call_args[0] = PyTuple_GET_ITEM(hook, 2);
+        call_args[1] = args[1];
+        call_args[2] = args[2];
+        call_args[3] = args[3];
+        span_results = PyObject_Vectorcall(PyTuple_GET_ITEM(hook, 1), call_args, 4, NULL);
+        extended = NULL;
+        if (span_results != NULL) { /* results += span_results */
+            extended = PySequence_InPlaceConcat(results, span_results);
+            Py_DECREF(span_results);
+        }
+        if (extended != NULL) {
+            Py_DECREF(extended); /* results itself */
+            Py_DECREF(hook);
+            continue;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            Py_DECREF(hook);
+            Py_DECREF(results);
+            return NULL;
+        }
+#if PY_VERSION_HEX >= 0x030C0000
+        exc = PyErr_GetRaisedException();
+#else
+        {
+            PyObject *type, *tb;
+            PyErr_Fetch(&type, &exc, &tb);
+            PyErr_NormalizeException(&type, &exc, &tb);
+            if (tb != NULL && exc != NULL) {
+                PyException_SetTraceback(exc, tb);
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(tb);
+        }
+#endif
+        position = PyTuple_GET_ITEM(hook, 0);
+        answer = exc == NULL ? NULL : PyList_New(3);
+        if (answer != NULL) {
+            PyList_SET_ITEM(answer, 0, results);
+            Py_INCREF(position);
+            PyList_SET_ITEM(answer, 1, position);
+            PyList_SET_ITEM(answer, 2, exc);
+            Py_DECREF(hook);
+            return answer;
+        }
+        Py_XDECREF(exc);
+        Py_DECREF(hook);
+        Py_DECREF(results);
+        return NULL;
+    }
+    answer = PyList_GET_SIZE(results) ? PyList_AsTuple(results) : PyTuple_New(0);
+    Py_DECREF(results);
+    return answer;
+}
+
 static PyMethodDef engine_methods[] = {
+    {"call_span_hooks", (PyCFunction)(void (*)(void))call_span_hooks, METH_FASTCALL,
+     call_span_hooks_doc},
     {"encode_result_records", (PyCFunction)(void (*)(void))encode_result_records, METH_FASTCALL,
      encode_result_records_doc},
     {"encode_span_result_records", (PyCFunction)(void (*)(void))encode_span_result_records,

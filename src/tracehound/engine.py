@@ -254,8 +254,8 @@ class Engine:
             return SpanOutcome(trace_id, span_id, genai=False, evaluated=False)
 
         normalized = normalize(view, state.logs.get(span_id), state.messages_memo)
-        if normalized is None:
-            return SpanOutcome(trace_id, span_id, genai=False)
+        if normalized is None:  # most spans of an application: `SpanOutcome(..., genai=False)`
+            return _new_outcome(trace_id, span_id, False)
         stats.spans_genai += 1
         if normalized.problems:
             stats.mapping_problems += len(normalized.problems)
@@ -275,8 +275,16 @@ class Engine:
             return _new_outcome(trace_id, span_id, True, steps, (), False, False, True)
         # The evaluators' own hooks, called directly (no `SafeEvaluator` frame per evaluator per
         # span): one `try` for them all, and `SafeEvaluator`'s isolation from the one that
-        # raised on, for this span and the rest of the trace (`_isolate`).
+        # raised on, for this span and the rest of the trace (`_isolate`). The accelerator runs
+        # the same loop in one call.
         info = state.info
+        if native is not None:
+            answer = native.call_span_hooks(hooks, normalized, steps, info)
+            if type(answer) is not tuple:  # [results so far, position, exception]: one failed
+                done, failed, error = answer
+                self._isolate(state, failed, error, span=normalized, steps=steps, results=done)
+                answer = tuple(done)
+            return _new_outcome(trace_id, span_id, True, steps, answer, False, False, True)
         results: list[EvaluationResult] = []
         position = 0
         try:
@@ -429,17 +437,23 @@ class Engine:
                     results += evaluator.trace_failed(exc)
         stats.evaluator_errors = sum(map(_errors_of, self._evaluators))
         root = _root_span_id(state.parents)
-        results = [r if r.span_id is not None else _at_span(r, root) for r in results]
         attributes: dict[str, Any] = {}
-        if state.info.truncated:
+        if info.truncated:
             attributes[ATTR_TRUNCATED] = True
         late = self._late_by_trace.get(trace_id)
         if late:
             attributes[ATTR_LATE_SPANS] = late
+        # the results on their spans (the root's by default), the root's attributes in order
+        placed: list[EvaluationResult] = []
         for result in results:
-            if result.span_id == root:
+            span_id = result.span_id
+            if span_id is None:
+                result = _at_span(result, root)
+                span_id = root
+            if span_id == root:
                 attributes.update(result.attributes)
-        attributes.update(derived_attributes(attributes, results))
+            placed.append(result)
+        attributes.update(derived_attributes(attributes, placed))
         if self.config.finalized_cache_size:
             self._finalized[trace_id] = None
             while len(self._finalized) > self.config.finalized_cache_size:
@@ -450,10 +464,10 @@ class Engine:
                 trace_id,
                 root,
                 trajectory,
-                tuple(results),
+                tuple(placed),
                 reason,
                 state.span_count,
-                state.info.truncated,
+                info.truncated,
                 attributes,
             )
         )

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _native import native_module, pure_python
 
-from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo
+from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo, _wire
 from tracehound.conventions import NormalizedSpan, normalize
 from tracehound.evaluators.base import PluginError, SafeEvaluator, load_plugins
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
@@ -427,7 +428,34 @@ def test_direct_hooks_isolate_failures_as_safe_evaluator_does(
         made.append(Evaluator())  # Evaluator's own hooks: nothing per span
         return made
 
-    assert _run_safely(make()) == _reference_outcomes(make())
+    expected = _reference_outcomes(make())
+    assert _run_safely(make()) == expected
+    with pure_python():  # the engine's own loop, without the accelerator's `call_span_hooks`
+        assert _run_safely(make()) == expected
+
+
+@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
+def test_the_accelerator_runs_the_span_hooks() -> None:
+    class Counting:
+        """The accelerator, counting its `call_span_hooks` calls."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.calls = 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def call_span_hooks(self, *args: Any) -> Any:
+            self.calls += 1
+            return self.inner.call_span_hooks(*args)
+
+    counting = Counting(_wire._native)
+    with native_module(counting):  # type: ignore[arg-type]
+        engine = Engine([Recorder()])
+        outcome = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    assert counting.calls == 1
+    assert [r.name for r in outcome.results] == ["seen"]
 
 
 def test_evaluators_without_their_own_span_hook_are_not_called_per_span(

@@ -227,3 +227,56 @@ def test_no_leaks() -> None:
             native.encode_result_attributes([object()], present, SPAN_ATTRIBUTES_TAG)
 
     assert_leak_free(call, watched, n=20_000)
+
+
+def _hook(name: str) -> Any:
+    def on_span(state: Any, span: Any, steps: Any, trace: Any) -> Any:
+        if state == "raise":
+            raise KeyError(name)
+        if state == "interrupt":
+            raise KeyboardInterrupt
+        if state == "generator":
+            return (x for x in (name, name))
+        if state == "bad":
+            return 5  # not iterable: `results += 5` fails
+        return [name]
+
+    return on_span
+
+
+@needs_native
+def test_call_span_hooks_is_the_engines_loop() -> None:
+    assert native is not None
+    call = native.call_span_hooks
+    assert call([], "span", (), "trace") == ()
+    assert call([(0, _hook("a"), "ok"), (2, _hook("b"), "generator")], "s", (), "t") == (
+        "a",
+        "b",
+        "b",
+    )
+    done, position, error = call(
+        [(0, _hook("a"), "ok"), (3, _hook("b"), "raise"), (4, _hook("c"), "ok")], "s", (), "t"
+    )
+    assert (done, position) == (["a"], 3)  # the hooks after the failing one are not called
+    assert isinstance(error, KeyError) and error.__traceback__ is not None
+    done, position, error = call([(1, _hook("a"), "bad")], "s", (), "t")
+    assert (done, position, type(error)) == ([], 1, TypeError)
+    with pytest.raises(KeyboardInterrupt):
+        call([(0, _hook("a"), "interrupt")], "s", (), "t")
+    with pytest.raises(TypeError):
+        call(((0, _hook("a"), "ok"),), "s", (), "t")
+    with pytest.raises(TypeError):
+        call([(0, _hook("a"))], "s", (), "t")
+
+
+@needs_native
+def test_call_span_hooks_leaks_nothing() -> None:
+    assert native is not None
+    hooks = [(0, _hook("a"), "ok"), (1, _hook("b"), "generator")]
+    failing = [(0, _hook("a"), "ok"), (1, _hook("b"), "raise")]
+
+    def call() -> None:
+        native.call_span_hooks(hooks, "s", (), "t")
+        native.call_span_hooks(failing, "s", (), "t")
+
+    assert_leak_free(call, [hooks, failing], n=20_000)

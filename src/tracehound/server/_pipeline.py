@@ -988,19 +988,19 @@ class Pipeline:
                 if trace.reason == "max_traces":
                     recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
             if genai:
-                self._emit(
-                    trace.results, trace_id, trace.root_span_id, resource, trace_agent(trace)
-                )
+                agent = trace_agent(trace) if recorder is not None else None  # a metric attribute
+                self._emit(trace.results, trace_id, trace.root_span_id, resource, agent)
             for item in held:
                 if item.span is None:  # cut but never copied: an internal error
                     continue
                 if genai and item.span_id == trace.root_span_id:
-                    root_results = tuple(
-                        r for r in trace.results if r.span_id in (None, item.span_id)
-                    )
-                    self._write_held(
-                        item, root_attributes(trace, item.results), (*item.results, *root_results)
-                    )
+                    results = item.results
+                    if self._span_events:  # the events of the root's own and the trace results
+                        results = (
+                            *results,
+                            *(r for r in trace.results if r.span_id in (None, item.span_id)),
+                        )
+                    self._write_held(item, root_attributes(trace, item.results), results)
                 elif item.results:
                     self._write_held(item, span_attributes(item.results), item.results)
                 if self._redact and not isinstance(item.span, bytes):
