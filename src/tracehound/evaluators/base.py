@@ -104,6 +104,10 @@ class SafeEvaluator:
     A hook that raises yields one result with `error_type` set; the evaluator is then skipped for
     the rest of that trace. Failures are counted; the first one per evaluator is logged with its
     traceback, later ones are only counted (high-frequency events go to metrics, not logs).
+
+    The engine calls the evaluators' own `on_span` and `finish_trace` directly (one `try` for
+    all of a span's hooks, no frame of this class per evaluator per span) and hands a failure
+    to `span_failed` / `trace_failed`, which answer as these hooks do.
     """
 
     __slots__ = ("_logged", "errors", "inner")
