@@ -125,23 +125,6 @@ buf_close(engine_buf *b, Py_ssize_t mark)
     return ST_OK;
 }
 
-/* A str as a length-delimited field of tag byte `tag`; ST_UNHANDLED for a lone surrogate
- * (upb refuses it, and so does the Python path, with its own error). */
-static int
-buf_string_field(engine_buf *b, char tag, PyObject *text)
-{
-    Py_ssize_t len;
-    const char *utf8 = PyUnicode_AsUTF8AndSize(text, &len);
-    if (utf8 == NULL) {
-        PyErr_Clear();
-        return ST_UNHANDLED;
-    }
-    if (buf_put(b, &tag, 1) != ST_OK || buf_varint(b, (uint64_t)len) != ST_OK) {
-        return ST_ERROR;
-    }
-    return buf_put(b, utf8, len);
-}
-
 /* Bytes of a Python bytes object. */
 static int
 buf_bytes(engine_buf *b, PyObject *bytes)
@@ -209,42 +192,73 @@ engine_hex(PyObject *s, uint8_t *out, Py_ssize_t n)
 
 /* --- encode_result_records ------------------------------------------------------------------- */
 
-/* One attribute of a record: `tag`, length, KeyValue{key, value: AnyValue}. `value` is an exact
- * str (string_value) or NULL with `number` (double_value). */
+static Py_ssize_t
+varint_size(uint64_t value)
+{
+    Py_ssize_t n = 1;
+    while (value > 0x7f) {
+        value >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* One attribute of a record: `tag`, length, KeyValue{key (unless empty), value: AnyValue}.
+ * `value` is an exact str (string_value) or NULL with `number` (double_value). The lengths are
+ * known before the bytes, so they are written first (no room to fill in afterwards). */
 static int
 put_record_attribute(engine_buf *b, PyObject *tag, PyObject *key, PyObject *value,
                      double number)
 {
-    Py_ssize_t entry, any;
-    int st = buf_open(b, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag), &entry);
-    if (st == ST_OK && PyUnicode_GET_LENGTH(key) > 0) {
-        st = buf_string_field(b, 0x0a, key);
+    const char *key_utf8 = NULL, *value_utf8 = NULL;
+    Py_ssize_t key_len = 0, value_len = 0, any_len, entry_len;
+    if (PyUnicode_GET_LENGTH(key) > 0) {
+        key_utf8 = PyUnicode_AsUTF8AndSize(key, &key_len);
     }
-    if (st == ST_OK) {
-        st = buf_open(b, "\x12", 1, &any);
+    if (value != NULL) {
+        value_utf8 = PyUnicode_AsUTF8AndSize(value, &value_len);
     }
-    if (st == ST_OK) {
-        if (value != NULL) {
-            st = buf_string_field(b, 0x0a, value);
+    if ((PyUnicode_GET_LENGTH(key) > 0 && key_utf8 == NULL) ||
+        (value != NULL && value_utf8 == NULL)) {
+        PyErr_Clear(); /* a lone surrogate: upb refuses it, and so does the Python path */
+        return ST_UNHANDLED;
+    }
+    any_len = value != NULL ? 1 + varint_size((uint64_t)value_len) + value_len : 9;
+    entry_len = (key_utf8 != NULL ? 1 + varint_size((uint64_t)key_len) + key_len : 0) + 1 +
+                varint_size((uint64_t)any_len) + any_len;
+    if (entry_len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
+        return ST_UNHANDLED;
+    }
+    if (buf_reserve(b, PyBytes_GET_SIZE(tag) + 5 + entry_len) != ST_OK ||
+        buf_bytes(b, tag) != ST_OK || buf_varint(b, (uint64_t)entry_len) != ST_OK) {
+        return ST_ERROR;
+    }
+    if (key_utf8 != NULL) {
+        if (buf_put(b, "\x0a", 1) != ST_OK || buf_varint(b, (uint64_t)key_len) != ST_OK ||
+            buf_put(b, key_utf8, key_len) != ST_OK) {
+            return ST_ERROR;
         }
-        else {
-            char bytes[9];
-            uint64_t bits;
-            memcpy(&bits, &number, 8);
-            bytes[0] = 0x21;
-            for (int i = 0; i < 8; i++) {
-                bytes[1 + i] = (char)(bits >> (8 * i));
-            }
-            st = buf_put(b, bytes, 9);
+    }
+    if (buf_put(b, "\x12", 1) != ST_OK || buf_varint(b, (uint64_t)any_len) != ST_OK) {
+        return ST_ERROR;
+    }
+    if (value != NULL) {
+        if (buf_put(b, "\x0a", 1) != ST_OK || buf_varint(b, (uint64_t)value_len) != ST_OK) {
+            return ST_ERROR;
         }
+        return buf_put(b, value_utf8, value_len);
     }
-    if (st == ST_OK) {
-        st = buf_close(b, any);
+    {
+        char bytes[9];
+        uint64_t bits;
+        int i;
+        memcpy(&bits, &number, 8);
+        bytes[0] = 0x21;
+        for (i = 0; i < 8; i++) {
+            bytes[1 + i] = (char)(bits >> (8 * i));
+        }
+        return buf_put(b, bytes, 9);
     }
-    if (st == ST_OK) {
-        st = buf_close(b, entry);
-    }
-    return st;
 }
 
 /* The value of an optional str field as event_attributes reads it: 1 (set, non-empty str), 0
