@@ -18,6 +18,7 @@ setup(
                 "src/tracehound/_speedups_core.c",
                 "src/tracehound/_speedups_drift.c",
                 "src/tracehound/_speedups_embed.c",
+                "src/tracehound/_speedups_engine.c",
                 "src/tracehound/_speedups_evidence.c",
                 "src/tracehound/_speedups_loops.c",
                 "src/tracehound/_speedups_otlp.c",

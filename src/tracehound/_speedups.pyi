@@ -81,6 +81,25 @@ def encode_log_record(
     framed: bool,
     /,
 ) -> bytes | None: ...
+
+# _speedups_engine.c: the sidecar's per-span writing of results
+def encode_result_records(
+    results: object,
+    trace_id: str,
+    span_id: str,
+    time_ns: int,
+    keys: tuple[str, ...],
+    parts: tuple[tuple[bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes]],
+    /,
+) -> bytes | None: ...
+def encode_span_result_records(
+    spans: object,
+    time_ns: int,
+    keys: tuple[str, ...],
+    parts: tuple[tuple[bytes, bytes, bytes, bytes], tuple[bytes, bytes, bytes, bytes]],
+    /,
+) -> tuple[bytes, int] | None: ...
+def encode_result_attributes(results: object, present: object, tag: bytes, /) -> bytes | None: ...
 def text_tokens(
     text: str, stop_words: frozenset[str] | set[str], /
 ) -> tuple[str, tuple[str, ...]] | None: ...

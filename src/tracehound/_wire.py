@@ -30,7 +30,9 @@ The module also holds the other hot paths, each beside the Python code it stands
 - **The sidecar on bytes**: span views of a request read in one pass (`read_trace_views`,
   `read_trace_spans`), the request to forward spliced from the bytes received
   (`splice_trace_request`), result attributes and `gen_ai.evaluation.result` records written as
-  protobuf (`encode_key_values`, `encode_log_record`, `tracehound.server._otlp`).
+  protobuf (`encode_key_values`, `encode_log_record`, and straight from a span's results:
+  `encode_result_attributes`, `encode_result_records`, `encode_span_result_records`;
+  `tracehound.server._otlp`).
 - **Text and evidence**: the tokenizer for mostly-ASCII text (`ascii_tokens`, `tracehound.text`),
   a text's normalized form and informative tokens (`text_tokens`), evidence units (`text_units`),
   and the evidence index (`EvidenceCore`, `tracehound.evaluators._evidence_index`), which also

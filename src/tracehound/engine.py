@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from tracehound.evaluators.summary import derived_attributes
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
 from tracehound.spans import LogView, SpanView
 from tracehound.steps import Step, Trajectory, TrajectoryBuilder
+from tracehound.text import TextCache
 
 __all__ = ["Engine", "EngineConfig", "EngineStats", "FinalizedTrace", "SpanOutcome"]
 
@@ -114,10 +115,22 @@ class FinalizedTrace:
     """Trace-level `tracehound.*` attributes for the root span."""
 
 
-# Outcomes are made for every span: without the frozen dataclass's __init__ (see `slots_maker`)
+def _full_maker(cls: type[Any]) -> Callable[..., Any]:
+    """What makes `cls` instances from all their fields' values, positionally: the accelerator's
+    `SlotsMaker` without defaults (for classes whose defaults it cannot make), else the class."""
+    native = _wire._native
+    if native is None:
+        return cls
+    maker: Callable[..., Any] = native.SlotsMaker(cls, tuple(f.name for f in fields(cls)), ())
+    return maker
+
+
+# Outcomes are made for every span, the others per trace: without the dataclasses' __init__
+# (Python code per field; see `slots_maker`)
 _new_outcome = slots_maker(SpanOutcome)
-_new_finalized = slots_maker(FinalizedTrace)
+_new_finalized = _full_maker(FinalizedTrace)
 _new_result = slots_maker(EvaluationResult)
+_new_info = _full_maker(TraceInfo)
 
 
 def _at_span(result: EvaluationResult, span_id: str) -> EvaluationResult:
@@ -152,6 +165,7 @@ class _TraceState:
         "relog",
         "root_ended",
         "span_count",
+        "span_hooks",
         "text_bytes",
         "trace_id",
         "views",
@@ -172,10 +186,12 @@ class _TraceState:
         self.root_ended: float | None = None
         self.span_count = 0
         self.text_bytes = 0
-        self.info = TraceInfo(trace_id)
+        self.info: TraceInfo = _new_info(trace_id, "", False, TextCache())
         # Evaluator states, made on the trace's first GenAI span: a trace without one (an HTTP
         # request, a health check) is followed for its parent links only, never evaluated.
         self.eval_states: list[Any] | None = None
+        # (position, on_span, state) of the evaluators called per span (`Engine.add_span`)
+        self.span_hooks: list[tuple[int, Any, Any]] | None = None
 
 
 class Engine:
@@ -189,6 +205,8 @@ class Engine:
     ) -> None:
         self.config = config or EngineConfig()
         self._evaluators = [SafeEvaluator(e) for e in evaluators]
+        # The evaluators called per span: not those with `Evaluator`'s do-nothing `on_span`
+        self._span_hook_positions = [i for i, e in enumerate(evaluators) if _has_span_hook(e)]
         self._clock = clock
         self._traces: OrderedDict[str, _TraceState] = OrderedDict()
         self._finalized: OrderedDict[str, None] = OrderedDict()
@@ -236,8 +254,8 @@ class Engine:
             return SpanOutcome(trace_id, span_id, genai=False, evaluated=False)
 
         normalized = normalize(view, state.logs.get(span_id), state.messages_memo)
-        if normalized is None:
-            return SpanOutcome(trace_id, span_id, genai=False)
+        if normalized is None:  # most spans of an application: `SpanOutcome(..., genai=False)`
+            return _new_outcome(trace_id, span_id, False)
         stats.spans_genai += 1
         if normalized.problems:
             stats.mapping_problems += len(normalized.problems)
@@ -250,16 +268,77 @@ class Engine:
         else:
             self._charge_text(state, normalized)
         steps = tuple(state.builder.add(normalized))
-        results: list[EvaluationResult] = []
+        hooks = state.span_hooks
+        if hooks is None:
+            hooks = self._start_evaluators(state)
+        if not hooks:
+            return _new_outcome(trace_id, span_id, True, steps, (), False, False, True)
+        # The evaluators' own hooks, called directly (no `SafeEvaluator` frame per evaluator per
+        # span): one `try` for them all, and `SafeEvaluator`'s isolation from the one that
+        # raised on, for this span and the rest of the trace (`_isolate`). The accelerator runs
+        # the same loop in one call.
         info = state.info
+        if native is not None:
+            answer = native.call_span_hooks(hooks, normalized, steps, info)
+            if type(answer) is not tuple:  # [results so far, position, exception]: one failed
+                done, failed, error = answer
+                self._isolate(state, failed, error, span=normalized, steps=steps, results=done)
+                answer = tuple(done)
+            return _new_outcome(trace_id, span_id, True, steps, answer, False, False, True)
+        results: list[EvaluationResult] = []
+        position = 0
+        try:
+            for position, on_span, eval_state in hooks:  # noqa: B007 (read by the handler)
+                results += on_span(eval_state, normalized, steps, info)
+        except Exception as exc:
+            self._isolate(state, position, exc, span=normalized, steps=steps, results=results)
+        return _new_outcome(
+            trace_id, span_id, True, steps, tuple(results) if results else (), False, False, True
+        )
+
+    def _start_evaluators(self, state: _TraceState) -> list[tuple[int, Any, Any]]:
+        """Start the evaluators on the trace's first GenAI span; return its span hooks: (position,
+        the evaluator's `on_span`, its state) of each evaluator with an `on_span` of its own and
+        a state (not broken by a failed `start_trace`)."""
+        info = state.info
+        evaluators = self._evaluators
+        eval_states = state.eval_states = [e.start_trace(info) for e in evaluators]
+        broken = SafeEvaluator.BROKEN
+        hooks = state.span_hooks = [
+            (i, evaluators[i].inner.on_span, eval_states[i])
+            for i in self._span_hook_positions
+            if eval_states[i] is not broken
+        ]
+        return hooks
+
+    def _isolate(
+        self,
+        state: _TraceState,
+        failed: int,
+        exc: Exception,
+        *,
+        span: NormalizedSpan,
+        steps: tuple[Step, ...],
+        results: list[EvaluationResult],
+    ) -> None:
+        """After the evaluator at `failed` raised `exc` on `span`: its error result, its state
+        broken for the rest of the trace, and the evaluators after it called through their
+        `SafeEvaluator` (what `SafeEvaluator.on_span` does for each, one by one)."""
+        evaluators = self._evaluators
         eval_states = state.eval_states
-        if eval_states is None:
-            eval_states = state.eval_states = [e.start_trace(info) for e in self._evaluators]
-        for i, evaluator in enumerate(self._evaluators):
-            new_state, span_results = evaluator.on_span(eval_states[i], normalized, steps, info)
-            eval_states[i] = new_state
-            results.extend(span_results)
-        return _new_outcome(trace_id, span_id, True, steps, tuple(results), False, False, True)
+        assert eval_states is not None
+        hooks = state.span_hooks or []
+        results += evaluators[failed].span_failed(exc, span.span_id)
+        eval_states[failed] = SafeEvaluator.BROKEN
+        after = [hook for hook in hooks if hook[0] > failed]
+        for position, _, eval_state in after:
+            new_state, span_results = evaluators[position].on_span(
+                eval_state, span, steps, state.info
+            )
+            eval_states[position] = new_state
+            results += span_results
+        broken = SafeEvaluator.BROKEN
+        state.span_hooks = [hook for hook in hooks if eval_states[hook[0]] is not broken]
 
     def add_log(self, log: LogView) -> None:
         """Take one log record; GenAI event records are joined to their span by ids."""
@@ -336,29 +415,45 @@ class Engine:
         builder = state.builder
         if state.relog:
             builder = self._rebuild_with_logs(state)
-        joined = set(builder.spans)
-        stats.logs_unjoined += sum(len(v) for k, v in state.logs.items() if k not in joined)
+        if state.logs:
+            joined = builder.spans
+            stats.logs_unjoined += sum(len(v) for k, v in state.logs.items() if k not in joined)
         trajectory = builder.build(state.parents, state.names)
         results: list[EvaluationResult] = []
         eval_states = state.eval_states
+        info = state.info
         if eval_states is None and trajectory.steps:  # GenAI only once its late logs joined
-            eval_states = [e.start_trace(state.info) for e in self._evaluators]
+            eval_states = [e.start_trace(info) for e in self._evaluators]
         if eval_states is not None:
+            # `SafeEvaluator.finish_trace` of each, without its frame when the state is sound
+            broken = SafeEvaluator.BROKEN
             for evaluator, eval_state in zip(self._evaluators, eval_states, strict=True):
-                results.extend(evaluator.finish_trace(eval_state, trajectory, state.info))
-        stats.evaluator_errors = sum(e.errors for e in self._evaluators)
+                if eval_state is broken:
+                    results += evaluator.finish_trace(eval_state, trajectory, info)
+                    continue
+                try:
+                    results += evaluator.inner.finish_trace(eval_state, trajectory, info)
+                except Exception as exc:
+                    results += evaluator.trace_failed(exc)
+        stats.evaluator_errors = sum(map(_errors_of, self._evaluators))
         root = _root_span_id(state.parents)
-        results = [r if r.span_id is not None else _at_span(r, root) for r in results]
         attributes: dict[str, Any] = {}
-        if state.info.truncated:
+        if info.truncated:
             attributes[ATTR_TRUNCATED] = True
         late = self._late_by_trace.get(trace_id)
         if late:
             attributes[ATTR_LATE_SPANS] = late
+        # the results on their spans (the root's by default), the root's attributes in order
+        placed: list[EvaluationResult] = []
         for result in results:
-            if result.span_id == root:
+            span_id = result.span_id
+            if span_id is None:
+                result = _at_span(result, root)
+                span_id = root
+            if span_id == root:
                 attributes.update(result.attributes)
-        attributes.update(derived_attributes(attributes, results))
+            placed.append(result)
+        attributes.update(derived_attributes(attributes, placed))
         if self.config.finalized_cache_size:
             self._finalized[trace_id] = None
             while len(self._finalized) > self.config.finalized_cache_size:
@@ -369,10 +464,10 @@ class Engine:
                 trace_id,
                 root,
                 trajectory,
-                tuple(results),
+                tuple(placed),
                 reason,
                 state.span_count,
-                state.info.truncated,
+                info.truncated,
                 attributes,
             )
         )
@@ -395,16 +490,28 @@ class Engine:
         return builder
 
 
+def _has_span_hook(evaluator: Evaluator) -> bool:
+    """Does `evaluator` have an `on_span` other than `Evaluator`'s do-nothing one?"""
+    own = getattr(evaluator, "__dict__", None)
+    return getattr(type(evaluator), "on_span", None) is not Evaluator.on_span or bool(
+        own and "on_span" in own
+    )
+
+
 def _root_span_id(parents: dict[str, str]) -> str:
-    """The local root: a span whose parent is not in the trace (the earliest such, by id order)."""
-    roots = [s for s, p in parents.items() if not p or p not in parents]
-    for span_id in roots:
-        if not parents[span_id]:
+    """The local root: a span whose parent is not in the trace (the earliest such, by id order:
+    one without a parent, else one whose parent is elsewhere)."""
+    for span_id, parent in parents.items():
+        if not parent:
             return span_id
-    return roots[0] if roots else next(iter(parents), "")
+    for span_id, parent in parents.items():
+        if parent not in parents:
+            return span_id
+    return next(iter(parents), "")
 
 
 _part_content = attrgetter("content")
+_errors_of = attrgetter("errors")
 
 
 def _text_size(span: NormalizedSpan) -> int:

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _native import native_module, pure_python
 
-from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo
-from tracehound.conventions import NormalizedSpan
-from tracehound.evaluators.base import PluginError, load_plugins
+from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo, _wire
+from tracehound.conventions import NormalizedSpan, normalize
+from tracehound.evaluators.base import PluginError, SafeEvaluator, load_plugins
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
 from tracehound.spans import LogView, SpanView
 from tracehound.steps import Step, Trajectory
@@ -318,6 +319,183 @@ def test_failing_evaluator_is_isolated(caplog: pytest.LogCaptureFixture) -> None
     )
     assert engine.stats.evaluator_errors == 1
     assert sum("exploding" in rec.getMessage() for rec in caplog.records) == 1  # logged once
+
+
+class _Flaky(Evaluator):
+    """Fails in the hook named `fails` on the spans listed (every span: None); returns one
+    result per span otherwise."""
+
+    version = "0.2"
+
+    def __init__(self, name: str, fails: str, spans: set[str] | None = None) -> None:
+        self.name = name  # type: ignore[misc]
+        self.fails = fails
+        self.failing_spans = spans
+        self.calls: list[str] = []
+
+    def start_trace(self, trace: TraceInfo) -> list[str]:
+        if self.fails == "start_trace":
+            raise ValueError("no start")
+        return []
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        self.calls.append(span.span_id)
+        if self.fails == "on_span" and (
+            self.failing_spans is None or span.span_id in self.failing_spans
+        ):
+            raise KeyError(span.span_id)
+        return (EvaluationResult(name="flaky", evaluator=self.name, evaluator_version="0.2"),)
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        if self.fails == "finish_trace":
+            raise RuntimeError("no finish")
+        return [EvaluationResult(name="done", evaluator=self.name, evaluator_version="0.2")]
+
+
+def _run_safely(evaluators: list[Evaluator]) -> tuple[list[list[tuple[str, str | None]]], Any]:
+    """The per-span (evaluator, error type) of three GenAI spans of one trace, the finalized
+    trace, as the engine makes them; the same through `SafeEvaluator` one by one is the
+    reference (`_reference_outcomes`)."""
+    engine = Engine(evaluators)
+    outcomes = [
+        engine.add_span(chat(f"{i + 1:016x}", ROOT, 100 * i, f"q{i}", f"a{i}")) for i in range(3)
+    ]
+    [done] = engine.flush()
+    return [[(r.evaluator, r.error_type) for r in o.results] for o in outcomes], (
+        [(r.evaluator, r.name, r.error_type, r.span_id) for r in done.results],
+        engine.stats.evaluator_errors,
+    )
+
+
+def _reference_outcomes(evaluators: list[Evaluator]) -> Any:
+    """What the engine did before it called the evaluators' hooks directly: each hook through
+    its `SafeEvaluator`, one by one."""
+    safe = [SafeEvaluator(e) for e in evaluators]
+    info = TraceInfo(TRACE)
+    states = [e.start_trace(info) for e in safe]
+    per_span = []
+    spans = [chat(f"{i + 1:016x}", ROOT, 100 * i, f"q{i}", f"a{i}") for i in range(3)]
+    engine = Engine()  # for the normalized spans and their steps only
+    for view in spans:
+        engine.add_span(view)
+    [done] = engine.flush()
+    for view in spans:
+        normalized = normalize(view)
+        assert normalized is not None
+        results = []
+        for i, evaluator in enumerate(safe):
+            states[i], span_results = evaluator.on_span(states[i], normalized, (), info)
+            results.extend(span_results)
+        per_span.append([(r.evaluator, r.error_type) for r in results])
+    finished = []
+    for evaluator, state in zip(safe, states, strict=True):
+        finished.extend(evaluator.finish_trace(state, done.trajectory, info))
+    return per_span, (
+        [(r.evaluator, r.name, r.error_type, r.span_id or done.root_span_id) for r in finished],
+        sum(e.errors for e in safe),
+    )
+
+
+@pytest.mark.parametrize(
+    "fails",
+    [
+        [],
+        [("on_span", None)],
+        [("on_span", {"0000000000000002"})],
+        [("start_trace", None)],
+        [("finish_trace", None)],
+        [("on_span", {"0000000000000001"}), ("on_span", {"0000000000000003"})],
+        [("on_span", {"0000000000000002"}), ("finish_trace", None)],
+    ],
+)
+def test_direct_hooks_isolate_failures_as_safe_evaluator_does(
+    fails: list[tuple[str, set[str] | None]],
+) -> None:
+    """Evaluators failing as `fails` says (in that hook, on those spans; None: every span)
+    among plain ones: the results, in order, and the failures counted are those of each hook
+    called through its `SafeEvaluator`."""
+
+    def make() -> list[Evaluator]:
+        made: list[Evaluator] = [
+            _Flaky(f"f{i}", hook, spans) for i, (hook, spans) in enumerate(fails)
+        ]
+        made.insert(len(made) // 2, _Flaky("a", ""))
+        made.append(_Flaky("z", ""))
+        made.append(Evaluator())  # Evaluator's own hooks: nothing per span
+        return made
+
+    expected = _reference_outcomes(make())
+    assert _run_safely(make()) == expected
+    with pure_python():  # the engine's own loop, without the accelerator's `call_span_hooks`
+        assert _run_safely(make()) == expected
+
+
+@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
+def test_the_accelerator_runs_the_span_hooks() -> None:
+    class Counting:
+        """The accelerator, counting its `call_span_hooks` calls."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.calls = 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def call_span_hooks(self, *args: Any) -> Any:
+            self.calls += 1
+            return self.inner.call_span_hooks(*args)
+
+    counting = Counting(_wire._native)
+    with native_module(counting):  # type: ignore[arg-type]
+        engine = Engine([Recorder()])
+        outcome = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    assert counting.calls == 1
+    assert [r.name for r in outcome.results] == ["seen"]
+
+
+def test_evaluators_without_their_own_span_hook_are_not_called_per_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[str] = []
+
+    class Quiet(Evaluator):
+        name = "quiet"
+
+    class Instance(Evaluator):
+        name = "instance"
+
+    instance = Instance()
+    instance.on_span = lambda *args: calls.append("instance") or ()  # type: ignore[method-assign]
+
+    def counted(self: Any, *args: Any) -> Any:
+        calls.append("base")
+        return ()
+
+    monkeypatch.setattr(Evaluator, "on_span", counted)
+    engine = Engine([Quiet(), instance])
+    engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    assert calls == ["instance"]  # Quiet is skipped: the engine read the hook at its start
+
+
+def test_the_engine_calls_hooks_without_safe_evaluator_per_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("SafeEvaluator.on_span should only run after a failure")
+
+    monkeypatch.setattr(SafeEvaluator, "on_span", refuse)
+    monkeypatch.setattr(SafeEvaluator, "finish_trace", refuse)
+    recorder = Recorder()
+    engine = Engine([recorder])
+    outcome = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    assert [r.name for r in outcome.results] == ["seen"]
+    [done] = engine.flush()
+    assert [r.name for r in done.results] == ["steps"]
 
 
 def test_logs_join_whichever_arrives_first() -> None:

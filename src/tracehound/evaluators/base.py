@@ -104,11 +104,16 @@ class SafeEvaluator:
     A hook that raises yields one result with `error_type` set; the evaluator is then skipped for
     the rest of that trace. Failures are counted; the first one per evaluator is logged with its
     traceback, later ones are only counted (high-frequency events go to metrics, not logs).
+
+    The engine calls the evaluators' own `on_span` and `finish_trace` directly (one `try` for
+    all of a span's hooks, no frame of this class per evaluator per span) and hands a failure
+    to `span_failed` / `trace_failed`, which answer as these hooks do.
     """
 
     __slots__ = ("_logged", "errors", "inner")
 
-    _BROKEN = object()
+    BROKEN: ClassVar[object] = object()
+    """The state of an evaluator that failed in this trace (it is skipped until its end)."""
 
     def __init__(self, inner: Evaluator) -> None:
         self.inner = inner
@@ -146,28 +151,34 @@ class SafeEvaluator:
             )
         ]
 
+    def span_failed(self, exc: Exception, span_id: str) -> list[EvaluationResult]:
+        """`on_span`'s answer to a failure of the evaluator's `on_span` on span `span_id`: the
+        failure counted (and logged, the first time) and its error result. The caller then
+        holds the state `BROKEN`."""
+        return self._failed(exc, "on_span", span_id)
+
     def start_trace(self, trace: TraceInfo) -> Any:
         try:
             return self.inner.start_trace(trace)
         except Exception as exc:
             self._failed(exc, "start_trace", None)
-            return self._BROKEN
+            return self.BROKEN
 
     def on_span(
         self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> tuple[Any, Sequence[EvaluationResult]]:
         """Returns (state, results): the state becomes broken after a failure."""
-        if state is self._BROKEN:
+        if state is self.BROKEN:
             return state, ()
         try:
             return state, self.inner.on_span(state, span, steps, trace)
         except Exception as exc:
-            return self._BROKEN, self._failed(exc, "on_span", span.span_id)
+            return self.BROKEN, self.span_failed(exc, span.span_id)
 
     def finish_trace(
         self, state: Any, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        if state is self._BROKEN:
+        if state is self.BROKEN:
             return [
                 EvaluationResult(
                     name=self.inner.name,
@@ -180,7 +191,11 @@ class SafeEvaluator:
         try:
             return self.inner.finish_trace(state, trajectory, trace)
         except Exception as exc:
-            return self._failed(exc, "finish_trace", None)
+            return self.trace_failed(exc)
+
+    def trace_failed(self, exc: Exception) -> list[EvaluationResult]:
+        """`finish_trace`'s answer to a failure of the evaluator's `finish_trace`."""
+        return self._failed(exc, "finish_trace", None)
 
 
 class PluginError(Exception):

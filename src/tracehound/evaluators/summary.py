@@ -18,6 +18,7 @@ __all__ = ["LEVELS", "derived_attributes"]
 
 # Drift severities compare by rank.
 LEVELS = {"none": 0, "warning": 1, "alert": 2, "critical": 3}
+_LEVEL_OF_RANK = {rank: level for level, rank in LEVELS.items()}
 
 
 def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[str, str | float]:
@@ -32,7 +33,7 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
     scored: list[tuple[int, float, str]] = []
     root_severity = str(root.get(names.ATTR_DRIFT_SEVERITY, "")).lower()
     root_score = root.get(names.ATTR_DRIFT_SCORE)
-    if root_severity in LEVELS or _is_number(root_score):
+    if root_severity in LEVELS or (root_score is not None and _is_number(root_score)):
         scored.append(
             (
                 LEVELS.get(root_severity, -1),
@@ -41,22 +42,26 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
             )
         )
     verdicts: list[str] = []
+    drift, golden = names.EVAL_DRIFT, names.EVAL_GOLDEN
     for result in results:
+        name = result.name
+        if name not in (drift, golden):  # most results: neither
+            continue
         attrs = result.attributes
-        if result.name == names.EVAL_DRIFT and not result.error_type:
+        if name == drift and not result.error_type:
             severity = str(attrs.get(names.ATTR_DRIFT_SEVERITY, "")).lower()
             score = attrs.get(names.ATTR_DRIFT_SCORE, -1.0)
             if severity in LEVELS and _is_number(score):
                 agent = str(attrs.get(names.ATTR_DRIFT_AGENT, ""))
                 scored.append((LEVELS[severity], float(score), agent))
-        elif result.name == names.EVAL_GOLDEN:
+        elif name == golden:
             verdict = attrs.get(names.ATTR_GOLDEN_VERDICT)
             if verdict in names.GOLDEN_VERDICTS:
                 verdicts.append(str(verdict))
     if scored:
         rank, _, agent = max(scored)
         if rank >= 0:
-            out[names.ATTR_DRIFT_MAX_SEVERITY] = next(k for k, v in LEVELS.items() if v == rank)
+            out[names.ATTR_DRIFT_MAX_SEVERITY] = _LEVEL_OF_RANK[rank]
         scores = [s for _, s, _ in scored if s >= 0.0]
         if scores:
             out[names.ATTR_DRIFT_MAX_SCORE] = max(scores)

@@ -27,7 +27,7 @@ import binascii
 import json
 import struct
 import zlib
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,12 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, SeverityNumber
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from tracehound import _wire, names
-from tracehound.emit import event_attributes, redact_attributes, redact_event_attributes
+from tracehound.emit import (
+    event_attributes,
+    redact_attributes,
+    redact_event_attributes,
+    span_attributes,
+)
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.spans import AttributeValue
 
@@ -68,8 +73,11 @@ __all__ = [
     "encoded_attributes",
     "encoded_event",
     "encoded_log_record",
+    "encoded_result_attributes",
     "evaluation_log_record",
     "framed_log_records",
+    "framed_result_records",
+    "framed_span_result_records",
     "logs_request_bytes",
     "merge_attributes",
     "parse_protobuf",
@@ -642,6 +650,73 @@ def framed_log_records(
             encoded = encoded_log_record(result, trace_id, parent, time_ns, framed=True)
         out.append(encoded)
     return out
+
+
+# What `encode_result_records` needs of `framed_log_records`: the keys `event_attributes` writes,
+# in its order, and the record parts of an info and a warning record
+RESULT_RECORD_KEYS = (
+    names.ATTR_EVALUATION_NAME,
+    names.ATTR_EVALUATION_SCORE_VALUE,
+    names.ATTR_EVALUATION_SCORE_LABEL,
+    names.ATTR_EVALUATION_EXPLANATION,
+    names.ATTR_ERROR_TYPE,
+    names.ATTR_EVALUATOR_NAME,
+    names.ATTR_EVALUATOR_VERSION,
+)
+RESULT_RECORD_PARTS = (_LOG_PARTS[False], _LOG_PARTS[True])
+
+
+def framed_result_records(
+    results: Sequence[EvaluationResult], trace_id: str, span_id: str, time_ns: int
+) -> bytes:
+    """`b"".join(framed_log_records(results, trace_id, span_id, time_ns))`: with the C
+    accelerator in one call that writes the records straight from the results (no
+    `event_attributes` dict per result); the records of one span, for one `ScopeLogs`."""
+    native = _wire._native
+    if native is not None:
+        encoded: bytes | None = native.encode_result_records(
+            results, trace_id, span_id, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
+        )
+        if encoded is not None:
+            return encoded
+    return b"".join(framed_log_records(results, trace_id, span_id, time_ns))
+
+
+def framed_span_result_records(
+    spans: list[tuple[tuple[EvaluationResult, ...], str, str]], time_ns: int
+) -> tuple[bytes, int]:
+    """`framed_result_records(results, trace_id, span_id, time_ns)` of each (results, trace_id,
+    span_id) of `spans`, joined, and how many records that is: with the C accelerator in one
+    call (the records of a request's spans)."""
+    native = _wire._native
+    if native is not None:
+        encoded: tuple[bytes, int] | None = native.encode_span_result_records(
+            spans, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
+        )
+        if encoded is not None:
+            return encoded
+    joined = b"".join(
+        [
+            framed_result_records(results, trace_id, span_id, time_ns)
+            for results, trace_id, span_id in spans
+        ]
+    )
+    return joined, sum(len(results) for results, _, _ in spans)
+
+
+def encoded_result_attributes(
+    results: Sequence[EvaluationResult], present: Container[str] | None
+) -> bytes | None:
+    """`encoded_attributes(SPAN_ATTRIBUTES_TAG, span_attributes(results), present)`: with the C
+    accelerator in one call, without the merged dict when one result has attributes."""
+    native = _wire._native
+    if native is not None:
+        encoded: bytes | None = native.encode_result_attributes(
+            results, present, SPAN_ATTRIBUTES_TAG
+        )
+        if encoded is not None:
+            return encoded
+    return encoded_attributes(SPAN_ATTRIBUTES_TAG, span_attributes(results), present)
 
 
 def _length_delimited(tag: bytes, payload: bytes) -> bytes:

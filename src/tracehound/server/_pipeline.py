@@ -59,13 +59,14 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound._wire import (
     may_hold_genai,
     read_trace_views,
     scan_trace_request,
     splice_trace_request,
 )
+from tracehound.conventions.base import slots_maker
 from tracehound.emit import (
     MetricsRecorder,
     event_attributes,
@@ -80,6 +81,8 @@ from tracehound.server._forward import Lane
 from tracehound.server._otlp import (
     LOGS,
     METRICS,
+    RESULT_RECORD_KEYS,
+    RESULT_RECORD_PARTS,
     SPAN_ATTRIBUTES_TAG,
     TRACES,
     BadRequest,
@@ -87,7 +90,9 @@ from tracehound.server._otlp import (
     add_event,
     encoded_attributes,
     encoded_event,
+    encoded_result_attributes,
     framed_log_records,
+    framed_span_result_records,
     logs_request_bytes,
     merge_attributes,
     parse_protobuf,
@@ -171,6 +176,10 @@ class _Held:
     end_ns: int = 0  # of a span held as bytes (the time of its result events)
 
 
+# Held spans are made per root span (stream) or per span (hold): without the dataclass __init__
+_new_held = slots_maker(_Held)
+
+
 class _Seen:
     """Two generations of (trace id + span id) keys: O(1) membership, bounded memory."""
 
@@ -245,8 +254,9 @@ class Pipeline:
         # each GenAI trace's resource, serialized (in a 1-tuple: records are grouped by its id)
         self._trace_resource: dict[str, tuple[bytes]] = {}
         self._released: list[_Held] = []
-        # `gen_ai.evaluation.result` records (serialized) by resource, until the next flush
-        self._events: dict[int, tuple[tuple[bytes], list[bytes]]] = {}
+        # `gen_ai.evaluation.result` records by resource, until the next flush: [resource, the
+        # records serialized (each item those of one span or trace), how many]
+        self._events: dict[int, list[Any]] = {}
         self._scope_bytes = InstrumentationScope(
             name=names.SCOPE_NAME, version=scope_version
         ).SerializeToString()
@@ -742,123 +752,139 @@ class Pipeline:
         genai_traces = self._genai_traces
         trace_resource = self._trace_resource
         span_events = self._span_events
+        native = _wire._native
         request_gate = None if work.genai else False
         single_scope = len(scopes) == 1
         edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
         removed = 0
         resources: dict[int, tuple[bytes]] = {}
+        add_span = engine.add_span
+        evaluated = 0
+        # (results, trace id, span id) of the spans with results since the last `_emit_spans`,
+        # whose traces' resource is `emitting`
+        emitted: list[tuple[tuple[EvaluationResult, ...], str, str]] = []
+        emitting: tuple[bytes] | None = None
         k = 0
-        for (
-            resource_index,
-            resource_start,
-            resource_end,
-            resource_schema_url,
-            scope_start,
-            scope_end,
-            scope_name,
-            _scope_version,
-            scope_schema_url,
-            count,
-            scope_spans_start,
-            scope_spans_end,
-        ) in scopes:
-            first = k
-            k += count
-            gate = request_gate
-            if (
-                gate is None
-                and not single_scope
-                and not may_hold_genai(raw[scope_spans_start:scope_spans_end])
-            ):
-                gate = False
-            own = _is_own_scope(scope_name)
-            container: _Container | None = None
-            resource = resources.get(resource_index)
-            if resource is None:  # serialized once per request (trace resources, containers)
-                resource = resources[resource_index] = (raw[resource_start:resource_end],)
-            for index in range(first, k):
-                if gate is False and keys[index][:16] not in known:
-                    stats.spans_bypassed += 1
-                    continue
-                view = views[index]
-                if view is None:  # a bad parent id the fast id check does not read
-                    continue  # forwarded as received, not evaluated
-                if gate is False:
-                    view.mark_not_genai()  # the request- or scope-level check answered
-                if own:
-                    continue
-                if recorder is None:
-                    outcome = engine.add_span(view)
-                else:
-                    started = time.perf_counter()
-                    outcome = engine.add_span(view)
+        try:
+            for (
+                resource_index,
+                resource_start,
+                resource_end,
+                resource_schema_url,
+                scope_start,
+                scope_end,
+                scope_name,
+                _scope_version,
+                scope_schema_url,
+                count,
+                scope_spans_start,
+                scope_spans_end,
+            ) in scopes:
+                first = k
+                k += count
+                gate = request_gate
+                if (
+                    gate is None
+                    and not single_scope
+                    and not may_hold_genai(raw[scope_spans_start:scope_spans_end])
+                ):
+                    gate = False
+                own = _is_own_scope(scope_name)
+                container: _Container | None = None
+                resource = resources.get(resource_index)
+                if resource is None:  # serialized once per request (trace resources, containers)
+                    resource = resources[resource_index] = (raw[resource_start:resource_end],)
+                for index in range(first, k):
+                    if gate is False and keys[index][:16] not in known:
+                        stats.spans_bypassed += 1
+                        continue
+                    view = views[index]
+                    if view is None:  # a bad parent id the fast id check does not read
+                        continue  # forwarded as received, not evaluated
+                    if gate is False:
+                        view.mark_not_genai()  # the request- or scope-level check answered
+                    if own:
+                        continue
+                    if recorder is None:
+                        outcome = add_span(view)
+                    else:
+                        started = time.perf_counter()
+                        outcome = add_span(view)
+                        if outcome.genai:
+                            recorder.duration(time.perf_counter() - started, "span")
+                        if outcome.late:
+                            recorder.add(names.METRIC_LATE_SPANS, 1)
+                    trace_id = view.trace_id
+                    results = outcome.results  # only a GenAI span has results
                     if outcome.genai:
-                        recorder.duration(time.perf_counter() - started, "span")
-                    if outcome.late:
-                        recorder.add(names.METRIC_LATE_SPANS, 1)
-                trace_id = view.trace_id
-                if outcome.genai:
-                    stats.spans_evaluated += 1
-                    genai_traces.add(trace_id)
-                    if trace_id not in trace_resource:
-                        trace_resource[trace_id] = resource
-                results = outcome.results
-                if results:
-                    self._emit(results, trace_id, view.span_id, trace_resource.get(trace_id), None)
-                if outcome.duplicate:
-                    stats.spans_duplicate += 1
-                    edits[index] = None
-                    removed += 1
-                    continue
-                if not outcome.late:
-                    is_root = not view.parent_span_id or view.parent_is_remote
-                    if hold_all or (is_root and trace_id in genai_traces):
-                        if container is None:
-                            container = _Container(
-                                resource[0],
-                                resource_schema_url,
-                                raw[scope_start:scope_end],
-                                scope_schema_url,
-                            )
-                        # only a span written to later needs its keys (None: read then)
-                        present = frozenset(view.attributes) if results or is_root else None
-                        _, start, end = view.wire_range()
-                        held = _Held(
-                            raw[start:end],
-                            view.span_id,
-                            container,
-                            results,
-                            present,
-                            view.end_ns,
-                        )
-                        held_here.append(held)
-                        self._held.setdefault(trace_id, []).append(held)
-                        stats.spans_held += 1
+                        evaluated += 1
+                        genai_traces.add(trace_id)
+                        span_resource = trace_resource.setdefault(trace_id, resource)
+                        if results:  # `_emit`, for the request's spans at once
+                            if span_resource is not emitting:
+                                self._emit_spans(emitted, emitting)
+                                emitted = []
+                                emitting = span_resource
+                            emitted.append((results, trace_id, view.span_id))
+                    elif outcome.duplicate:
+                        stats.spans_duplicate += 1
                         edits[index] = None
                         removed += 1
                         continue
-                if results:
-                    attributes = span_attributes(results)
-                    decoded = view.attributes
-                    # the usual case: the attributes appended as they are (with span events,
-                    # `_span_edit` encodes both)
-                    added: bytes | tuple[bytes] | None = (
-                        None
-                        if span_events
-                        else encoded_attributes(SPAN_ATTRIBUTES_TAG, attributes, decoded)
-                    )
-                    if added is None:
-                        _, start, end = view.wire_range()
-                        added = self._span_edit(
-                            raw,
-                            start,
-                            end,
-                            attributes=attributes,
-                            results=results,
-                            present=decoded,
-                            end_ns=view.end_ns,
-                        )
-                    edits[index] = added
+                    if not outcome.late:
+                        is_root = not view.parent_span_id or view.parent_is_remote
+                        if hold_all or (is_root and trace_id in genai_traces):
+                            if container is None:
+                                container = _Container(
+                                    resource[0],
+                                    resource_schema_url,
+                                    raw[scope_start:scope_end],
+                                    scope_schema_url,
+                                )
+                            # only a span written to later needs its keys (None: read then)
+                            present = frozenset(view.attributes) if results or is_root else None
+                            _, start, end = view.wire_range()
+                            held = _new_held(
+                                raw[start:end],
+                                view.span_id,
+                                container,
+                                results,
+                                present,
+                                view.end_ns,
+                            )
+                            held_here.append(held)
+                            self._held.setdefault(trace_id, []).append(held)
+                            stats.spans_held += 1
+                            edits[index] = None
+                            removed += 1
+                            continue
+                    if results:
+                        decoded = view.attributes
+                        # the usual case: the attributes appended as they are (with span events,
+                        # `_span_edit` encodes both); `encoded_result_attributes` without its frame
+                        added: bytes | tuple[bytes] | None = None
+                        if not span_events:
+                            if native is not None:
+                                added = native.encode_result_attributes(
+                                    results, decoded, SPAN_ATTRIBUTES_TAG
+                                )
+                            if added is None:
+                                added = encoded_result_attributes(results, decoded)
+                        if added is None:
+                            _, start, end = view.wire_range()
+                            added = self._span_edit(
+                                raw,
+                                start,
+                                end,
+                                attributes=span_attributes(results),
+                                results=results,
+                                present=decoded,
+                                end_ns=view.end_ns,
+                            )
+                        edits[index] = added
+        finally:  # what was evaluated is counted and emitted, also when a later span failed
+            stats.spans_evaluated += evaluated
+            self._emit_spans(emitted, emitting)
         if not removed and not any(edits):
             return raw, len(keys)
         spliced = splice_trace_request(raw, edits)
@@ -962,19 +988,19 @@ class Pipeline:
                 if trace.reason == "max_traces":
                     recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
             if genai:
-                self._emit(
-                    trace.results, trace_id, trace.root_span_id, resource, trace_agent(trace)
-                )
+                agent = trace_agent(trace) if recorder is not None else None  # a metric attribute
+                self._emit(trace.results, trace_id, trace.root_span_id, resource, agent)
             for item in held:
                 if item.span is None:  # cut but never copied: an internal error
                     continue
                 if genai and item.span_id == trace.root_span_id:
-                    root_results = tuple(
-                        r for r in trace.results if r.span_id in (None, item.span_id)
-                    )
-                    self._write_held(
-                        item, root_attributes(trace, item.results), (*item.results, *root_results)
-                    )
+                    results = item.results
+                    if self._span_events:  # the events of the root's own and the trace results
+                        results = (
+                            *results,
+                            *(r for r in trace.results if r.span_id in (None, item.span_id)),
+                        )
+                    self._write_held(item, root_attributes(trace, item.results), results)
                 elif item.results:
                     self._write_held(item, span_attributes(item.results), item.results)
                 if self._redact and not isinstance(item.span, bytes):
@@ -1022,8 +1048,54 @@ class Pipeline:
             resource = _EMPTY_RESOURCE
         group = self._events.get(id(resource))
         if group is None:
-            group = self._events[id(resource)] = (resource, [])
-        group[1].extend(framed_log_records(results, trace_id, span_id, time.time_ns()))
+            group = self._events[id(resource)] = [resource, [], 0]
+        # `framed_result_records`, without its frame
+        time_ns = time.time_ns()
+        native = _wire._native
+        records = (
+            None
+            if native is None
+            else native.encode_result_records(
+                results, trace_id, span_id, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
+            )
+        )
+        if records is None:
+            records = b"".join(framed_log_records(results, trace_id, span_id, time_ns))
+        group[1].append(records)
+        group[2] += len(results)
+
+    def _emit_spans(
+        self, spans: list[tuple[tuple[EvaluationResult, ...], str, str]], resource: Any
+    ) -> None:
+        """`_emit(results, trace_id, span_id, resource, None)` of each (results, trace_id,
+        span_id) of `spans` (one request's spans whose traces have `resource`), in one call."""
+        if not spans:
+            return
+        recorder = self._recorder
+        if recorder is not None:
+            for results, _, _ in spans:
+                for result in results:
+                    recorder.record(result_measurements(result, None))
+        if not self._emit_events:
+            return
+        if resource is None:
+            resource = _EMPTY_RESOURCE
+        group = self._events.get(id(resource))
+        if group is None:
+            group = self._events[id(resource)] = [resource, [], 0]
+        time_ns = time.time_ns()
+        native = _wire._native
+        encoded = (
+            None
+            if native is None
+            else native.encode_span_result_records(
+                spans, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
+            )
+        )
+        if encoded is None:
+            encoded = framed_span_result_records(spans, time_ns)
+        group[1].append(encoded[0])
+        group[2] += encoded[1]
 
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
@@ -1045,9 +1117,9 @@ class Pipeline:
         groups, self._events = self._events, {}
         if groups:
             scope = self._scope_bytes
-            count = sum(len(records) for _, records in groups.values())
+            count = sum(group[2] for group in groups.values())
             payload = logs_request_bytes(
-                [(resource[0], scope, records) for resource, records in groups.values()],
+                [(resource[0], scope, records) for resource, records, _ in groups.values()],
                 framed=True,
             )
             if self.lanes[LOGS.name].offer(payload, count):

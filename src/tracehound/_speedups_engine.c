@@ -1,0 +1,847 @@
+/* The engine's per-span loop over the evaluators (call_span_hooks), and the sidecar's per-span
+ * writing of evaluation results, in one call each:
+ *
+ * - encode_result_records: the `gen_ai.evaluation.result` log records of a span's results, as
+ *   tracehound.server._otlp.framed_log_records writes them (joined), without the attributes
+ *   dict of tracehound.emit.event_attributes per result;
+ * - encode_result_attributes: the `tracehound.*` attributes the results put on their span, as
+ *   tracehound.server._otlp.encoded_attributes(tag, tracehound.emit.span_attributes(results),
+ *   present) encodes them.
+ *
+ * The Python functions stay the reference: each answers None for anything it does not write
+ * byte for byte as they do, and the caller then takes them. */
+
+#include "_speedups.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* --- a growing byte buffer ------------------------------------------------------------------- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t n, cap;
+} engine_buf;
+
+static int
+buf_reserve(engine_buf *b, Py_ssize_t more)
+{
+    Py_ssize_t need = b->n + more, cap;
+    char *grown;
+    if (need <= b->cap) {
+        return ST_OK;
+    }
+    cap = b->cap ? b->cap : 512;
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        cap *= 2;
+    }
+    grown = PyMem_Realloc(b->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    b->data = grown;
+    b->cap = cap;
+    return ST_OK;
+}
+
+static int
+buf_put(engine_buf *b, const void *data, Py_ssize_t len)
+{
+    if (len == 0) {
+        return ST_OK;
+    }
+    if (buf_reserve(b, len) != ST_OK) {
+        return ST_ERROR;
+    }
+    memcpy(b->data + b->n, data, (size_t)len);
+    b->n += len;
+    return ST_OK;
+}
+
+static int
+buf_varint(engine_buf *b, uint64_t value)
+{
+    char bytes[10];
+    Py_ssize_t n = 0;
+    while (value > 0x7f) {
+        bytes[n++] = (char)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    bytes[n++] = (char)value;
+    return buf_put(b, bytes, n);
+}
+
+static int
+buf_fixed64(engine_buf *b, char tag, uint64_t v)
+{
+    char bytes[9];
+    int i;
+    bytes[0] = tag;
+    for (i = 0; i < 8; i++) {
+        bytes[1 + i] = (char)(v >> (8 * i));
+    }
+    return buf_put(b, bytes, 9);
+}
+
+/* A length-delimited field is written as its tag and LENGTH_ROOM bytes for the length, then
+ * its payload; buf_close writes the length and moves the payload back over the unused room. */
+#define ENGINE_LENGTH_ROOM 5
+
+static int
+buf_open(engine_buf *b, const char *tag, Py_ssize_t tag_len, Py_ssize_t *mark)
+{
+    if (buf_put(b, tag, tag_len) != ST_OK || buf_reserve(b, ENGINE_LENGTH_ROOM) != ST_OK) {
+        return ST_ERROR;
+    }
+    b->n += ENGINE_LENGTH_ROOM;
+    *mark = b->n;
+    return ST_OK;
+}
+
+static int
+buf_close(engine_buf *b, Py_ssize_t mark)
+{
+    Py_ssize_t len = b->n - mark, k = 0;
+    uint64_t value = (uint64_t)len;
+    char bytes[ENGINE_LENGTH_ROOM];
+    if (len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
+        return ST_UNHANDLED;
+    }
+    while (value > 0x7f) {
+        bytes[k++] = (char)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    bytes[k++] = (char)value;
+    memcpy(b->data + mark - ENGINE_LENGTH_ROOM, bytes, (size_t)k);
+    if (k < ENGINE_LENGTH_ROOM) {
+        memmove(b->data + mark - ENGINE_LENGTH_ROOM + k, b->data + mark, (size_t)len);
+        b->n -= ENGINE_LENGTH_ROOM - k;
+    }
+    return ST_OK;
+}
+
+/* Bytes of a Python bytes object. */
+static int
+buf_bytes(engine_buf *b, PyObject *bytes)
+{
+    return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+}
+
+/* --- reading results ------------------------------------------------------------------------- */
+
+enum {
+    R_NAME,
+    R_EVALUATOR,
+    R_EVALUATOR_VERSION,
+    R_SPAN_ID,
+    R_SCORE_VALUE,
+    R_SCORE_LABEL,
+    R_EXPLANATION,
+    R_ATTRIBUTES,
+    R_ERROR_TYPE,
+    R_COUNT
+};
+
+static const char *const RESULT_FIELDS[R_COUNT] = {
+    "name",        "evaluator",  "evaluator_version", "span_id",    "score_value",
+    "score_label", "explanation", "attributes",       "error_type",
+};
+
+static PyObject *result_str[R_COUNT];
+static slot_cache result_slots[R_COUNT];
+static PyObject *encode_key_values_fn; /* the module's encode_key_values */
+
+static PyObject *
+result_get(PyObject *result, int which)
+{
+    return tracehound_slot_get(&result_slots[which], result, result_str[which]);
+}
+
+/* Each hex digit's value plus 1 (0: not a hex digit). */
+static const uint8_t ENGINE_HEX[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
+/* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
+static int
+engine_hex(PyObject *s, uint8_t *out, Py_ssize_t n)
+{
+    const Py_UCS1 *p;
+    Py_ssize_t i;
+    if (!PyUnicode_Check(s) || PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND ||
+        PyUnicode_GET_LENGTH(s) != 2 * n) {
+        return 0;
+    }
+    p = PyUnicode_1BYTE_DATA(s);
+    for (i = 0; i < n; i++) {
+        int high = ENGINE_HEX[p[2 * i]], low = ENGINE_HEX[p[2 * i + 1]];
+        if (!high || !low) {
+            return 0;
+        }
+        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
+    }
+    return 1;
+}
+
+/* --- encode_result_records ------------------------------------------------------------------- */
+
+static Py_ssize_t
+varint_size(uint64_t value)
+{
+    Py_ssize_t n = 1;
+    while (value > 0x7f) {
+        value >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* One attribute of a record: `tag`, length, KeyValue{key (unless empty), value: AnyValue}.
+ * `value` is an exact str (string_value) or NULL with `number` (double_value). The lengths are
+ * known before the bytes, so they are written first (no room to fill in afterwards). */
+static int
+put_record_attribute(engine_buf *b, PyObject *tag, PyObject *key, PyObject *value,
+                     double number)
+{
+    const char *key_utf8 = NULL, *value_utf8 = NULL;
+    Py_ssize_t key_len = 0, value_len = 0, any_len, entry_len;
+    if (PyUnicode_GET_LENGTH(key) > 0) {
+        key_utf8 = PyUnicode_AsUTF8AndSize(key, &key_len);
+    }
+    if (value != NULL) {
+        value_utf8 = PyUnicode_AsUTF8AndSize(value, &value_len);
+    }
+    if ((PyUnicode_GET_LENGTH(key) > 0 && key_utf8 == NULL) ||
+        (value != NULL && value_utf8 == NULL)) {
+        PyErr_Clear(); /* a lone surrogate: upb refuses it, and so does the Python path */
+        return ST_UNHANDLED;
+    }
+    any_len = value != NULL ? 1 + varint_size((uint64_t)value_len) + value_len : 9;
+    entry_len = (key_utf8 != NULL ? 1 + varint_size((uint64_t)key_len) + key_len : 0) + 1 +
+                varint_size((uint64_t)any_len) + any_len;
+    if (entry_len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
+        return ST_UNHANDLED;
+    }
+    if (buf_reserve(b, PyBytes_GET_SIZE(tag) + 5 + entry_len) != ST_OK ||
+        buf_bytes(b, tag) != ST_OK || buf_varint(b, (uint64_t)entry_len) != ST_OK) {
+        return ST_ERROR;
+    }
+    if (key_utf8 != NULL) {
+        if (buf_put(b, "\x0a", 1) != ST_OK || buf_varint(b, (uint64_t)key_len) != ST_OK ||
+            buf_put(b, key_utf8, key_len) != ST_OK) {
+            return ST_ERROR;
+        }
+    }
+    if (buf_put(b, "\x12", 1) != ST_OK || buf_varint(b, (uint64_t)any_len) != ST_OK) {
+        return ST_ERROR;
+    }
+    if (value != NULL) {
+        if (buf_put(b, "\x0a", 1) != ST_OK || buf_varint(b, (uint64_t)value_len) != ST_OK) {
+            return ST_ERROR;
+        }
+        return buf_put(b, value_utf8, value_len);
+    }
+    {
+        char bytes[9];
+        uint64_t bits;
+        int i;
+        memcpy(&bits, &number, 8);
+        bytes[0] = 0x21;
+        for (i = 0; i < 8; i++) {
+            bytes[1 + i] = (char)(bits >> (8 * i));
+        }
+        return buf_put(b, bytes, 9);
+    }
+}
+
+/* The value of an optional str field as event_attributes reads it: 1 (set, non-empty str), 0
+ * (None or ""), ST_UNHANDLED for anything else (its truth is left to Python). */
+static int
+optional_str(PyObject *value)
+{
+    if (value == Py_None) {
+        return 0;
+    }
+    if (!PyUnicode_CheckExact(value)) {
+        return ST_UNHANDLED;
+    }
+    return PyUnicode_GET_LENGTH(value) > 0;
+}
+
+/* The framed record of one result, appended to b. keys: the 7 attribute keys in
+ * event_attributes' order (name, score value, score label, explanation, error type, evaluator
+ * name, evaluator version); parts: (info parts, warn parts) as encode_log_record takes them. */
+static int
+put_result_record(engine_buf *b, PyObject *result, const uint8_t *trace_id, PyObject *span_id,
+                  uint64_t time_ns, PyObject *keys, PyObject *parts)
+{
+    PyObject *values[R_COUNT] = {NULL};
+    static const int READ[] = {R_NAME,        R_EVALUATOR,  R_EVALUATOR_VERSION,
+                               R_SPAN_ID,     R_SCORE_VALUE, R_SCORE_LABEL,
+                               R_EXPLANATION, R_ERROR_TYPE};
+    PyObject *part, *tag, *parent;
+    uint8_t ids[2 + 16 + 2 + 8];
+    double score = 0.0;
+    int st = ST_OK, label, explanation, error, warn;
+    Py_ssize_t mark = 0;
+    size_t i;
+
+    for (i = 0; i < sizeof(READ) / sizeof(READ[0]); i++) {
+        values[READ[i]] = result_get(result, READ[i]);
+        if (values[READ[i]] == NULL) {
+            st = ST_ERROR;
+            goto done;
+        }
+    }
+    if (!PyUnicode_CheckExact(values[R_NAME]) || !PyUnicode_CheckExact(values[R_EVALUATOR]) ||
+        !PyUnicode_CheckExact(values[R_EVALUATOR_VERSION])) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    label = optional_str(values[R_SCORE_LABEL]);
+    explanation = optional_str(values[R_EXPLANATION]);
+    error = optional_str(values[R_ERROR_TYPE]);
+    if (label < 0 || explanation < 0 || error < 0) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    if (values[R_SCORE_VALUE] != Py_None) { /* float(score_value) of the usual types */
+        if (PyFloat_CheckExact(values[R_SCORE_VALUE])) {
+            score = PyFloat_AS_DOUBLE(values[R_SCORE_VALUE]);
+        }
+        else if (PyLong_CheckExact(values[R_SCORE_VALUE])) {
+            score = PyLong_AsDouble(values[R_SCORE_VALUE]);
+            if (score == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear(); /* too large: float() raises that itself */
+                st = ST_UNHANDLED;
+                goto done;
+            }
+        }
+        else {
+            st = ST_UNHANDLED;
+            goto done;
+        }
+    }
+    /* result.span_id or span_id */
+    parent = values[R_SPAN_ID];
+    if (parent == Py_None || (PyUnicode_CheckExact(parent) && PyUnicode_GET_LENGTH(parent) == 0)) {
+        parent = span_id;
+    }
+    else if (!PyUnicode_CheckExact(parent)) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    ids[0] = 0x4a;
+    ids[1] = 16;
+    memcpy(ids + 2, trace_id, 16);
+    ids[18] = 0x52;
+    ids[19] = 8;
+    if (!engine_hex(parent, ids + 20, 8)) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    warn = error;
+    part = PyTuple_GET_ITEM(parts, warn);
+    tag = PyTuple_GET_ITEM(part, 0);
+
+    st = buf_open(b, "\x12", 1, &mark);
+    if (st == ST_OK && time_ns) {
+        st = buf_fixed64(b, 0x09, time_ns);
+    }
+    if (st == ST_OK) {
+        st = buf_bytes(b, PyTuple_GET_ITEM(part, 1));
+    }
+    if (st == ST_OK) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 0), values[R_NAME], 0.0);
+    }
+    if (st == ST_OK && values[R_SCORE_VALUE] != Py_None) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 1), NULL, score);
+    }
+    if (st == ST_OK && label) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 2), values[R_SCORE_LABEL], 0.0);
+    }
+    if (st == ST_OK && explanation) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 3), values[R_EXPLANATION], 0.0);
+    }
+    if (st == ST_OK && error) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 4), values[R_ERROR_TYPE], 0.0);
+    }
+    if (st == ST_OK) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 5), values[R_EVALUATOR], 0.0);
+    }
+    if (st == ST_OK) {
+        st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 6),
+                                  values[R_EVALUATOR_VERSION], 0.0);
+    }
+    if (st == ST_OK) {
+        st = buf_bytes(b, PyTuple_GET_ITEM(part, 2));
+    }
+    if (st == ST_OK) {
+        st = buf_put(b, ids, sizeof(ids));
+    }
+    if (st == ST_OK && time_ns) {
+        st = buf_fixed64(b, 0x59, time_ns);
+    }
+    if (st == ST_OK) {
+        st = buf_bytes(b, PyTuple_GET_ITEM(part, 3));
+    }
+    if (st == ST_OK) {
+        st = buf_close(b, mark);
+    }
+done:
+    for (i = 0; i < R_COUNT; i++) {
+        Py_XDECREF(values[i]);
+    }
+    return st;
+}
+
+/* (info parts, warn parts), each a 4-tuple of bytes whose first is a 1 to 5 byte tag. */
+static int
+check_parts(PyObject *parts)
+{
+    Py_ssize_t i, j;
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 2) {
+        return 0;
+    }
+    for (i = 0; i < 2; i++) {
+        PyObject *part = PyTuple_GET_ITEM(parts, i);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 4) {
+            return 0;
+        }
+        for (j = 0; j < 4; j++) {
+            if (!PyBytes_Check(PyTuple_GET_ITEM(part, j))) {
+                return 0;
+            }
+        }
+        if (PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 0)) < 1 ||
+            PyBytes_GET_SIZE(PyTuple_GET_ITEM(part, 0)) > 5) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A 7-tuple of str. */
+static int
+check_keys(PyObject *keys)
+{
+    Py_ssize_t i;
+    if (!PyTuple_Check(keys) || PyTuple_GET_SIZE(keys) != 7) {
+        return 0;
+    }
+    for (i = 0; i < 7; i++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(keys, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(encode_result_records_doc,
+"encode_result_records($module, results, trace_id, span_id, time_ns, keys, parts, /)\n"
+"--\n"
+"\n"
+"b''.join(framed_log_records(results, trace_id, span_id, time_ns)) of\n"
+"tracehound.server._otlp: the framed `gen_ai.evaluation.result` log record of each result\n"
+"(a tuple or list), parented to result.span_id or span_id, with the attributes of\n"
+"tracehound.emit.event_attributes under `keys` (a 7-tuple of str: name, score value, score\n"
+"label, explanation, error type, evaluator name, evaluator version); `parts` is (info, warn),\n"
+"each the 4-tuple encode_log_record takes. None for anything else than str fields, a float or\n"
+"int score, hex ids and a time in 0..2**64-1; TypeError for malformed keys or parts.");
+
+static PyObject *
+encode_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *results, *keys, *parts, *out = NULL, *fast;
+    engine_buf b = {NULL, 0, 0};
+    uint8_t trace_id[16];
+    uint64_t time_ns;
+    Py_ssize_t i, count;
+    int st = ST_OK;
+
+    (void)module;
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "encode_result_records() takes 6 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    results = args[0];
+    keys = args[4];
+    parts = args[5];
+    if (!check_keys(keys)) {
+        PyErr_SetString(PyExc_TypeError, "encode_result_records() keys must be a 7-tuple of str");
+        return NULL;
+    }
+    if (!check_parts(parts)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_result_records() parts must be two 4-tuples of bytes");
+        return NULL;
+    }
+    if (!(PyTuple_CheckExact(results) || PyList_CheckExact(results)) ||
+        !PyLong_CheckExact(args[3]) || !engine_hex(args[1], trace_id, 16)) {
+        Py_RETURN_NONE;
+    }
+    time_ns = PyLong_AsUnsignedLongLong(args[3]);
+    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* negative or too large */
+        Py_RETURN_NONE;
+    }
+    fast = PySequence_Fast(results, "results"); /* a new reference: a list may change */
+    if (fast == NULL) {
+        return NULL;
+    }
+    count = PySequence_Fast_GET_SIZE(fast);
+    for (i = 0; st == ST_OK && i < count; i++) {
+        PyObject *result = PySequence_Fast_GET_ITEM(fast, i);
+        Py_INCREF(result);
+        st = put_result_record(&b, result, trace_id, args[2], time_ns, keys, parts);
+        Py_DECREF(result);
+    }
+    Py_DECREF(fast);
+    if (st == ST_OK) {
+        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
+    }
+    PyMem_Free(b.data);
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+PyDoc_STRVAR(encode_span_result_records_doc,
+"encode_span_result_records($module, spans, time_ns, keys, parts, /)\n"
+"--\n"
+"\n"
+"encode_result_records(results, trace_id, span_id, time_ns, keys, parts) of each (results,\n"
+"trace_id, span_id) of the list `spans`, joined, and how many records that is: (bytes, count).\n"
+"None when one of them would be None.");
+
+static PyObject *
+encode_span_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *spans, *keys, *parts, *fast, *out = NULL;
+    engine_buf b = {NULL, 0, 0};
+    uint64_t time_ns;
+    Py_ssize_t i, j, count, records = 0;
+    int st = ST_OK;
+
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "encode_span_result_records() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    spans = args[0];
+    keys = args[2];
+    parts = args[3];
+    if (!check_keys(keys) || !check_parts(parts)) {
+        PyErr_SetString(PyExc_TypeError, "encode_span_result_records() keys must be a 7-tuple "
+                                         "of str, parts two 4-tuples of bytes");
+        return NULL;
+    }
+    if (!PyList_CheckExact(spans) || !PyLong_CheckExact(args[1])) {
+        Py_RETURN_NONE;
+    }
+    time_ns = PyLong_AsUnsignedLongLong(args[1]);
+    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    for (i = 0; st == ST_OK && i < PyList_GET_SIZE(spans); i++) {
+        PyObject *entry = PyList_GET_ITEM(spans, i);
+        uint8_t trace_id[16];
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            st = ST_UNHANDLED;
+            break;
+        }
+        Py_INCREF(entry);
+        if (!(PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
+              PyList_CheckExact(PyTuple_GET_ITEM(entry, 0))) ||
+            !engine_hex(PyTuple_GET_ITEM(entry, 1), trace_id, 16)) {
+            st = ST_UNHANDLED;
+        }
+        else {
+            fast = PySequence_Fast(PyTuple_GET_ITEM(entry, 0), "results");
+            if (fast == NULL) {
+                st = ST_ERROR;
+            }
+            else {
+                count = PySequence_Fast_GET_SIZE(fast);
+                for (j = 0; st == ST_OK && j < count; j++) {
+                    PyObject *result = PySequence_Fast_GET_ITEM(fast, j);
+                    Py_INCREF(result);
+                    st = put_result_record(&b, result, trace_id, PyTuple_GET_ITEM(entry, 2),
+                                           time_ns, keys, parts);
+                    Py_DECREF(result);
+                }
+                records += count;
+                Py_DECREF(fast);
+            }
+        }
+        Py_DECREF(entry);
+    }
+    if (st == ST_OK) {
+        PyObject *joined = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
+        if (joined != NULL) {
+            out = Py_BuildValue("(Nn)", joined, records);
+        }
+    }
+    PyMem_Free(b.data);
+    if (st == ST_UNHANDLED) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* --- encode_result_attributes ---------------------------------------------------------------- */
+
+PyDoc_STRVAR(encode_result_attributes_doc,
+"encode_result_attributes($module, results, present, tag, /)\n"
+"--\n"
+"\n"
+"encoded_attributes(tag, span_attributes(results), present) of tracehound.server._otlp and\n"
+"tracehound.emit: the attributes of the results (a tuple or list; later ones win), encoded\n"
+"as encode_key_values(attributes, tag) encodes them; b'' when they have none. None when that\n"
+"takes another way (`present` None or holding one of the keys) and when the results'\n"
+"attributes are not dicts or `present` not a dict, set or frozenset (the Python path then).");
+
+static PyObject *
+encode_result_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *results, *present, *fast, *merged = NULL, *only = NULL, *key, *value, *out = NULL;
+    Py_ssize_t i, count, pos = 0;
+    int st = ST_OK;
+
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "encode_result_attributes() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    results = args[0];
+    present = args[1];
+    if (!(PyTuple_CheckExact(results) || PyList_CheckExact(results))) {
+        Py_RETURN_NONE;
+    }
+    fast = PySequence_Fast(results, "results");
+    if (fast == NULL) {
+        return NULL;
+    }
+    count = PySequence_Fast_GET_SIZE(fast);
+    /* span_attributes: a dict updated with each result's non-empty attributes, in order (the
+     * one result with attributes, the usual case, is read as it is) */
+    for (i = 0; st == ST_OK && i < count; i++) {
+        PyObject *attributes = result_get(PySequence_Fast_GET_ITEM(fast, i), R_ATTRIBUTES);
+        if (attributes == NULL) {
+            st = ST_ERROR;
+            break;
+        }
+        if (!PyDict_CheckExact(attributes)) {
+            st = ST_UNHANDLED;
+        }
+        else if (PyDict_GET_SIZE(attributes) == 0) {
+        }
+        else if (only == NULL && merged == NULL) {
+            only = attributes;
+            attributes = NULL;
+        }
+        else {
+            if (merged == NULL) {
+                merged = PyDict_Copy(only);
+                Py_CLEAR(only);
+            }
+            if (merged == NULL || PyDict_Update(merged, attributes) < 0) {
+                st = ST_ERROR;
+            }
+        }
+        Py_XDECREF(attributes);
+    }
+    Py_DECREF(fast);
+    if (st == ST_OK && merged == NULL) {
+        merged = only;
+        only = NULL;
+    }
+    if (st != ST_OK) {
+        goto done;
+    }
+    if (merged == NULL) {
+        out = PyBytes_FromStringAndSize(NULL, 0);
+        goto done;
+    }
+    if (present == Py_None ||
+        !(PyDict_CheckExact(present) || PyFrozenSet_CheckExact(present) ||
+          PySet_CheckExact(present))) {
+        st = ST_UNHANDLED;
+        goto done;
+    }
+    while (PyDict_Next(merged, &pos, &key, &value)) {
+        int found = PyDict_CheckExact(present) ? PyDict_Contains(present, key)
+                                               : PySet_Contains(present, key);
+        if (found < 0) {
+            st = ST_ERROR;
+            goto done;
+        }
+        if (found) {
+            st = ST_UNHANDLED;
+            goto done;
+        }
+    }
+    {
+        PyObject *call_args[2] = {merged, args[2]};
+        out = PyObject_Vectorcall(encode_key_values_fn, call_args, 2, NULL);
+    }
+done:
+    Py_XDECREF(only);
+    Py_XDECREF(merged);
+    if (st == ST_UNHANDLED) {
+        Py_XDECREF(out);
+        Py_RETURN_NONE;
+    }
+    if (st == ST_ERROR) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* --- call_span_hooks ------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(call_span_hooks_doc,
+"call_span_hooks($module, hooks, span, steps, trace, /)\n"
+"--\n"
+"\n"
+"The loop of tracehound.engine.Engine.add_span over a trace's span hooks (a list of\n"
+"(position, on_span, state) tuples): results += on_span(state, span, steps, trace) of each, in\n"
+"order; the results as a tuple. When one raises an Exception (or its results cannot be added),\n"
+"[the results so far (a list), its position, the exception] instead, the hooks after it not\n"
+"called. Other exceptions (KeyboardInterrupt, ...) propagate.");
+
+static PyObject *
+call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *hooks, *results, *answer;
+    Py_ssize_t i;
+
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "call_span_hooks() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    hooks = args[0];
+    if (!PyList_CheckExact(hooks)) {
+        PyErr_SetString(PyExc_TypeError, "call_span_hooks() hooks must be a list");
+        return NULL;
+    }
+    results = PyList_New(0);
+    if (results == NULL) {
+        return NULL;
+    }
+    for (i = 0; i < PyList_GET_SIZE(hooks); i++) {
+        PyObject *hook = PyList_GET_ITEM(hooks, i), *call_args[4], *span_results, *extended;
+        PyObject *position, *exc;
+        if (!PyTuple_CheckExact(hook) || PyTuple_GET_SIZE(hook) != 3) {
+            PyErr_SetString(PyExc_TypeError,
+                            "call_span_hooks() hooks must hold (position, on_span, state)");
+            Py_DECREF(results);
+            return NULL;
+        }
+        Py_INCREF(hook);
+        call_args[0] = PyTuple_GET_ITEM(hook, 2);
+        call_args[1] = args[1];
+        call_args[2] = args[2];
+        call_args[3] = args[3];
+        span_results = PyObject_Vectorcall(PyTuple_GET_ITEM(hook, 1), call_args, 4, NULL);
+        extended = NULL;
+        if (span_results != NULL) { /* results += span_results */
+            extended = PySequence_InPlaceConcat(results, span_results);
+            Py_DECREF(span_results);
+        }
+        if (extended != NULL) {
+            Py_DECREF(extended); /* results itself */
+            Py_DECREF(hook);
+            continue;
+        }
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            Py_DECREF(hook);
+            Py_DECREF(results);
+            return NULL;
+        }
+#if PY_VERSION_HEX >= 0x030C0000
+        exc = PyErr_GetRaisedException();
+#else
+        {
+            PyObject *type, *tb;
+            PyErr_Fetch(&type, &exc, &tb);
+            PyErr_NormalizeException(&type, &exc, &tb);
+            if (tb != NULL && exc != NULL) {
+                PyException_SetTraceback(exc, tb);
+            }
+            Py_XDECREF(type);
+            Py_XDECREF(tb);
+        }
+#endif
+        position = PyTuple_GET_ITEM(hook, 0);
+        answer = exc == NULL ? NULL : PyList_New(3);
+        if (answer != NULL) {
+            PyList_SET_ITEM(answer, 0, results);
+            Py_INCREF(position);
+            PyList_SET_ITEM(answer, 1, position);
+            PyList_SET_ITEM(answer, 2, exc);
+            Py_DECREF(hook);
+            return answer;
+        }
+        Py_XDECREF(exc);
+        Py_DECREF(hook);
+        Py_DECREF(results);
+        return NULL;
+    }
+    answer = PyList_GET_SIZE(results) ? PyList_AsTuple(results) : PyTuple_New(0);
+    Py_DECREF(results);
+    return answer;
+}
+
+static PyMethodDef engine_methods[] = {
+    {"call_span_hooks", (PyCFunction)(void (*)(void))call_span_hooks, METH_FASTCALL,
+     call_span_hooks_doc},
+    {"encode_result_records", (PyCFunction)(void (*)(void))encode_result_records, METH_FASTCALL,
+     encode_result_records_doc},
+    {"encode_span_result_records", (PyCFunction)(void (*)(void))encode_span_result_records,
+     METH_FASTCALL, encode_span_result_records_doc},
+    {"encode_result_attributes", (PyCFunction)(void (*)(void))encode_result_attributes,
+     METH_FASTCALL, encode_result_attributes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+tracehound_add_engine(PyObject *module)
+{
+    int i;
+    for (i = 0; i < R_COUNT; i++) {
+        if (result_str[i] == NULL) {
+            result_str[i] = PyUnicode_InternFromString(RESULT_FIELDS[i]);
+            if (result_str[i] == NULL) {
+                return -1;
+            }
+        }
+    }
+    if (encode_key_values_fn == NULL) {
+        encode_key_values_fn = PyObject_GetAttrString(module, "encode_key_values");
+        if (encode_key_values_fn == NULL) {
+            return -1;
+        }
+    }
+    return PyModule_AddFunctions(module, engine_methods);
+}
