@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import pickle
@@ -596,7 +597,8 @@ def test_the_scorer_and_baselines_take_the_one_call_c_paths(
 
     names = ["recent_divergences", "merge_moments", "any_nonzero"]
     rng = random.Random(11)
-    runs = [r for r in (features_of(rng, i) for i in range(8)) if r.has_text]
+    # copies: the features found has_text before the spy came in
+    runs = [dataclasses.replace(r) for r in (features_of(rng, i) for i in range(8)) if r.has_text]
     monkeypatch.setattr(_wire, "_native", Spy())
     baseline = Baseline.from_run(runs[0], EMBEDDER)
     for features in runs[1:]:
