@@ -50,7 +50,17 @@
  * triggers) raises RuntimeError rather than see arrays being changed.
  *
  * Memory is allocated as the index grows (nothing before the first unit): the engine keeps one
- * index per trace, for up to thousands of traces at a time.
+ * index per trace, for up to thousands of traces at a time. A text reserves its share of room at
+ * once (reserve_for_text), and the arrays of a core that goes are kept, emptied, for the next
+ * one (a small pool, see pool_give).
+ *
+ * The evidence evaluator (tracehound.evaluators.evidence) uses a core of its own without the
+ * Python index around it: feed_span reads a span's steps (their fields read from the instance
+ * dict), adds its sources and matches its outputs as EvidenceEvaluator's Python loop does with
+ * EvidenceIndex, keeping what it was fed (the texts, in order) and each match (the unit and the
+ * output's item) in C arrays instead of EvidenceSource objects and reuse tuples; summary is
+ * _streamed_survival and _summary over that state. Texts off the ASCII path are read through the
+ * TextCache given (cache.units, cache.normalized_informative), as EvidenceIndex reads them.
  */
 #include "_speedups.h"
 

@@ -25,7 +25,9 @@ With the C accelerator, the index's state and loops are an `EvidenceCore`
 and postings in C arrays, making every decision this code makes. It also cuts and tokenizes the
 texts of the tokenizer's ASCII path itself (the others come from the `TextCache`), and makes a
 source's `Unit` objects only when they are asked for (`EvidenceSource.units`). This code stays
-the reference and the path without the accelerator; each index picks one when it is made.
+the reference and the path without the accelerator; each index picks one when it is made. (The
+evidence evaluator, with the accelerator, feeds a core of its own whole spans instead: see
+`EvidenceCore.feed_span`.)
 """
 
 from __future__ import annotations

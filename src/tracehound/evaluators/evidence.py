@@ -10,6 +10,11 @@ Per span (as spans arrive): on each LLM span whose outputs reuse evidence, the n
 reused and the tools/sources they came from. Per trace (at finalization, from the canonical
 trajectory, so independent of arrival order): overall and final-answer survival, per tool and
 per source, unused sources, repeated-evidence groups, steps until last reuse.
+
+With the C accelerator, a trace's state is an `EvidenceCore` fed each span's steps in one call
+(`feed_span`: the loop of `on_span` below) and summarized in one more (`summary`: the walk of
+`_streamed_survival` and the sums of `_summary`); the Python code stays the reference and the
+path without it.
 """
 
 from __future__ import annotations
