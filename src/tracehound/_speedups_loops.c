@@ -38,7 +38,7 @@ enum {
     L_EXEC_SPAN_ID,
     L_ERROR,
     L_FINISH_REASON,
-    L_RUN_ID,
+    L_MAY_COMPLETE,
     /* keys and values */
     L_ERROR_TYPE,
     L_ASSISTANT,
@@ -71,7 +71,7 @@ static const char *const LOOPS_STRING[L_COUNT] = {
     [L_EXEC_SPAN_ID] = "exec_span_id",
     [L_ERROR] = "error",
     [L_FINISH_REASON] = "finish_reason",
-    [L_RUN_ID] = "run_id",
+    [L_MAY_COMPLETE] = "may_complete",
     [L_ERROR_TYPE] = "error.type",
     [L_ASSISTANT] = "assistant",
     [L_TOOL_CALL] = "tool_call",
@@ -99,14 +99,14 @@ enum {
     P_EXEC_END,
     P_HELD,
     P_KEYS,
-    P_TOOLS,
+    P_NEAR,
     P_RESULTS,
     P_HEADS,
     P_MODE_STEPS,
     P_CONSTANTS,
     P_COUNT
 };
-enum { C_NEAR, C_NO_PROGRESS, C_OUTPUT_REPEAT, C_RESULT_KEY_CHARS, C_HEAD, C_MODE, C_COUNT };
+enum { C_NO_PROGRESS, C_OUTPUT_REPEAT, C_RESULT_KEY_CHARS, C_HEAD, C_MODE, C_COUNT };
 
 #define HANDLED_NONE (-1) /* the span is left to the Python code whole */
 
@@ -405,18 +405,23 @@ hold_step(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const *
                 goto done;
             }
             found = PySet_Contains(parts[P_KEYS], key);
+            if (found == 0) { /* _HeldNear.may_complete, which records the call when not */
+                PyObject *near = PyObject_CallMethodObjArgs(parts[P_NEAR], ls[L_MAY_COMPLETE],
+                                                            tool, arguments, NULL);
+                if (near == NULL) {
+                    goto done;
+                }
+                found = PyObject_IsTrue(near);
+                Py_DECREF(near);
+            }
             if (found < 0) {
                 goto done;
             }
-            n = count_of(parts[P_TOOLS], tool);
-            if (n < 0 || (n == 0 && PyErr_Occurred())) {
-                goto done;
-            }
-            if (found || n >= limits[C_NEAR]) {
+            if (found) {
                 status = HOLD_NOT;
                 goto done;
             }
-            if (PySet_Add(parts[P_KEYS], key) < 0 || set_count(parts[P_TOOLS], tool, n) < 0) {
+            if (PySet_Add(parts[P_KEYS], key) < 0) {
                 goto done;
             }
         }
@@ -640,7 +645,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyDict_CheckExact(parts[P_PARENTS]) || !PyAnySet_CheckExact(parts[P_AGENTS]) ||
         !PyAnySet_CheckExact(parts[P_OVERFLOW]) || !PyAnySet_CheckExact(parts[P_MODES]) ||
         !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_HELD]) ||
-        !PyAnySet_CheckExact(parts[P_KEYS]) || !PyDict_CheckExact(parts[P_TOOLS]) ||
+        !PyAnySet_CheckExact(parts[P_KEYS]) ||
         !PyDict_CheckExact(parts[P_RESULTS]) || !PyDict_CheckExact(parts[P_HEADS]) ||
         !PyList_CheckExact(parts[P_MODE_STEPS]) || !PyTuple_CheckExact(parts[P_CONSTANTS]) ||
         PyTuple_GET_SIZE(parts[P_CONSTANTS]) != C_COUNT) {
@@ -648,7 +653,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     constants = &PyTuple_GET_ITEM(parts[P_CONSTANTS], 0);
-    for (i = C_NEAR; i <= C_RESULT_KEY_CHARS; i++) {
+    for (i = C_NO_PROGRESS; i <= C_RESULT_KEY_CHARS; i++) {
         limits[i] = PyLong_AsSsize_t(constants[i]);
         if (limits[i] == -1 && PyErr_Occurred()) {
             return NULL;

@@ -1198,8 +1198,8 @@ def test_a_trace_without_repeated_values_makes_no_tracker(refeeds: list[str]) ->
 
 
 def test_the_step_that_may_complete_a_loop_makes_the_tracker() -> None:
-    """The third call of a tool (near duplicates need three) makes the tracker, which finds the
-    loop at that call as if it had been fed every step."""
+    """The third near call of a tool (near duplicates need three) makes the tracker, which
+    finds the loop at that call as if it had been fed every step."""
     a = Agent()
     a.turn(search("refund status", "a"))
     a.turn(search("Refund status", "b"))
@@ -1212,6 +1212,32 @@ def test_the_step_that_may_complete_a_loop_makes_the_tracker() -> None:
     assert made.call_count == 1
     assert loop_labels(streamed) == {sid("c03"): {"near_duplicate"}}
     assert kinds(finalized) == {"near_duplicate"}
+
+
+def test_calls_of_one_tool_that_are_not_near_are_held_back() -> None:
+    """Three calls of one tool with unrelated arguments make no tracker (they cannot chain into
+    near duplicates); a fourth near one of them neither (two near calls are not three)."""
+    a = Agent()
+    a.turn(search("refund status", "a"))
+    a.turn(search("shipping address", "b"))
+    a.turn(search("order history", "c"))
+    a.turn(search("Refund status", "d"))
+    spans = by_end(a.done())
+    with mock.patch.object(
+        loops._State, "catch_up", autospec=True, side_effect=loops._State.catch_up
+    ) as made:
+        result = run(spans)
+    assert not made.called
+    assert outcome(result) == outcome(run_refeed(spans))
+    assert kinds(result[1]) == set()
+
+
+def test_a_tool_called_past_the_calls_compared_makes_the_tracker() -> None:
+    near = loops._HeldNear(LoopConfig(), loops._Cache())
+    for n in range(loops._NEAR_HELD_CALLS):
+        assert not near.may_complete("search", json.dumps({"q": f"topic {n}"}))
+    assert near.may_complete("search", json.dumps({"q": "another"}))
+    assert not near.may_complete("read", json.dumps({"q": "another"}))
 
 
 # --- outputs compared by their first words -------------------------------------------------------
@@ -1338,12 +1364,9 @@ def test_a_tool_called_once_in_a_run_is_never_flattened(monkeypatch: pytest.Monk
     a.turn(Call("write", {"path": "/b.txt"}, "ok"))
     run(a.done())
     assert flattened == []
-    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: no loop yet
+    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: both compared
     run(a.done())
-    assert flattened == []
-    a.turn(Call("read", {"path": "/d.txt"}, "d"))  # a third: near duplicates, all compared
-    run(a.done())
-    assert sorted(value["path"] for value in flattened) == ["/a.txt", "/c.txt", "/d.txt"]
+    assert flattened == [{"path": "/a.txt"}, {"path": "/c.txt"}]
 
 
 _JSON = st.recursive(
@@ -1463,7 +1486,12 @@ def _snapshot(state: loops._State) -> tuple[Any, ...]:
         list(state.fed_calls),
         [(id(step), run, end) for step, run, end in state.held],
         set(state.keys),
-        dict(state.tools),
+        {
+            tool: entries
+            if isinstance(entries, str)
+            else [(None if f is None else (f.shape, f.leaves), c) for f, c in entries]
+            for tool, entries in state.near.tools.items()
+        },
         dict(state.results),
         dict(state.heads),
         [id(step) for step in state.mode_steps],

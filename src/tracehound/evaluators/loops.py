@@ -572,6 +572,87 @@ class _NearEntry:
         self.group = group
 
 
+def _flat_of(text: str, cache: _Cache, config: LoopConfig) -> _Flat | None:
+    """Arguments flattened, by their canonical text (once per trace: see `_Cache`)."""
+    flats = cache.flat
+    if text in flats:
+        return flats[text]
+    flat: _Flat | None = None
+    if len(text) <= config.near_max_chars:
+        value: Any = text
+        if text[:1] in ("{", "["):
+            try:
+                value = _loads(text)
+            except (ValueError, RecursionError):
+                value = text
+        try:
+            flat = _Flat(value)
+        except RecursionError:
+            flat = None
+    flats[text] = flat
+    return flat
+
+
+class _HeldNear:
+    """The near-duplicate groups the held calls of each tool could make (see `_State.hold`).
+
+    A group of the tracker is made of calls of one tool (in one run), each near an earlier one
+    of the group; so its calls are connected by the near relation among all calls of the tool
+    in the trace, which this keeps the components of (ignoring what the tracker also asks:
+    calls of different turns that do not overlap, within its window). A call that would make
+    a component of `near_duplicate_threshold` calls may complete a loop; so may any call past
+    `_NEAR_HELD_CALLS` of a tool (which bounds the comparisons).
+    """
+
+    __slots__ = ("cache", "config", "tools")
+
+    def __init__(self, config: LoopConfig, cache: _Cache) -> None:
+        self.config = config
+        self.cache = cache
+        # tool → its first call's arguments (a tool called once is never flattened), then
+        # [flattened arguments, component] of each call
+        self.tools: dict[str, str | list[list[Any]]] = {}
+
+    def may_complete(self, tool: str, arguments: str) -> bool:
+        """True, with nothing recorded, when a call of `tool` with `arguments` (none of its
+        earlier calls had them) may complete a near-duplicate group; else records it."""
+        config, cache = self.config, self.cache
+        entries = self.tools.get(tool)
+        if entries is None:
+            self.tools[tool] = arguments
+            return False
+        if isinstance(entries, str):  # the second call: the first one is compared now
+            entries = [[_flat_of(entries, cache, config), 0]]
+        elif len(entries) >= _NEAR_HELD_CALLS:
+            return True
+        flat = _flat_of(arguments, cache, config)
+        joined: set[int] = set()  # the components it is near a call of
+        if flat is not None:
+            for other, component in entries:
+                if (
+                    component not in joined
+                    and other is not None
+                    and _near_flat(other, flat, config)
+                ):
+                    joined.add(component)
+        size = 1
+        for _, component in entries:
+            if component in joined:
+                size += 1
+        if size >= config.near_duplicate_threshold:
+            return True
+        new = len(entries)  # no component has that number yet
+        for entry in entries:
+            if entry[1] in joined:
+                entry[1] = new
+        entries.append([flat, new])
+        self.tools[tool] = entries
+        return False
+
+
+_NEAR_HELD_CALLS = 32
+
+
 class _Cache:
     """Per-trace memo shared by the streaming pass and the final analysis, which meet the same
     arguments and outputs again: arguments flattened (by their canonical text), outputs folded."""
@@ -891,24 +972,7 @@ class _RunDetector:
 
     def _flat(self, call: _Call) -> _Flat | None:
         """The call's flattened arguments (parsed once per trace, both passes share them)."""
-        text = call.key[1] if call.key is not None else ""
-        flats = self.cache.flat
-        if text in flats:
-            return flats[text]
-        flat: _Flat | None = None
-        if len(text) <= self.config.near_max_chars:
-            value: Any = text
-            if text[:1] in ("{", "["):
-                try:
-                    value = _loads(text)
-                except (ValueError, RecursionError):
-                    value = text
-            try:
-                flat = _Flat(value)
-            except RecursionError:
-                flat = None
-        flats[text] = flat
-        return flat
+        return _flat_of(call.key[1] if call.key is not None else "", self.cache, self.config)
 
     # -- results and outputs -------------------------------------------------------------------
 
@@ -1253,7 +1317,8 @@ class _State:
 
     Steps are held back from the tracker while none of them can complete a loop: every loop
     needs some value to come again — a call's key (`repeat`, `consecutive`, `cycle`,
-    `retry_storm`), a tool's calls `near_duplicate_threshold` times, a result's text
+    `retry_storm`), near arguments of a tool `near_duplicate_threshold` times (`_HeldNear`),
+    a result's text
     `no_progress_threshold` times (its length and first characters are counted here), an
     output's head `output_repeat_threshold` times — in one run, so in the trace. Counting those
     is cheaper than feeding the tracker; the first step that reaches a count makes the tracker,
@@ -1263,6 +1328,7 @@ class _State:
 
     __slots__ = (
         "agents",
+        "cache",
         "config",
         "exec_end",
         "fed",
@@ -1272,11 +1338,11 @@ class _State:
         "keys",
         "mode_steps",
         "modes",
+        "near",
         "overflow",
         "parents",
         "parts",
         "results",
-        "tools",
         "tracker",
     )
 
@@ -1301,7 +1367,8 @@ class _State:
         # (`heads` counts the outputs).
         self.held: list[tuple[Step, str, int | None]] = []
         self.keys: set[_CallKey] = set()
-        self.tools: dict[str, int] = {}
+        self.cache = _Cache()  # the tracker's, once made
+        self.near = _HeldNear(config, self.cache)
         self.results: dict[tuple[int, str], int] = {}
         self.heads: dict[str, int] = {}
         # The containers the accelerator's `loops_hold` works on, in its order.
@@ -1313,7 +1380,7 @@ class _State:
             self.exec_end,
             self.held,
             self.keys,
-            self.tools,
+            self.near,
             self.results,
             self.heads,
             self.mode_steps,
@@ -1351,11 +1418,9 @@ class _State:
             if arguments is not None:  # a call without arguments matches nothing
                 tool = step.tool or ""
                 key = (tool, arguments)
-                calls = self.tools.get(tool, 0) + 1
-                if key in self.keys or calls >= config.near_duplicate_threshold:
+                if key in self.keys or self.near.may_complete(tool, arguments):
                     return False
                 self.keys.add(key)
-                self.tools[tool] = calls
             exec_span_id = step.exec_span_id
             if exec_span_id:
                 end_ns = self.exec_end.get(exec_span_id)
@@ -1384,7 +1449,7 @@ class _State:
     def catch_up(self, fed: list[dict[str, Any]] | None) -> _Tracker:
         """The tracker, made now and fed the steps held back, whose fields go to `fed` (the
         list `fed` stands for while a span is fed)."""
-        tracker = self.tracker = _Tracker(self.config)
+        tracker = self.tracker = _Tracker(self.config, self.cache)
         tracker.exec_end = self.exec_end
         tracker.replay(self.held, self.overflow)
         tracker.mode_steps = self.mode_steps  # the replay's are those taken when held
@@ -1409,7 +1474,6 @@ class LoopEvaluator(Evaluator):
         self.config = config = config or LoopConfig()
         # What `loops_hold` reads besides a trace's containers (see `_State.parts`).
         self._constants = (
-            config.near_duplicate_threshold,
             config.no_progress_threshold,
             config.output_repeat_threshold,
             _RESULT_KEY_CHARS,
