@@ -1528,6 +1528,9 @@ span_drafts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* ("key",): the keyword of list.sort's call, made once. */
+static PyObject *sort_kwnames;
+
 PyDoc_STRVAR(builder_add_doc,
 "builder_add($module, builder, span, config, /)\n"
 "--\n"
@@ -1618,18 +1621,26 @@ builder_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         st = drafts == NULL ? ST_ERROR : ST_OK;
     }
     if (st == ST_OK) { /* self._drafts.extend(drafts) */
-        PyObject *extended = PyObject_CallMethod(all, "extend", "O", drafts);
-        st = extended == NULL ? ST_ERROR : ST_OK;
-        Py_XDECREF(extended);
+        if (PyList_CheckExact(drafts)) {
+            Py_ssize_t n = PyList_GET_SIZE(all);
+            st = PyList_SetSlice(all, n, n, drafts) < 0 ? ST_ERROR : ST_OK;
+        }
+        else {
+            PyObject *extended = PyObject_CallMethod(all, "extend", "O", drafts);
+            st = extended == NULL ? ST_ERROR : ST_OK;
+            Py_XDECREF(extended);
+        }
     }
     if (st == ST_OK) { /* drafts.sort(key=_draft_key) */
         PyObject *sort_args[3] = {NULL, drafts, PyTuple_GET_ITEM(config, 3)};
-        PyObject *kwnames = PyTuple_Pack(1, ss[B_KEY]);
-        sorted = kwnames != NULL ? PyObject_VectorcallMethod(ss[B_SORT], sort_args + 1,
-                                                             1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                                             kwnames)
-                                 : NULL;
-        Py_XDECREF(kwnames);
+        if (sort_kwnames == NULL) {
+            sort_kwnames = PyTuple_Pack(1, ss[B_KEY]);
+        }
+        sorted = sort_kwnames != NULL
+                     ? PyObject_VectorcallMethod(ss[B_SORT], sort_args + 1,
+                                                 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                 sort_kwnames)
+                     : NULL;
         st = sorted == NULL ? ST_ERROR : ST_OK;
         Py_XDECREF(sorted);
     }

@@ -255,6 +255,7 @@ def genai_traces(draw: st.DrawFn) -> list[dict[str, Any]]:
 # --- parity -------------------------------------------------------------------------------------
 
 
+@needs_native
 @SETTINGS
 @given(genai_traces(), st.sampled_from(["openai", "openai", "openai", "pydantic-ai"]))
 def test_normalize_parity(spans: list[dict[str, Any]], scope: str) -> None:
@@ -264,6 +265,7 @@ def test_normalize_parity(spans: list[dict[str, Any]], scope: str) -> None:
     assert native_run(located_views(raw)) == want
 
 
+@needs_native
 @SETTINGS
 @given(st.binary(min_size=1, max_size=6), st.integers(0, 60))
 def test_bytes_that_are_not_utf8_decide_as_upb_does(junk: bytes, at: int) -> None:
@@ -561,6 +563,7 @@ def message_documents(draw: st.DrawFn) -> str:
     return "[" + ", ".join(messages) + "]" + draw(st.sampled_from(["", "", " ", "]"]))
 
 
+@needs_native
 @SETTINGS
 @given(st.lists(message_documents(), min_size=1, max_size=3))
 def test_messages_read_from_json_as_json_loads_reads_them(documents: list[str]) -> None:
