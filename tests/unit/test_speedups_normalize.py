@@ -353,8 +353,10 @@ def test_usual_spans_take_the_c_path(make_views: Any) -> None:
         span = _speedups.genai_normalize(view, conventions._NATIVE_NORMALIZE, memo)
         assert span is not None
         mapped.append(span)
-    # the chat spans' message strings are left on the wire until asked for
+    # the chat spans' message strings are left on the wire until asked for (not for the keys)
     assert views[0]._attributes is None and views[0]._pending is not None
+    assert views[0].attribute_keys == tuple(key for key, _ in CHAT["attributes"])
+    assert views[0]._attributes is None
     assert isinstance(views[1]._attributes, dict)  # nothing left: the attributes as decoded
     # the later chat span reuses the messages its conversation had
     assert mapped[2].input_messages[1] is mapped[0].input_messages[1]
