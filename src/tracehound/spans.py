@@ -625,7 +625,10 @@ class SpanView:
         if not hasattr(self, "_keys"):
             kind = self._source_kind
             if kind == "proto":
-                if hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
+                pending = getattr(self, "_pending", None)
+                if pending is not None:  # the keys, without the strings left on the wire
+                    self._keys = tuple(pending[0])
+                elif hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
                     self._keys = tuple(self.attributes)
                 else:
                     self._keys = tuple(kv.key for kv in self._source.attributes)
