@@ -842,7 +842,7 @@ class Pipeline:
                                     scope_schema_url,
                                 )
                             # only a span written to later needs its keys (None: read then)
-                            present = frozenset(view.attributes) if results or is_root else None
+                            present = frozenset(view.attribute_keys) if results or is_root else None
                             _, start, end = view.wire_range()
                             held = _new_held(
                                 raw[start:end],
@@ -859,17 +859,18 @@ class Pipeline:
                             removed += 1
                             continue
                     if results:
-                        decoded = view.attributes
+                        # the keys only: the message strings the views leave undecoded stay so
+                        span_keys = frozenset(view.attribute_keys)
                         # the usual case: the attributes appended as they are (with span events,
                         # `_span_edit` encodes both); `encoded_result_attributes` without its frame
                         added: bytes | tuple[bytes] | None = None
                         if not span_events:
                             if native is not None:
                                 added = native.encode_result_attributes(
-                                    results, decoded, SPAN_ATTRIBUTES_TAG
+                                    results, span_keys, SPAN_ATTRIBUTES_TAG
                                 )
                             if added is None:
-                                added = encoded_result_attributes(results, decoded)
+                                added = encoded_result_attributes(results, span_keys)
                         if added is None:
                             _, start, end = view.wire_range()
                             added = self._span_edit(
@@ -878,7 +879,7 @@ class Pipeline:
                                 end,
                                 attributes=span_attributes(results),
                                 results=results,
-                                present=decoded,
+                                present=span_keys,
                                 end_ns=view.end_ns,
                             )
                         edits[index] = added
