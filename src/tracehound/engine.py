@@ -16,13 +16,13 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from typing import Any, Literal
 
 from tracehound import _wire
 from tracehound.conventions import Message, NormalizedSpan, Part, normalize
-from tracehound.conventions.base import slots_maker
+from tracehound.conventions.base import fields_maker, slots_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, SafeEvaluator, TraceInfo
 from tracehound.evaluators.summary import derived_attributes
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
@@ -115,22 +115,12 @@ class FinalizedTrace:
     """Trace-level `tracehound.*` attributes for the root span."""
 
 
-def _full_maker(cls: type[Any]) -> Callable[..., Any]:
-    """What makes `cls` instances from all their fields' values, positionally: the accelerator's
-    `SlotsMaker` without defaults (for classes whose defaults it cannot make), else the class."""
-    native = _wire._native
-    if native is None:
-        return cls
-    maker: Callable[..., Any] = native.SlotsMaker(cls, tuple(f.name for f in fields(cls)), ())
-    return maker
-
-
 # Outcomes are made for every span, the others per trace: without the dataclasses' __init__
 # (Python code per field; see `slots_maker`)
 _new_outcome = slots_maker(SpanOutcome)
-_new_finalized = _full_maker(FinalizedTrace)
-_new_result = slots_maker(EvaluationResult)
-_new_info = _full_maker(TraceInfo)
+_new_finalized = fields_maker(FinalizedTrace)
+_new_result = fields_maker(EvaluationResult)
+_new_info = fields_maker(TraceInfo)
 
 
 def _at_span(result: EvaluationResult, span_id: str) -> EvaluationResult:

@@ -24,6 +24,7 @@ __all__ = [
     "Operation",
     "Part",
     "canonical_arguments",
+    "fields_maker",
     "parse_json_value",
     "slots_maker",
     "to_text",
@@ -183,6 +184,34 @@ def slots_maker(cls: type[_T]) -> Callable[..., _T]:
             return _positional(cls)
     maker: Callable[..., _T] = native.SlotsMaker(cls, tuple(names), tuple(defaults))
     return maker
+
+
+def fields_maker(cls: type[_T]) -> Callable[..., _T]:
+    """What makes a `cls` instance from the values of all its fields, in their order (those
+    not in `__init__` included): the C accelerator's `SlotsMaker`, which stores them in the
+    slots without the generated `__init__`; else the class itself, or a function calling it by
+    keywords when some fields are keyword-only or not in `__init__`.
+
+    For slotted dataclasses without `__post_init__`, whatever their defaults: the instance is
+    the one the class would make with those values.
+    """
+    names = tuple(f.name for f in fields(cls))
+    native = _wire._native
+    if native is not None:
+        maker: Callable[..., _T] = native.SlotsMaker(cls, names, ())
+        return maker
+    in_init = tuple(f.init for f in fields(cls))
+    if all(in_init) and not any(f.kw_only for f in fields(cls)):
+        return cls
+
+    def make(*values: Any) -> _T:
+        out = cls(**{n: v for n, v, i in zip(names, values, in_init, strict=True) if i})
+        for name, value, init in zip(names, values, in_init, strict=True):
+            if not init:
+                object.__setattr__(out, name, value)
+        return out
+
+    return make
 
 
 def _positional(cls: type[_T]) -> Callable[..., _T]:

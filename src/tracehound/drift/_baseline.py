@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from tracehound import _wire
+from tracehound.conventions.base import fields_maker
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
-from tracehound.drift._make import fields_maker
 
 __all__ = [
     "BASELINE_FORMAT",

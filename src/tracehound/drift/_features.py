@@ -14,8 +14,8 @@ from typing import cast
 import numpy as np
 
 from tracehound import _wire
+from tracehound.conventions.base import fields_maker
 from tracehound.drift._embed import Blocks, Embedder, FloatArray, HashingEmbedder
-from tracehound.drift._make import fields_maker
 from tracehound.steps import Run, Step, Trajectory
 from tracehound.text import TextCache
 

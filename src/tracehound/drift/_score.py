@@ -57,10 +57,10 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from tracehound import _wire
+from tracehound.conventions.base import fields_maker
 from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
-from tracehound.drift._make import fields_maker
 
 __all__ = [
     "COMPONENTS",

@@ -26,6 +26,7 @@ from typing import Any
 
 from tracehound import names
 from tracehound.baselines import BaselineStore, BaselineStoreError, MemoryStore
+from tracehound.conventions.base import fields_maker
 from tracehound.drift import (
     Baseline,
     BaselineMismatchError,
@@ -37,7 +38,6 @@ from tracehound.drift import (
     run_features,
     severity_rank,
 )
-from tracehound.drift._make import fields_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.spans import AttributeValue
 from tracehound.steps import Run, Trajectory

@@ -20,12 +20,13 @@ path without it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound.conventions import NormalizedSpan
+from tracehound.conventions.base import fields_maker
 from tracehound.evaluators._evidence_index import (
     EvidenceIndex,
     Item,
@@ -190,24 +191,8 @@ def _percent(ratio: float) -> str:
     return text
 
 
-def _result_maker() -> Callable[..., EvaluationResult]:
-    """What makes an `EvaluationResult` from the values of all its fields, in order: with the C
-    accelerator, a `SlotsMaker` (without the frozen dataclass's __init__, which sets each field
-    through `object.__setattr__`); else the class, by keywords."""
-    names_ = tuple(f.name for f in fields(EvaluationResult))
-    native = _wire._native
-    if native is not None:
-        maker: Callable[..., EvaluationResult] = native.SlotsMaker(EvaluationResult, names_)
-        return maker
-
-    def make(*values: Any) -> EvaluationResult:
-        return EvaluationResult(**dict(zip(names_, values, strict=True)))
-
-    return make
-
-
 # Results are made for most spans
-_new_result = _result_maker()
+_new_result = fields_maker(EvaluationResult)
 
 # Steps `_step_items` makes evidence or targets of, when they have text (retrieval: documents).
 _ITEM_KINDS = frozenset(("tool_result", "assistant", "reasoning"))

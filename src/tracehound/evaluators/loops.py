@@ -56,12 +56,13 @@ import re
 import unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
 from tracehound import _wire, names
 from tracehound.conventions import NormalizedSpan
+from tracehound.conventions.base import fields_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.spans import AttributeValue
 from tracehound.steps import Step, Trajectory
@@ -1753,38 +1754,8 @@ class LoopEvaluator(Evaluator):
         ]
 
 
-# The fields of `EvaluationResult`, in the order `_new_result` takes their values.
-_RESULT_FIELDS = (
-    "name",
-    "evaluator",
-    "evaluator_version",
-    "span_id",
-    "score_value",
-    "score_label",
-    "explanation",
-    "attributes",
-    "error_type",
-)
-
-
-def _result_maker() -> Callable[..., EvaluationResult]:
-    """What makes an `EvaluationResult` from the values of `_RESULT_FIELDS`: the accelerator's
-    `SlotsMaker` (without the frozen dataclass's __init__, which sets each field through
-    object.__setattr__) when those are the class's fields in its order, else the class."""
-    native = _wire._native
-    if native is not None and tuple(f.name for f in fields(EvaluationResult)) == _RESULT_FIELDS:
-        maker: Callable[..., EvaluationResult] = native.SlotsMaker(
-            EvaluationResult, _RESULT_FIELDS, ()
-        )
-        return maker
-
-    def make(*values: Any) -> EvaluationResult:
-        return EvaluationResult(**dict(zip(_RESULT_FIELDS, values, strict=True)))
-
-    return make
-
-
-_new_result = _result_maker()
+# Results are made from the values of all their fields, in order (see `fields_maker`)
+_new_result = fields_maker(EvaluationResult)
 
 _loops_hold: Callable[[tuple[Any, ...], NormalizedSpan, Sequence[Step]], int] | None = getattr(
     _wire._native, "loops_hold", None
