@@ -12,124 +12,16 @@
  * byte for byte as they do, and the caller then takes them. */
 
 #include "_speedups.h"
+#include "_speedups_wire.h"
 
 #include <stdint.h>
 #include <string.h>
 
-/* --- a growing byte buffer ------------------------------------------------------------------- */
-
-typedef struct {
-    char *data;
-    Py_ssize_t n, cap;
-} engine_buf;
-
-static int
-buf_reserve(engine_buf *b, Py_ssize_t more)
-{
-    Py_ssize_t need = b->n + more, cap;
-    char *grown;
-    if (need <= b->cap) {
-        return ST_OK;
-    }
-    cap = b->cap ? b->cap : 512;
-    while (cap < need) {
-        if (cap > PY_SSIZE_T_MAX / 2) {
-            PyErr_NoMemory();
-            return ST_ERROR;
-        }
-        cap *= 2;
-    }
-    grown = PyMem_Realloc(b->data, (size_t)cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return ST_ERROR;
-    }
-    b->data = grown;
-    b->cap = cap;
-    return ST_OK;
-}
-
-static int
-buf_put(engine_buf *b, const void *data, Py_ssize_t len)
-{
-    if (len == 0) {
-        return ST_OK;
-    }
-    if (buf_reserve(b, len) != ST_OK) {
-        return ST_ERROR;
-    }
-    memcpy(b->data + b->n, data, (size_t)len);
-    b->n += len;
-    return ST_OK;
-}
-
-static int
-buf_varint(engine_buf *b, uint64_t value)
-{
-    char bytes[10];
-    Py_ssize_t n = 0;
-    while (value > 0x7f) {
-        bytes[n++] = (char)((value & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    bytes[n++] = (char)value;
-    return buf_put(b, bytes, n);
-}
-
-static int
-buf_fixed64(engine_buf *b, char tag, uint64_t v)
-{
-    char bytes[9];
-    int i;
-    bytes[0] = tag;
-    for (i = 0; i < 8; i++) {
-        bytes[1 + i] = (char)(v >> (8 * i));
-    }
-    return buf_put(b, bytes, 9);
-}
-
-/* A length-delimited field is written as its tag and LENGTH_ROOM bytes for the length, then
- * its payload; buf_close writes the length and moves the payload back over the unused room. */
-#define ENGINE_LENGTH_ROOM 5
-
-static int
-buf_open(engine_buf *b, const char *tag, Py_ssize_t tag_len, Py_ssize_t *mark)
-{
-    if (buf_put(b, tag, tag_len) != ST_OK || buf_reserve(b, ENGINE_LENGTH_ROOM) != ST_OK) {
-        return ST_ERROR;
-    }
-    b->n += ENGINE_LENGTH_ROOM;
-    *mark = b->n;
-    return ST_OK;
-}
-
-static int
-buf_close(engine_buf *b, Py_ssize_t mark)
-{
-    Py_ssize_t len = b->n - mark, k = 0;
-    uint64_t value = (uint64_t)len;
-    char bytes[ENGINE_LENGTH_ROOM];
-    if (len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
-        return ST_UNHANDLED;
-    }
-    while (value > 0x7f) {
-        bytes[k++] = (char)((value & 0x7f) | 0x80);
-        value >>= 7;
-    }
-    bytes[k++] = (char)value;
-    memcpy(b->data + mark - ENGINE_LENGTH_ROOM, bytes, (size_t)k);
-    if (k < ENGINE_LENGTH_ROOM) {
-        memmove(b->data + mark - ENGINE_LENGTH_ROOM + k, b->data + mark, (size_t)len);
-        b->n -= ENGINE_LENGTH_ROOM - k;
-    }
-    return ST_OK;
-}
-
 /* Bytes of a Python bytes object. */
 static int
-buf_bytes(engine_buf *b, PyObject *bytes)
+outbuf_bytes(outbuf_t *b, PyObject *bytes)
 {
-    return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+    return outbuf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
 }
 
 /* --- reading results ------------------------------------------------------------------------- */
@@ -207,7 +99,7 @@ varint_size(uint64_t value)
  * `value` is an exact str (string_value) or NULL with `number` (double_value). The lengths are
  * known before the bytes, so they are written first (no room to fill in afterwards). */
 static int
-put_record_attribute(engine_buf *b, PyObject *tag, PyObject *key, PyObject *value,
+put_record_attribute(outbuf_t *b, PyObject *tag, PyObject *key, PyObject *value,
                      double number)
 {
     const char *key_utf8 = NULL, *value_utf8 = NULL;
@@ -229,24 +121,24 @@ put_record_attribute(engine_buf *b, PyObject *tag, PyObject *key, PyObject *valu
     if (entry_len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
         return ST_UNHANDLED;
     }
-    if (buf_reserve(b, PyBytes_GET_SIZE(tag) + 5 + entry_len) != ST_OK ||
-        buf_bytes(b, tag) != ST_OK || buf_varint(b, (uint64_t)entry_len) != ST_OK) {
+    if (outbuf_reserve(b, PyBytes_GET_SIZE(tag) + 5 + entry_len) != ST_OK ||
+        outbuf_bytes(b, tag) != ST_OK || outbuf_varint(b, (uint64_t)entry_len) != ST_OK) {
         return ST_ERROR;
     }
     if (key_utf8 != NULL) {
-        if (buf_put(b, "\x0a", 1) != ST_OK || buf_varint(b, (uint64_t)key_len) != ST_OK ||
-            buf_put(b, key_utf8, key_len) != ST_OK) {
+        if (outbuf_put(b, "\x0a", 1) != ST_OK || outbuf_varint(b, (uint64_t)key_len) != ST_OK ||
+            outbuf_put(b, key_utf8, key_len) != ST_OK) {
             return ST_ERROR;
         }
     }
-    if (buf_put(b, "\x12", 1) != ST_OK || buf_varint(b, (uint64_t)any_len) != ST_OK) {
+    if (outbuf_put(b, "\x12", 1) != ST_OK || outbuf_varint(b, (uint64_t)any_len) != ST_OK) {
         return ST_ERROR;
     }
     if (value != NULL) {
-        if (buf_put(b, "\x0a", 1) != ST_OK || buf_varint(b, (uint64_t)value_len) != ST_OK) {
+        if (outbuf_put(b, "\x0a", 1) != ST_OK || outbuf_varint(b, (uint64_t)value_len) != ST_OK) {
             return ST_ERROR;
         }
-        return buf_put(b, value_utf8, value_len);
+        return outbuf_put(b, value_utf8, value_len);
     }
     {
         char bytes[9];
@@ -257,7 +149,7 @@ put_record_attribute(engine_buf *b, PyObject *tag, PyObject *key, PyObject *valu
         for (i = 0; i < 8; i++) {
             bytes[1 + i] = (char)(bits >> (8 * i));
         }
-        return buf_put(b, bytes, 9);
+        return outbuf_put(b, bytes, 9);
     }
 }
 
@@ -279,7 +171,7 @@ optional_str(PyObject *value)
  * event_attributes' order (name, score value, score label, explanation, error type, evaluator
  * name, evaluator version); parts: (info parts, warn parts) as encode_log_record takes them. */
 static int
-put_result_record(engine_buf *b, PyObject *result, const uint8_t *trace_id, PyObject *span_id,
+put_result_record(outbuf_t *b, PyObject *result, const uint8_t *trace_id, PyObject *span_id,
                   uint64_t time_ns, PyObject *keys, PyObject *parts)
 {
     PyObject *values[R_COUNT] = {NULL};
@@ -351,12 +243,12 @@ put_result_record(engine_buf *b, PyObject *result, const uint8_t *trace_id, PyOb
     part = PyTuple_GET_ITEM(parts, warn);
     tag = PyTuple_GET_ITEM(part, 0);
 
-    st = buf_open(b, "\x12", 1, &mark);
+    st = outbuf_open(b, "\x12", 1, &mark);
     if (st == ST_OK && time_ns) {
-        st = buf_fixed64(b, 0x09, time_ns);
+        st = outbuf_fixed64(b, 0x09, time_ns);
     }
     if (st == ST_OK) {
-        st = buf_bytes(b, PyTuple_GET_ITEM(part, 1));
+        st = outbuf_bytes(b, PyTuple_GET_ITEM(part, 1));
     }
     if (st == ST_OK) {
         st = put_record_attribute(b, tag, PyTuple_GET_ITEM(keys, 0), values[R_NAME], 0.0);
@@ -381,19 +273,19 @@ put_result_record(engine_buf *b, PyObject *result, const uint8_t *trace_id, PyOb
                                   values[R_EVALUATOR_VERSION], 0.0);
     }
     if (st == ST_OK) {
-        st = buf_bytes(b, PyTuple_GET_ITEM(part, 2));
+        st = outbuf_bytes(b, PyTuple_GET_ITEM(part, 2));
     }
     if (st == ST_OK) {
-        st = buf_put(b, ids, sizeof(ids));
+        st = outbuf_put(b, ids, sizeof(ids));
     }
     if (st == ST_OK && time_ns) {
-        st = buf_fixed64(b, 0x59, time_ns);
+        st = outbuf_fixed64(b, 0x59, time_ns);
     }
     if (st == ST_OK) {
-        st = buf_bytes(b, PyTuple_GET_ITEM(part, 3));
+        st = outbuf_bytes(b, PyTuple_GET_ITEM(part, 3));
     }
     if (st == ST_OK) {
-        st = buf_close(b, mark);
+        st = outbuf_close(b, mark);
     }
 done:
     for (i = 0; i < R_COUNT; i++) {
@@ -460,7 +352,7 @@ static PyObject *
 encode_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *results, *keys, *parts, *out = NULL, *fast;
-    engine_buf b = {NULL, 0, 0};
+    outbuf_t b = {NULL, 0, 0};
     uint8_t trace_id[16];
     uint64_t time_ns;
     Py_ssize_t i, count;
@@ -530,7 +422,7 @@ static PyObject *
 encode_span_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *spans, *keys, *parts, *fast, *out = NULL;
-    engine_buf b = {NULL, 0, 0};
+    outbuf_t b = {NULL, 0, 0};
     uint64_t time_ns;
     Py_ssize_t i, j, count, records = 0;
     int st = ST_OK;

@@ -1,5 +1,6 @@
 /* The protobuf wire reader shared by the OTLP sources of tracehound._speedups (_speedups.c and
- * _speedups_otlp.c): one field at a time, refusing what upb refuses. */
+ * _speedups_otlp.c): one field at a time, refusing what upb refuses; and the growing byte buffer
+ * the encoders write protobuf into (_speedups.c, _speedups_engine.c). */
 #ifndef TRACEHOUND_SPEEDUPS_WIRE_H
 #define TRACEHOUND_SPEEDUPS_WIRE_H
 
@@ -123,5 +124,116 @@ read_field(const uint8_t *p, const uint8_t *end, field_t *f)
 #define WRONG_WT(table, f) \
     ((f).num < sizeof(table) / sizeof((table)[0]) && (table)[(f).num] != WT_UNKNOWN && \
      (table)[(f).num] != (int8_t)(f).wt)
+
+/* --- writing: a growing byte buffer (the callers include Python.h and _speedups.h first) --- */
+
+typedef struct {
+    char *data;
+    Py_ssize_t n, cap;
+} outbuf_t;
+
+static inline int
+outbuf_reserve(outbuf_t *b, Py_ssize_t more)
+{
+    Py_ssize_t need = b->n + more, cap;
+    char *grown;
+    if (need <= b->cap) {
+        return ST_OK;
+    }
+    cap = b->cap ? b->cap : 256;
+    while (cap < need) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        cap *= 2;
+    }
+    grown = PyMem_Realloc(b->data, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    b->data = grown;
+    b->cap = cap;
+    return ST_OK;
+}
+
+static inline int
+outbuf_put(outbuf_t *b, const void *data, Py_ssize_t len)
+{
+    if (len == 0) {
+        return ST_OK;
+    }
+    if (outbuf_reserve(b, len) != ST_OK) {
+        return ST_ERROR;
+    }
+    memcpy(b->data + b->n, data, (size_t)len);
+    b->n += len;
+    return ST_OK;
+}
+
+static inline int
+outbuf_varint(outbuf_t *b, uint64_t value)
+{
+    char bytes[10];
+    Py_ssize_t n = 0;
+    while (value > 0x7f) {
+        bytes[n++] = (char)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    bytes[n++] = (char)value;
+    return outbuf_put(b, bytes, n);
+}
+
+/* Start a length-delimited field: its tag, then room for the length, which outbuf_close fills
+ * once the payload is written (moving the payload back when the length takes fewer bytes). */
+#define LENGTH_ROOM 5
+
+static inline int
+outbuf_open(outbuf_t *b, const char *tag, Py_ssize_t tag_len, Py_ssize_t *mark)
+{
+    if (outbuf_put(b, tag, tag_len) != ST_OK || outbuf_reserve(b, LENGTH_ROOM) != ST_OK) {
+        return ST_ERROR;
+    }
+    b->n += LENGTH_ROOM;
+    *mark = b->n;
+    return ST_OK;
+}
+
+static inline int
+outbuf_close(outbuf_t *b, Py_ssize_t mark)
+{
+    Py_ssize_t len = b->n - mark, k = 0;
+    uint64_t value = (uint64_t)len;
+    char bytes[LENGTH_ROOM];
+    if (len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
+        return ST_UNHANDLED;
+    }
+    while (value > 0x7f) {
+        bytes[k++] = (char)((value & 0x7f) | 0x80);
+        value >>= 7;
+    }
+    bytes[k++] = (char)value;
+    memcpy(b->data + mark - LENGTH_ROOM, bytes, (size_t)k);
+    if (k < LENGTH_ROOM) {
+        memmove(b->data + mark - LENGTH_ROOM + k, b->data + mark, (size_t)len);
+        b->n -= LENGTH_ROOM - k;
+    }
+    return ST_OK;
+}
+
+/* A fixed64 field: its one-byte tag, then the value little-endian. */
+static inline int
+outbuf_fixed64(outbuf_t *b, char tag, uint64_t v)
+{
+    char bytes[9];
+    int i;
+    bytes[0] = tag;
+    for (i = 0; i < 8; i++) {
+        bytes[1 + i] = (char)(v >> (8 * i));
+    }
+    return outbuf_put(b, bytes, 9);
+}
+
 
 #endif
