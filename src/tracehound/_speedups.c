@@ -2972,46 +2972,6 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 /* --- encode_log_record ----------------------------------------------------------------------- */
 
-/* Each hex digit's value plus 1 (0: not a hex digit). */
-static const uint8_t HEX_DIGIT[256] = {
-    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
-    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
-    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
-};
-
-/* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
-static int
-hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
-{
-    const Py_UCS1 *p;
-    Py_ssize_t i;
-    if (!PyUnicode_Check(s) || PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND ||
-        PyUnicode_GET_LENGTH(s) != 2 * n) {
-        return 0;
-    }
-    p = PyUnicode_1BYTE_DATA(s);
-    for (i = 0; i < n; i++) {
-        int high = HEX_DIGIT[p[2 * i]], low = HEX_DIGIT[p[2 * i + 1]];
-        if (!high || !low) {
-            return 0;
-        }
-        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
-    }
-    return 1;
-}
-
-static int
-put_fixed64(outbuf_t *b, char tag, uint64_t v)
-{
-    char bytes[9];
-    int i;
-    bytes[0] = tag;
-    for (i = 0; i < 8; i++) {
-        bytes[1 + i] = (char)(v >> (8 * i));
-    }
-    return outbuf_put(b, bytes, 9);
-}
-
 PyDoc_STRVAR(encode_log_record_doc,
 "encode_log_record($module, attributes, trace_id, span_id, time_ns, parts, framed, /)\n"
 "--\n"
@@ -3086,7 +3046,7 @@ encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         st = outbuf_open(&b, "\x12", 1, &mark);
     }
     if (st == ST_OK && time_ns) {
-        st = put_fixed64(&b, 0x09, time_ns);
+        st = outbuf_fixed64(&b, 0x09, time_ns);
     }
     if (st == ST_OK) {
         st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 1)),
@@ -3103,7 +3063,7 @@ encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         st = outbuf_put(&b, ids, sizeof(ids));
     }
     if (st == ST_OK && time_ns) {
-        st = put_fixed64(&b, 0x59, time_ns);
+        st = outbuf_fixed64(&b, 0x59, time_ns);
     }
     if (st == ST_OK) {
         st = outbuf_put(&b, PyBytes_AS_STRING(PyTuple_GET_ITEM(parts, 3)),
@@ -3289,6 +3249,48 @@ json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out)
     return ST_OK;
 }
 
+/* The character a backslash escape stands for: `*c` the letter after the backslash, `*i` just
+ * past it (moved past the 4 digits of a u escape). ST_UNHANDLED for what json.loads treats by
+ * its own rules (surrogates) or refuses. */
+static ALWAYS_INLINE int
+json_unescape(const jtext_t *t, Py_ssize_t *i, Py_UCS4 *c)
+{
+    int st = ST_OK;
+    switch (*c) {
+    case '"':
+    case '\\':
+    case '/':
+        break;
+    case 'b':
+        *c = '\b';
+        break;
+    case 'f':
+        *c = '\f';
+        break;
+    case 'n':
+        *c = '\n';
+        break;
+    case 'r':
+        *c = '\r';
+        break;
+    case 't':
+        *c = '\t';
+        break;
+    case 'u':
+        st = json_hex4(t, *i, c);
+        *i += 4;
+        if (st == ST_OK && *c >= 0xD800 && *c <= 0xDFFF) {
+            st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
+        }
+        break;
+    default:
+        st = ST_UNHANDLED;
+        break;
+    }
+    return st;
+}
+
+
 /* The module's strings by length: KNOWN_BY_LENGTH[n] lists the indexes (S_*) of those of n
  * characters, ended by -1; filled once from STRING_VALUE. */
 #define KNOWN_MAX_LENGTH 18
@@ -3408,37 +3410,7 @@ json_utf8_escaped(const jtext_t *t, Py_ssize_t start, Py_ssize_t i, Py_ssize_t *
             break;
         }
         c = d[i++];
-        switch (c) {
-        case '"':
-        case '\\':
-        case '/':
-            break;
-        case 'b':
-            c = '\b';
-            break;
-        case 'f':
-            c = '\f';
-            break;
-        case 'n':
-            c = '\n';
-            break;
-        case 'r':
-            c = '\r';
-            break;
-        case 't':
-            c = '\t';
-            break;
-        case 'u':
-            st = json_hex4(t, i, &c);
-            i += 4;
-            if (st == ST_OK && c >= 0xD800 && c <= 0xDFFF) {
-                st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
-            }
-            break;
-        default:
-            st = ST_UNHANDLED;
-            break;
-        }
+        st = json_unescape(t, &i, &c);
         if (st != ST_OK) {
             break;
         }
@@ -3538,37 +3510,7 @@ json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
             break;
         }
         c = jread(t, i++);
-        switch (c) {
-        case '"':
-        case '\\':
-        case '/':
-            break;
-        case 'b':
-            c = '\b';
-            break;
-        case 'f':
-            c = '\f';
-            break;
-        case 'n':
-            c = '\n';
-            break;
-        case 'r':
-            c = '\r';
-            break;
-        case 't':
-            c = '\t';
-            break;
-        case 'u':
-            st = json_hex4(t, i, &c);
-            i += 4;
-            if (st == ST_OK && c >= 0xD800 && c <= 0xDFFF) {
-                st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
-            }
-            break;
-        default:
-            st = ST_UNHANDLED;
-            break;
-        }
+        st = json_unescape(t, &i, &c);
         if (st != ST_OK) {
             break;
         }

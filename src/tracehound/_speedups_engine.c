@@ -54,34 +54,6 @@ result_get(PyObject *result, int which)
     return tracehound_slot_get(&result_slots[which], result, result_str[which]);
 }
 
-/* Each hex digit's value plus 1 (0: not a hex digit). */
-static const uint8_t ENGINE_HEX[256] = {
-    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
-    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
-    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
-};
-
-/* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
-static int
-engine_hex(PyObject *s, uint8_t *out, Py_ssize_t n)
-{
-    const Py_UCS1 *p;
-    Py_ssize_t i;
-    if (!PyUnicode_Check(s) || PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND ||
-        PyUnicode_GET_LENGTH(s) != 2 * n) {
-        return 0;
-    }
-    p = PyUnicode_1BYTE_DATA(s);
-    for (i = 0; i < n; i++) {
-        int high = ENGINE_HEX[p[2 * i]], low = ENGINE_HEX[p[2 * i + 1]];
-        if (!high || !low) {
-            return 0;
-        }
-        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
-    }
-    return 1;
-}
-
 /* --- encode_result_records ------------------------------------------------------------------- */
 
 static Py_ssize_t
@@ -235,7 +207,7 @@ put_result_record(outbuf_t *b, PyObject *result, const uint8_t *trace_id, PyObje
     memcpy(ids + 2, trace_id, 16);
     ids[18] = 0x52;
     ids[19] = 8;
-    if (!engine_hex(parent, ids + 20, 8)) {
+    if (!hex_bytes(parent, ids + 20, 8)) {
         st = ST_UNHANDLED;
         goto done;
     }
@@ -377,7 +349,7 @@ encode_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (!(PyTuple_CheckExact(results) || PyList_CheckExact(results)) ||
-        !PyLong_CheckExact(args[3]) || !engine_hex(args[1], trace_id, 16)) {
+        !PyLong_CheckExact(args[3]) || !hex_bytes(args[1], trace_id, 16)) {
         Py_RETURN_NONE;
     }
     time_ns = PyLong_AsUnsignedLongLong(args[3]);
@@ -462,7 +434,7 @@ encode_span_result_records(PyObject *module, PyObject *const *args, Py_ssize_t n
         Py_INCREF(entry);
         if (!(PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 0)) ||
               PyList_CheckExact(PyTuple_GET_ITEM(entry, 0))) ||
-            !engine_hex(PyTuple_GET_ITEM(entry, 1), trace_id, 16)) {
+            !hex_bytes(PyTuple_GET_ITEM(entry, 1), trace_id, 16)) {
             st = ST_UNHANDLED;
         }
         else {

@@ -1,6 +1,7 @@
 /* The protobuf wire reader shared by the OTLP sources of tracehound._speedups (_speedups.c and
  * _speedups_otlp.c): one field at a time, refusing what upb refuses; and the growing byte buffer
- * the encoders write protobuf into (_speedups.c, _speedups_engine.c). */
+ * the encoders write protobuf into, with the ids they read from hex (_speedups.c,
+ * _speedups_engine.c). */
 #ifndef TRACEHOUND_SPEEDUPS_WIRE_H
 #define TRACEHOUND_SPEEDUPS_WIRE_H
 
@@ -235,5 +236,32 @@ outbuf_fixed64(outbuf_t *b, char tag, uint64_t v)
     return outbuf_put(b, bytes, 9);
 }
 
+/* Each hex digit's value plus 1 (0: not a hex digit). */
+static const uint8_t HEX_DIGIT[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
+
+/* n bytes from 2n hex digits (either case) of the str s; 0 unless s is exactly that. */
+static inline int
+hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
+{
+    const Py_UCS1 *p;
+    Py_ssize_t i;
+    if (!PyUnicode_Check(s) || PyUnicode_KIND(s) != PyUnicode_1BYTE_KIND ||
+        PyUnicode_GET_LENGTH(s) != 2 * n) {
+        return 0;
+    }
+    p = PyUnicode_1BYTE_DATA(s);
+    for (i = 0; i < n; i++) {
+        int high = HEX_DIGIT[p[2 * i]], low = HEX_DIGIT[p[2 * i + 1]];
+        if (!high || !low) {
+            return 0;
+        }
+        out[i] = (uint8_t)((high - 1) << 4 | (low - 1));
+    }
+    return 1;
+}
 
 #endif
