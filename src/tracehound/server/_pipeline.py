@@ -81,8 +81,6 @@ from tracehound.server._forward import Lane
 from tracehound.server._otlp import (
     LOGS,
     METRICS,
-    RESULT_RECORD_KEYS,
-    RESULT_RECORD_PARTS,
     SPAN_ATTRIBUTES_TAG,
     TRACES,
     BadRequest,
@@ -91,7 +89,7 @@ from tracehound.server._otlp import (
     encoded_attributes,
     encoded_event,
     encoded_result_attributes,
-    framed_log_records,
+    framed_result_records,
     framed_span_result_records,
     logs_request_bytes,
     merge_attributes,
@@ -1043,27 +1041,9 @@ class Pipeline:
         if recorder is not None:
             for result in results:
                 recorder.record(result_measurements(result, agent))
-        if not self._emit_events:
-            return
-        if resource is None:
-            resource = _EMPTY_RESOURCE
-        group = self._events.get(id(resource))
-        if group is None:
-            group = self._events[id(resource)] = [resource, [], 0]
-        # `framed_result_records`, without its frame
-        time_ns = time.time_ns()
-        native = _wire._native
-        records = (
-            None
-            if native is None
-            else native.encode_result_records(
-                results, trace_id, span_id, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
-            )
-        )
-        if records is None:
-            records = b"".join(framed_log_records(results, trace_id, span_id, time_ns))
-        group[1].append(records)
-        group[2] += len(results)
+        if self._emit_events:
+            records = framed_result_records(results, trace_id, span_id, time.time_ns())
+            self._queue_records(resource, records, len(results))
 
     def _emit_spans(
         self, spans: list[tuple[tuple[EvaluationResult, ...], str, str]], resource: Any
@@ -1079,24 +1059,17 @@ class Pipeline:
                     recorder.record(result_measurements(result, None))
         if not self._emit_events:
             return
+        self._queue_records(resource, *framed_span_result_records(spans, time.time_ns()))
+
+    def _queue_records(self, resource: Any, records: bytes, count: int) -> None:
+        """Queue `count` encoded log records under their resource (None: the empty one)."""
         if resource is None:
             resource = _EMPTY_RESOURCE
         group = self._events.get(id(resource))
         if group is None:
             group = self._events[id(resource)] = [resource, [], 0]
-        time_ns = time.time_ns()
-        native = _wire._native
-        encoded = (
-            None
-            if native is None
-            else native.encode_span_result_records(
-                spans, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
-            )
-        )
-        if encoded is None:
-            encoded = framed_span_result_records(spans, time_ns)
-        group[1].append(encoded[0])
-        group[2] += encoded[1]
+        group[1].append(records)
+        group[2] += count
 
     def _flush_outputs(self) -> None:
         released, self._released = self._released, []
