@@ -25,8 +25,10 @@ The module also holds the other hot paths, each beside the Python code it stands
   its detection with it, the messages read from the wire's UTF-8 (`genai_normalize`,
   `tracehound.conventions.normalize`), a
   span's trajectory drafts and tool-call arguments (`span_drafts`, `canonical_arguments`,
-  `steps_from_drafts`, `step_from_fields`, `tracehound.steps`), the engine's text budget
-  (`text_size`) and frozen slotted dataclasses made without their `__init__` (`slots_maker`).
+  `steps_from_drafts`, `step_from_fields`, `builder_add`, `tracehound.steps`), the span view's
+  lazy fields read without a Python call (`SlotProperty`, `tracehound.spans`), the engine's text
+  budget (`text_size`), its evaluators' span hooks called in one loop (`call_span_hooks`) and
+  frozen slotted dataclasses made without their `__init__` (`slots_maker`, `fields_maker`).
 - **The sidecar on bytes**: span views of a request read in one pass (`read_trace_views`,
   `read_trace_spans`), the request to forward spliced from the bytes received
   (`splice_trace_request`), result attributes and `gen_ai.evaluation.result` records written as
@@ -36,14 +38,16 @@ The module also holds the other hot paths, each beside the Python code it stands
 - **Text and evidence**: the tokenizer for mostly-ASCII text (`ascii_tokens`, `tracehound.text`),
   a text's normalized form and informative tokens (`text_tokens`), evidence units (`text_units`),
   and the evidence index (`EvidenceCore`, `tracehound.evaluators._evidence_index`), which also
-  cuts, tokenizes and matches ASCII-path texts itself.
+  cuts, tokenizes and matches ASCII-path texts itself and feeds the evidence evaluator a span's
+  steps and a trace's totals in one call each (`feed_span`, `summary`).
 - **Drift**: the hashed embedding (`embed_hashed`, `embed_hashed_sum`, `embed_texts_sum`, the same
   bits as numpy), the scorer's kernels (`embedding_distance`, `ring_distances`,
   `complexity_scores`, `complexity_distances`, `tool_mixes`, `recent_divergences` — sums in their
   own order, within 1e-12 of the Python code's, not to the bit) and the baselines' helpers
-  (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, to the bit).
+  (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, `divide_block`, to the
+  bit), and a score's explanation text in one call (`drift_explanation`, the same text).
 - **Loops**: a span's bookkeeping and its steps held back while none can complete a loop
-  (`loops_hold`, `tracehound.evaluators.loops`).
+  (`loops_hold`, `loops_held_steps`, `loops_head`, `tracehound.evaluators.loops`).
 
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set
