@@ -2941,7 +2941,7 @@ put_key_values(outbuf_t *b, PyObject *attributes, const char *tag, Py_ssize_t ta
 static PyObject *
 encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *attributes, *tag, *out = NULL;
+    PyObject *attributes, *tag;
     outbuf_t b = {NULL, 0, 0};
     int st;
 
@@ -2960,14 +2960,7 @@ encode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_RETURN_NONE;
     }
     st = put_key_values(&b, attributes, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag));
-    if (st == ST_OK) {
-        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
-    }
-    PyMem_Free(b.data);
-    if (st == ST_UNHANDLED) {
-        Py_RETURN_NONE;
-    }
-    return out;
+    return outbuf_finish(&b, st);
 }
 
 /* --- encode_log_record ----------------------------------------------------------------------- */
@@ -2990,7 +2983,7 @@ PyDoc_STRVAR(encode_log_record_doc,
 static PyObject *
 encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *attributes, *parts, *out = NULL, *tag;
+    PyObject *attributes, *parts, *tag;
     outbuf_t b = {NULL, 0, 0};
     uint8_t ids[2 + 16 + 2 + 8];
     uint64_t time_ns;
@@ -3072,14 +3065,7 @@ encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (st == ST_OK && framed) {
         st = outbuf_close(&b, mark);
     }
-    if (st == ST_OK) {
-        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
-    }
-    PyMem_Free(b.data);
-    if (st == ST_UNHANDLED) {
-        Py_RETURN_NONE;
-    }
-    return out;
+    return outbuf_finish(&b, st);
 }
 
 /* --- json_loads ------------------------------------------------------------------------------ */

@@ -323,7 +323,7 @@ PyDoc_STRVAR(encode_result_records_doc,
 static PyObject *
 encode_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *results, *keys, *parts, *out = NULL, *fast;
+    PyObject *results, *keys, *parts, *fast;
     outbuf_t b = {NULL, 0, 0};
     uint8_t trace_id[16];
     uint64_t time_ns;
@@ -372,14 +372,7 @@ encode_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(result);
     }
     Py_DECREF(fast);
-    if (st == ST_OK) {
-        out = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
-    }
-    PyMem_Free(b.data);
-    if (st == ST_UNHANDLED) {
-        Py_RETURN_NONE;
-    }
-    return out;
+    return outbuf_finish(&b, st);
 }
 
 PyDoc_STRVAR(encode_span_result_records_doc,
@@ -393,7 +386,7 @@ PyDoc_STRVAR(encode_span_result_records_doc,
 static PyObject *
 encode_span_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *spans, *keys, *parts, *fast, *out = NULL;
+    PyObject *spans, *keys, *parts, *fast, *joined;
     outbuf_t b = {NULL, 0, 0};
     uint64_t time_ns;
     Py_ssize_t i, j, count, records = 0;
@@ -457,17 +450,11 @@ encode_span_result_records(PyObject *module, PyObject *const *args, Py_ssize_t n
         }
         Py_DECREF(entry);
     }
-    if (st == ST_OK) {
-        PyObject *joined = PyBytes_FromStringAndSize(b.data != NULL ? b.data : "", b.n);
-        if (joined != NULL) {
-            out = Py_BuildValue("(Nn)", joined, records);
-        }
+    joined = outbuf_finish(&b, st);
+    if (joined == NULL || joined == Py_None) {
+        return joined;
     }
-    PyMem_Free(b.data);
-    if (st == ST_UNHANDLED) {
-        Py_RETURN_NONE;
-    }
-    return out;
+    return Py_BuildValue("(Nn)", joined, records);
 }
 
 /* --- encode_result_attributes ---------------------------------------------------------------- */

@@ -223,6 +223,23 @@ outbuf_close(outbuf_t *b, Py_ssize_t mark)
     return ST_OK;
 }
 
+/* What an encoder answers once done with `b` (freed here): its bytes for ST_OK, None for
+ * ST_UNHANDLED (the caller takes the Python path), NULL with the exception set for ST_ERROR. */
+static inline PyObject *
+outbuf_finish(outbuf_t *b, int st)
+{
+    PyObject *out = NULL;
+    if (st == ST_OK) {
+        out = PyBytes_FromStringAndSize(b->data != NULL ? b->data : "", b->n);
+    }
+    else if (st == ST_UNHANDLED) {
+        out = Py_NewRef(Py_None);
+    }
+    PyMem_Free(b->data);
+    b->data = NULL;
+    return out;
+}
+
 /* A fixed64 field: its one-byte tag, then the value little-endian. */
 static inline int
 outbuf_fixed64(outbuf_t *b, char tag, uint64_t v)
