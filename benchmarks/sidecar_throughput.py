@@ -30,6 +30,8 @@ from `/proc/<pid>/stat`, from just before the first counted request until the an
 answered the last one / until the sink has received every span from tracehound (so
 tracehound's figure includes evaluation, finalization after the quiet period, and forwarding).
 spans/s per core = spans / server CPU seconds. Peak RSS is tracehound's `VmHWM`.
+(a) is also shown scaled to a machine whose anchor parses 200,000 GenAI spans/s per core (the
+machine the 10,000 target was set on): the same-run GenAI ratio × 200,000.
 The engine alone (same GenAI spans, in this process) is measured too, to show where the time goes.
 """
 
@@ -62,6 +64,10 @@ LOGS = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
 METRICS = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 TARGET_GENAI = 10_000.0
 TARGET_RATIO = 0.5
+# (a)'s 10,000 spans/s was set on a machine whose do-nothing receiver parses ≈ 200,000 GenAI
+# spans/s per core. Machines (and a shared machine from hour to hour) differ by 2×, so (a) is
+# also shown scaled to that anchor rate: this run's GenAI ratio × 200,000.
+REFERENCE_ANCHOR_GENAI = 200_000.0
 TICK = os.sysconf("SC_CLK_TCK")
 PURE_PYTHON = False  # --pure-python: tracehound without its C accelerator
 ROOT = Path(__file__).resolve().parent.parent
@@ -580,6 +586,10 @@ def print_table(report: dict[str, Any], reps: int) -> None:
         ),
         ("ratio GenAI", _fmt(report["ratio_genai"], 3)),
         (
+            "(a) scaled to a 200,000 spans/s anchor (ratio × 200,000), target ≥ 10,000",
+            _fmt(report["tracehound_genai_scaled"]),
+        ),
+        (
             "tracehound serve, GenAI, µs/span (server CPU)",
             _fmt(report["tracehound_genai_us_per_span"], 1),
         ),
@@ -665,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         "anchor_genai_per_core": summary([r["per_core"] for r in results["anchor_genai"]]),
         "tracehound_genai_per_core": summary([r["per_core"] for r in results["th_genai"]]),
         "ratio_genai": summary(ratio_genai),
+        "tracehound_genai_scaled": summary([r * REFERENCE_ANCHOR_GENAI for r in ratio_genai]),
         "tracehound_genai_us_per_span": summary([1e6 / r["per_core"] for r in results["th_genai"]]),
         "engine_alone_genai_us_per_span": summary(engine_us),
         "peak_rss_mib": {
@@ -677,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "targets": {
             "genai_per_core_ge_10000": statistics.median(r["per_core"] for r in results["th_genai"])
+            >= TARGET_GENAI,
+            "genai_scaled_ge_10000": statistics.median(ratio_genai) * REFERENCE_ANCHOR_GENAI
             >= TARGET_GENAI,
             "plain_ratio_ge_0.5": statistics.median(ratio_plain) >= TARGET_RATIO,
         },
