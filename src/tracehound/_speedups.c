@@ -64,7 +64,8 @@ static const int8_t KEY_VALUE_WT[4] = {WT_UNKNOWN, 2, 2, 0};
 /* Attribute keys decoded before, by their bytes: the same few keys come with every span
  * (`gen_ai.operation.name`, `http.route`), so decoding one gives the string made for it before,
  * whose hash (cached in it by the first dict that held it) is not computed again. Direct-mapped
- * by FNV-1a of the bytes; ASCII keys of up to KEY_CACHE_MAX_LEN bytes only. */
+ * by a multiplicative hash of the bytes, 8 at a time; ASCII keys of up to KEY_CACHE_MAX_LEN
+ * bytes only. */
 #define KEY_CACHE_SIZE 512 /* a power of 2 */
 #define KEY_CACHE_MAX_LEN 64
 typedef struct {
@@ -93,22 +94,24 @@ decode_str(const uint8_t *p, size_t len, PyObject **out)
 static int
 decode_key(key_cache *keys, const uint8_t *p, size_t len, PyObject **out)
 {
-    uint32_t hash = 2166136261u;
-    uint8_t high = 0;
+    uint64_t hash = 0x9e3779b97f4a7c15ULL ^ len, high = 0, word;
     size_t i;
     PyObject **slot, *key;
 
     if (keys == NULL || len == 0 || len > KEY_CACHE_MAX_LEN) {
         return decode_str(p, len, out);
     }
-    for (i = 0; i < len; i++) {
-        high |= p[i];
-        hash = (hash ^ p[i]) * 16777619u;
+    for (i = 0; i < len; i += 8) { /* a word at a time, the last one zero-padded */
+        word = 0;
+        memcpy(&word, p + i, len - i < 8 ? len - i : 8);
+        high |= word;
+        hash = (hash ^ word) * 0xff51afd7ed558ccdULL;
+        hash ^= hash >> 32;
     }
-    if (high & 0x80) {
+    if (high & 0x8080808080808080ULL) {
         return decode_str(p, len, out);
     }
-    slot = &keys->slot[hash & (KEY_CACHE_SIZE - 1)];
+    slot = &keys->slot[(hash ^ (hash >> 17)) & (KEY_CACHE_SIZE - 1)];
     key = *slot;
     if (key != NULL && PyUnicode_GET_LENGTH(key) == (Py_ssize_t)len &&
         memcmp(PyUnicode_1BYTE_DATA(key), p, len) == 0) {
@@ -530,10 +533,14 @@ decode_key_value_lazy(key_cache *keys, const uint8_t *p, const uint8_t *end, PyO
             have_value = 1;
         }
     }
-    for (k = 0; k < n_lazy && key.len > 0; k++) {
-        if (strlen(lazy[k]) == key.len && memcmp(lazy[k], key.ptr, key.len) == 0) {
+    for (k = 0; k < n_lazy && key.len > 0 && which < 0; k++) {
+        /* lazy[k] == the key's bytes: compared up to the first difference (most keys differ
+         * early), the NUL ending lazy[k] included */
+        size_t i;
+        for (i = 0; i < key.len && lazy[k][i] != '\0' && (uint8_t)lazy[k][i] == key.ptr[i]; i++) {
+        }
+        if (i == key.len && lazy[k][i] == '\0') {
             which = k;
-            break;
         }
     }
     v = NULL;
