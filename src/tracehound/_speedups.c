@@ -64,7 +64,8 @@ static const int8_t KEY_VALUE_WT[4] = {WT_UNKNOWN, 2, 2, 0};
 /* Attribute keys decoded before, by their bytes: the same few keys come with every span
  * (`gen_ai.operation.name`, `http.route`), so decoding one gives the string made for it before,
  * whose hash (cached in it by the first dict that held it) is not computed again. Direct-mapped
- * by FNV-1a of the bytes; ASCII keys of up to KEY_CACHE_MAX_LEN bytes only. */
+ * by a multiplicative hash of the bytes, 8 at a time; ASCII keys of up to KEY_CACHE_MAX_LEN
+ * bytes only. */
 #define KEY_CACHE_SIZE 512 /* a power of 2 */
 #define KEY_CACHE_MAX_LEN 64
 typedef struct {
@@ -78,7 +79,7 @@ static int decode_key_value(key_cache *keys, const uint8_t *p, const uint8_t *en
 static int
 decode_str(const uint8_t *p, size_t len, PyObject **out)
 {
-    *out = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)len, NULL);
+    *out = tracehound_decode_utf8((const char *)p, (Py_ssize_t)len);
     if (*out != NULL) {
         return ST_OK;
     }
@@ -93,22 +94,24 @@ decode_str(const uint8_t *p, size_t len, PyObject **out)
 static int
 decode_key(key_cache *keys, const uint8_t *p, size_t len, PyObject **out)
 {
-    uint32_t hash = 2166136261u;
-    uint8_t high = 0;
+    uint64_t hash = 0x9e3779b97f4a7c15ULL ^ len, high = 0, word;
     size_t i;
     PyObject **slot, *key;
 
     if (keys == NULL || len == 0 || len > KEY_CACHE_MAX_LEN) {
         return decode_str(p, len, out);
     }
-    for (i = 0; i < len; i++) {
-        high |= p[i];
-        hash = (hash ^ p[i]) * 16777619u;
+    for (i = 0; i < len; i += 8) { /* a word at a time, the last one zero-padded */
+        word = 0;
+        memcpy(&word, p + i, len - i < 8 ? len - i : 8);
+        high |= word;
+        hash = (hash ^ word) * 0xff51afd7ed558ccdULL;
+        hash ^= hash >> 32;
     }
-    if (high & 0x80) {
+    if (high & 0x8080808080808080ULL) {
         return decode_str(p, len, out);
     }
-    slot = &keys->slot[hash & (KEY_CACHE_SIZE - 1)];
+    slot = &keys->slot[(hash ^ (hash >> 17)) & (KEY_CACHE_SIZE - 1)];
     key = *slot;
     if (key != NULL && PyUnicode_GET_LENGTH(key) == (Py_ssize_t)len &&
         memcmp(PyUnicode_1BYTE_DATA(key), p, len) == 0) {
@@ -434,6 +437,66 @@ decode_key_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(completed_attributes_doc,
+"completed_attributes($module, data, pending, /)\n"
+"--\n"
+"\n"
+"tracehound.spans._completed(data, pending): the dict pending[0] with, for each (key, start,\n"
+"end) that follows it, attributes[key] = data[start:end].decode(). The same exceptions.\n"
+"None, with nothing changed, unless `data` is bytes, `pending` a tuple (dict, then triples\n"
+"of a str and two ints within the bytes): the Python code then runs.");
+
+static PyObject *
+completed_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *data, *pending, *attributes;
+    Py_ssize_t i, n, size;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "completed_attributes() takes exactly 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    data = args[0];
+    pending = args[1];
+    if (!PyBytes_CheckExact(data) || !PyTuple_CheckExact(pending) ||
+        (n = PyTuple_GET_SIZE(pending)) % 3 != 1 ||
+        !PyDict_CheckExact(attributes = PyTuple_GET_ITEM(pending, 0))) {
+        Py_RETURN_NONE;
+    }
+    size = PyBytes_GET_SIZE(data);
+    for (i = 1; i < n; i += 3) { /* all checked before any change */
+        PyObject *key = PyTuple_GET_ITEM(pending, i), *start = PyTuple_GET_ITEM(pending, i + 1);
+        PyObject *stop = PyTuple_GET_ITEM(pending, i + 2);
+        Py_ssize_t a, b;
+        if (!PyUnicode_CheckExact(key) || !PyLong_CheckExact(start) || !PyLong_CheckExact(stop)) {
+            Py_RETURN_NONE;
+        }
+        a = PyLong_AsSsize_t(start);
+        b = PyLong_AsSsize_t(stop);
+        if ((a == -1 || b == -1) && PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+        if (a < 0 || a > b || b > size) {
+            Py_RETURN_NONE;
+        }
+    }
+    for (i = 1; i < n; i += 3) {
+        Py_ssize_t a = PyLong_AsSsize_t(PyTuple_GET_ITEM(pending, i + 1));
+        Py_ssize_t b = PyLong_AsSsize_t(PyTuple_GET_ITEM(pending, i + 2));
+        PyObject *value = tracehound_decode_utf8(PyBytes_AS_STRING(data) + a, b - a);
+        if (value == NULL ||
+            PyDict_SetItem(attributes, PyTuple_GET_ITEM(pending, i), value) < 0) {
+            Py_XDECREF(value);
+            return NULL;
+        }
+        Py_DECREF(value);
+    }
+    return Py_NewRef(attributes);
+}
+
 /* --- span attributes with strings left on the wire ------------------------------------------ */
 
 /* decode_key_value for a top-level attribute whose key may be one of `lazy`: the string value
@@ -470,10 +533,14 @@ decode_key_value_lazy(key_cache *keys, const uint8_t *p, const uint8_t *end, PyO
             have_value = 1;
         }
     }
-    for (k = 0; k < n_lazy && key.len > 0; k++) {
-        if (strlen(lazy[k]) == key.len && memcmp(lazy[k], key.ptr, key.len) == 0) {
+    for (k = 0; k < n_lazy && key.len > 0 && which < 0; k++) {
+        /* lazy[k] == the key's bytes: compared up to the first difference (most keys differ
+         * early), the NUL ending lazy[k] included */
+        size_t i;
+        for (i = 0; i < key.len && lazy[k][i] != '\0' && (uint8_t)lazy[k][i] == key.ptr[i]; i++) {
+        }
+        if (i == key.len && lazy[k][i] == '\0') {
             which = k;
-            break;
         }
     }
     v = NULL;
@@ -1243,6 +1310,234 @@ utf8_valid(const uint8_t *p, size_t len)
     const uint8_t *end = p + len;
     p = skip_ascii(p, end);
     return p == end || utf8_valid_slow(p, end);
+}
+
+/* --- UTF-8 to str ---------------------------------------------------------------------------- */
+
+/* The length in characters and the largest character of strict UTF-8 (as utf8_valid_slow
+ * checks it); 0 if [p, end) is not valid. */
+static int
+utf8_measure(const uint8_t *p, const uint8_t *end, Py_ssize_t *chars, Py_UCS4 *maxchar)
+{
+    const uint8_t *start = p;
+    Py_ssize_t extra = 0; /* continuation bytes */
+    Py_UCS4 max = 0x7f, cp;
+    while (p < end) {
+        uint8_t c = *p, lo = 0x80, hi = 0xbf;
+        if (c < 0x80) {
+            p = skip_ascii(p, end);
+            continue;
+        }
+        if (c < 0xc2) {
+            return 0;
+        }
+        if (c < 0xe0) {
+            if (end - p < 2 || (p[1] & 0xc0) != 0x80) {
+                return 0;
+            }
+            cp = ((Py_UCS4)(c & 0x1f) << 6) | (p[1] & 0x3f);
+            max = cp > max ? cp : max;
+            extra += 1;
+            p += 2;
+            continue;
+        }
+        if (c < 0xf0) {
+            if (c == 0xe0) {
+                lo = 0xa0;
+            }
+            else if (c == 0xed) {
+                hi = 0x9f;
+            }
+            if (end - p < 3 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80) {
+                return 0;
+            }
+            cp = ((Py_UCS4)(c & 0x0f) << 12) | ((Py_UCS4)(p[1] & 0x3f) << 6) | (p[2] & 0x3f);
+            max = cp > max ? cp : max;
+            extra += 2;
+            p += 3;
+            continue;
+        }
+        if (c > 0xf4) {
+            return 0;
+        }
+        if (c == 0xf0) {
+            lo = 0x90;
+        }
+        else if (c == 0xf4) {
+            hi = 0x8f;
+        }
+        if (end - p < 4 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80 ||
+            (p[3] & 0xc0) != 0x80) {
+            return 0;
+        }
+        cp = ((Py_UCS4)(c & 0x07) << 18) | ((Py_UCS4)(p[1] & 0x3f) << 12) |
+             ((Py_UCS4)(p[2] & 0x3f) << 6) | (p[3] & 0x3f);
+        max = cp > max ? cp : max;
+        extra += 3;
+        p += 4;
+    }
+    *chars = (end - start) - extra;
+    *maxchar = max;
+    return 1;
+}
+
+/* The character of the valid sequence at *p (moved past it). */
+static ALWAYS_INLINE Py_UCS4
+utf8_next(const uint8_t **p)
+{
+    const uint8_t *q = *p;
+    uint8_t c = q[0];
+    if (c < 0x80) {
+        *p = q + 1;
+        return c;
+    }
+    if (c < 0xe0) {
+        *p = q + 2;
+        return ((Py_UCS4)(c & 0x1f) << 6) | (q[1] & 0x3f);
+    }
+    if (c < 0xf0) {
+        *p = q + 3;
+        return ((Py_UCS4)(c & 0x0f) << 12) | ((Py_UCS4)(q[1] & 0x3f) << 6) | (q[2] & 0x3f);
+    }
+    *p = q + 4;
+    return ((Py_UCS4)(c & 0x07) << 18) | ((Py_UCS4)(q[1] & 0x3f) << 12) |
+           ((Py_UCS4)(q[2] & 0x3f) << 6) | (q[3] & 0x3f);
+}
+
+/* The characters of strict UTF-8 [p, end) into out (room for end - p of them), in one pass
+ * (validating as utf8_valid_slow does), and their largest; -1 if it is not valid or has a
+ * character above U+FFFF (then the caller takes the two passes). Runs of ASCII are widened 16
+ * bytes at a time: what is written past the run is written over next. */
+static Py_ssize_t
+utf8_to_ucs2(const uint8_t *p, const uint8_t *end, Py_UCS2 *out, Py_UCS4 *maxchar)
+{
+    Py_UCS2 *start = out;
+    Py_UCS4 max = 0x7f, cp;
+    while (p < end) {
+        uint8_t c, lo = 0x80, hi = 0xbf;
+#if USE_SSE2
+        if (end - p >= 16) { /* out has room: no more characters than bytes so far */
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+            unsigned mask = (unsigned)_mm_movemask_epi8(x);
+            __m128i zero = _mm_setzero_si128();
+            _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi8(x, zero));
+            _mm_storeu_si128((__m128i *)(void *)(out + 8), _mm_unpackhi_epi8(x, zero));
+            if (!mask) {
+                p += 16;
+                out += 16;
+                continue;
+            }
+            p += __builtin_ctz(mask);
+            out += __builtin_ctz(mask);
+        }
+#endif
+        c = *p;
+        if (c < 0x80) {
+            *out++ = c;
+            p++;
+            continue;
+        }
+        if (c < 0xc2) {
+            return -1;
+        }
+        if (c < 0xe0) {
+            if (end - p < 2 || (p[1] & 0xc0) != 0x80) {
+                return -1;
+            }
+            cp = ((Py_UCS4)(c & 0x1f) << 6) | (p[1] & 0x3f);
+            p += 2;
+        }
+        else if (c < 0xf0) {
+            if (c == 0xe0) {
+                lo = 0xa0; /* overlong */
+            }
+            else if (c == 0xed) {
+                hi = 0x9f; /* surrogates */
+            }
+            if (end - p < 3 || p[1] < lo || p[1] > hi || (p[2] & 0xc0) != 0x80) {
+                return -1;
+            }
+            cp = ((Py_UCS4)(c & 0x0f) << 12) | ((Py_UCS4)(p[1] & 0x3f) << 6) | (p[2] & 0x3f);
+            p += 3;
+        }
+        else {
+            return -1;
+        }
+        max = cp > max ? cp : max;
+        *out++ = (Py_UCS2)cp;
+    }
+    *maxchar = max;
+    return out - start;
+}
+
+/* Texts of up to this many bytes are decoded into a buffer on the stack. */
+#define UTF8_STACK_BYTES 2048
+
+/* PyUnicode_DecodeUTF8(p, len, NULL): the same str, made faster for text that is mostly ASCII
+ * with some other characters among it (CPython's decoder leaves its ASCII fast path at the
+ * first of them): ASCII copied; else read into 2-byte characters on the stack in one pass and
+ * copied into the str of that length and kind; else (a character above U+FFFF) measured, then
+ * read into the str. Invalid UTF-8 and the shortest strings go to PyUnicode_DecodeUTF8 (the
+ * same exception; the shared empty and one-character strings). */
+PyObject *
+tracehound_decode_utf8(const char *data, Py_ssize_t len)
+{
+    const uint8_t *p = (const uint8_t *)data, *end = p + len, *first;
+    Py_ssize_t chars, i;
+    Py_UCS4 maxchar;
+    PyObject *str;
+    Py_UCS2 stack[UTF8_STACK_BYTES], *buf = NULL;
+    void *out;
+    int kind;
+
+    if (len < 2) {
+        return PyUnicode_DecodeUTF8(data, len, NULL);
+    }
+    first = skip_ascii(p, end);
+    if (first == end) {
+        str = PyUnicode_New(len, 0x7f);
+        if (str != NULL) {
+            memcpy(PyUnicode_1BYTE_DATA(str), p, (size_t)len);
+        }
+        return str;
+    }
+    if (len <= UTF8_STACK_BYTES || (buf = PyMem_Malloc((size_t)len * sizeof(Py_UCS2))) != NULL) {
+        Py_UCS2 *chars2 = len <= UTF8_STACK_BYTES ? stack : buf;
+        chars = utf8_to_ucs2(p, end, chars2, &maxchar);
+        str = chars >= 2 ? PyUnicode_New(chars, maxchar) : NULL;
+        if (str != NULL && PyUnicode_KIND(str) == PyUnicode_2BYTE_KIND) {
+            memcpy(PyUnicode_2BYTE_DATA(str), chars2, (size_t)chars * sizeof(Py_UCS2));
+        }
+        else if (str != NULL) { /* all of them below U+0100 */
+            Py_UCS1 *out = PyUnicode_1BYTE_DATA(str);
+            Py_ssize_t i;
+            for (i = 0; i < chars; i++) {
+                out[i] = (Py_UCS1)chars2[i];
+            }
+        }
+        PyMem_Free(buf);
+        if (str != NULL || chars >= 2) {
+            return str; /* NULL: out of memory */
+        }
+    }
+    /* not UCS-2, or no buffer: measured, then read into the str */
+    if (!utf8_measure(first, end, &chars, &maxchar)) {
+        return PyUnicode_DecodeUTF8(data, len, NULL);
+    }
+    chars += first - p;
+    if (chars < 2) {
+        return PyUnicode_DecodeUTF8(data, len, NULL);
+    }
+    str = PyUnicode_New(chars, maxchar);
+    if (str == NULL) {
+        return NULL;
+    }
+    kind = PyUnicode_KIND(str);
+    out = PyUnicode_DATA(str);
+    for (i = 0; p < end; i++) {
+        PyUnicode_WRITE(kind, out, i, utf8_next(&p));
+    }
+    return str;
 }
 
 /* A varint, skipped: at most 10 bytes (upb ignores the bits beyond 64). NULL if malformed. */
@@ -3336,7 +3631,7 @@ json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
 static int
 json_utf8_str(const char *p, Py_ssize_t len, PyObject **out)
 {
-    *out = PyUnicode_DecodeUTF8(p, len, NULL);
+    *out = tracehound_decode_utf8(p, len);
     if (*out != NULL) {
         return ST_OK;
     }
@@ -4379,6 +4674,8 @@ tracehound_convert_messages(PyObject *module, PyObject *data, PyObject *part_typ
 static PyMethodDef speedups_methods[] = {
     {"decode_key_values", (PyCFunction)(void (*)(void))decode_key_values, METH_FASTCALL,
      decode_key_values_doc},
+    {"completed_attributes", (PyCFunction)(void (*)(void))completed_attributes, METH_FASTCALL,
+     completed_attributes_doc},
     {"scan_trace_request", (PyCFunction)(void (*)(void))scan_trace_request, METH_FASTCALL,
      scan_trace_request_doc},
     {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},

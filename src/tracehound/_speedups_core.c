@@ -1249,6 +1249,40 @@ slot_peek(PyObject *obj, int which, int *is_slot)
  * the mapping reads (and reads from their UTF-8). In the order of `located`. */
 static const char *const LAZY_KEYS[2] = {"gen_ai.input.messages", "gen_ai.output.messages"};
 
+/* Answers of `key in keys` for exact str keys and frozensets, by identity of both (held, so
+ * neither address is reused while cached): the attribute keys are the same few string objects
+ * span after span (the decoder's key cache hands them out), asked about the same two sets. */
+#define KEY_IN_CACHE_SIZE 256 /* a power of 2 */
+static struct {
+    PyObject *key, *keys;
+    int has;
+} key_in_cache[KEY_IN_CACHE_SIZE];
+
+/* `key in keys`: 1, 0, or -1 with an exception set. */
+static int
+key_in(PyObject *key, PyObject *keys)
+{
+    size_t slot;
+    int has;
+    if (!PyUnicode_CheckExact(key) || !PyFrozenSet_CheckExact(keys)) {
+        return PySet_Contains(keys, key);
+    }
+    slot = (((uintptr_t)key >> 4) ^ ((uintptr_t)keys >> 6)) & (KEY_IN_CACHE_SIZE - 1);
+    if (key_in_cache[slot].key == key && key_in_cache[slot].keys == keys) {
+        return key_in_cache[slot].has;
+    }
+    has = PySet_Contains(keys, key);
+    if (has >= 0) {
+        PyObject *old_key = key_in_cache[slot].key, *old_keys = key_in_cache[slot].keys;
+        key_in_cache[slot].key = Py_NewRef(key);
+        key_in_cache[slot].keys = Py_NewRef(keys);
+        key_in_cache[slot].has = has;
+        Py_XDECREF(old_key);
+        Py_XDECREF(old_keys);
+    }
+    return has;
+}
+
 /* Whether a key of `attributes` is in the set `keys`: 1, 0, or -1 with an exception set. */
 static int
 any_key_in(PyObject *attributes, PyObject *keys)
@@ -1256,7 +1290,7 @@ any_key_in(PyObject *attributes, PyObject *keys)
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     while (PyDict_Next(attributes, &pos, &key, &value)) {
-        int has = PySet_Contains(keys, key);
+        int has = key_in(key, keys);
         if (has != 0) {
             return has;
         }

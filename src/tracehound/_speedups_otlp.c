@@ -166,7 +166,7 @@ utf8_str(const uint8_t *p, size_t len, PyObject **out)
         *out = PyUnicode_New(0, 0);
         return *out != NULL ? ST_OK : ST_ERROR;
     }
-    *out = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)len, "strict");
+    *out = tracehound_decode_utf8((const char *)p, (Py_ssize_t)len);
     if (*out != NULL) {
         return ST_OK;
     }

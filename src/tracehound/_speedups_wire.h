@@ -126,6 +126,11 @@ read_field(const uint8_t *p, const uint8_t *end, field_t *f)
     ((f).num < sizeof(table) / sizeof((table)[0]) && (table)[(f).num] != WT_UNKNOWN && \
      (table)[(f).num] != (int8_t)(f).wt)
 
+/* --- reading strings (the callers include Python.h and _speedups.h first) ------------------- */
+
+/* PyUnicode_DecodeUTF8(data, len, NULL), faster for text with a little non-ASCII (_speedups.c). */
+PyObject *tracehound_decode_utf8(const char *data, Py_ssize_t len);
+
 /* --- writing: a growing byte buffer (the callers include Python.h and _speedups.h first) --- */
 
 typedef struct {

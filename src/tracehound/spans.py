@@ -873,6 +873,11 @@ def _completed(data: bytes, pending: tuple[Any, ...]) -> dict[str, AttributeValu
     """A view's attributes from its `_pending` slot: the dict the C accelerator decoded, each
     string it left on the wire (checked as UTF-8 when its messages were read) decoded in place
     of the None that held the key's position."""
+    native = _wire._native
+    if native is not None:  # the same, decoded by the C accelerator's UTF-8 decoder
+        completed: dict[str, AttributeValue] | None = native.completed_attributes(data, pending)
+        if completed is not None:
+            return completed
     attributes: dict[str, AttributeValue] = pending[0]
     for i in range(1, len(pending), 3):
         attributes[pending[i]] = data[pending[i + 1] : pending[i + 2]].decode()

@@ -609,3 +609,30 @@ def test_builder_add_declines_other_containers_and_does_not_leak() -> None:
         expecting(lambda: _speedups.builder_add(builder, spans[0], ()), TypeError)()
 
     assert_leak_free(call, [*spans], 5_000)
+
+
+@needs_native
+def test_key_sets_are_asked_by_identity_and_value() -> None:
+    """genai_normalize remembers which attribute keys are in its key sets: another set given
+    next is asked again, not answered from what the first set said."""
+    raw = request_of([CHAT])
+    config = list(conventions._NATIVE_NORMALIZE)
+
+    def mapped() -> bool:
+        view = wire_views(raw)[0]
+        conventions._name_flags(view.name)
+        return _speedups.genai_normalize(view, tuple(config), [None, None, None]) is not None
+
+    assert mapped()
+    # a key another family claims (a set of its own): the Python code decides
+    config[3] = frozenset(["".join(["gen_ai.", "operation.name"])])
+    assert not mapped()
+    config[3] = frozenset(["gen_ai.operation.other"])
+    assert mapped()
+    config[3] = conventions._CLAIMED_BEFORE_GENAI
+    assert mapped()
+    # not a frozenset: asked every time
+    config[3] = {"gen_ai.operation.name"}
+    assert not mapped()
+    config[3].clear()
+    assert mapped()
