@@ -404,7 +404,8 @@ reserve_token(EvidenceCore *self)
     return cap < 0 ? -1 : grow_tokens(self, cap);
 }
 
-/* The arrays per token grown to `cap` elements (if larger). */
+/* The arrays per token grown to `cap` elements (if larger). Not zeroed: a token's postings and
+ * mark are set when it is added (clear_token), which costs less than zeroing the room ahead. */
 static int
 grow_tokens(EvidenceCore *self, Py_ssize_t cap)
 {
@@ -417,11 +418,20 @@ grow_tokens(EvidenceCore *self, Py_ssize_t cap)
     GROW_UNZEROED(word_len);
     GROW_UNZEROED(word_kind);
     GROW_UNZEROED(word_stop);
-    GROW(prefix);
-    GROW(full);
-    GROW(token_mark);
+    GROW_UNZEROED(prefix);
+    GROW_UNZEROED(full);
+    GROW_UNZEROED(token_mark);
     self->cap_tokens = cap;
     return 0;
+}
+
+/* A new token's postings empty, its mark none. */
+static ALWAYS_INLINE void
+clear_token(EvidenceCore *self, Py_ssize_t id)
+{
+    memset(&self->prefix[id], 0, sizeof(posting_t));
+    memset(&self->full[id], 0, sizeof(posting_t));
+    self->token_mark[id] = 0;
 }
 
 static int grow_classes(EvidenceCore *self, Py_ssize_t cap);
@@ -706,7 +716,8 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
         (2 * (self->words.used + 1) > self->words.mask + 1 && table_reserve(&self->words) < 0)) {
         return -1;
     }
-    id = (int32_t)self->n_tokens++; /* its arrays were zeroed by reserve_token */
+    id = (int32_t)self->n_tokens++;
+    clear_token(self, id);
     memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
     self->word_key[id] = first;
     self->word_off[id] = self->n_chars;
@@ -902,7 +913,10 @@ vocabulary_ready(EvidenceCore *self)
             memcpy(self->word_len, from->word_len, (size_t)n * sizeof(int32_t));
             memcpy(self->word_kind, from->word_kind, (size_t)n);
             memcpy(self->word_stop, from->word_stop, (size_t)n);
-            self->n_tokens = n; /* (their postings and marks: zeroed by reserve_token) */
+            for (k = 0; k < n; k++) {
+                clear_token(self, k);
+            }
+            self->n_tokens = n;
         }
         Py_CLEAR(self->vocabulary_from);
         return st;
@@ -1541,22 +1555,31 @@ PyDoc_STRVAR(add_text_doc,
 
 /* Room for what a text of `length` characters cut in `segments` segments may add, reserved at
  * once rather than by doublings as it comes: a new token per eight characters (texts share
- * many), a unit and class per segment. */
+ * many), a unit and class per segment. When the arrays must grow, they grow for twice that:
+ * a trace's texts come several to a trace and alike in size, and each growth copies the arrays
+ * and rehashes the tables. */
 static int
 reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
 {
-    Py_ssize_t tokens = self->n_tokens + length / 8 + 1, units = self->n_units + segments;
-    Py_ssize_t classes = self->n_classes + segments;
-    if (tokens >= INT32_MAX || units >= INT32_MAX) {
+    Py_ssize_t new_tokens = length / 8 + 1, tokens = self->n_tokens + new_tokens;
+    Py_ssize_t units = self->n_units + segments, classes = self->n_classes + segments;
+    if (tokens >= INT32_MAX / 2 || units >= INT32_MAX / 2) {
         return 0; /* (the arrays grow one at a time, up to their limit) */
     }
-    if (grow_tokens(self, cap_for(tokens, self->cap_tokens, 64)) < 0 ||
-        table_reserve_for(&self->words, tokens) < 0 ||
-        grow_units(self, cap_for(units, self->cap_units, 16)) < 0 ||
-        grow_classes(self, cap_for(classes, self->cap_classes, 16)) < 0 ||
-        table_reserve_for(&self->class_of, classes) < 0 ||
-        ivec_grow(&self->class_tokens, (int32_t)(tokens - self->n_tokens)) < 0 ||
-        ivec_grow(&self->full_tokens, (int32_t)(2 * (tokens - self->n_tokens))) < 0) {
+    if ((tokens > self->cap_tokens &&
+         grow_tokens(self, cap_for(tokens + new_tokens, self->cap_tokens, 64)) < 0) ||
+        (2 * tokens > self->words.mask + 1 &&
+         table_reserve_for(&self->words, tokens + new_tokens) < 0) ||
+        (units > self->cap_units &&
+         grow_units(self, cap_for(units + segments, self->cap_units, 16)) < 0) ||
+        (classes > self->cap_classes &&
+         grow_classes(self, cap_for(classes + segments, self->cap_classes, 16)) < 0) ||
+        (2 * classes > self->class_of.mask + 1 &&
+         table_reserve_for(&self->class_of, classes + segments) < 0) ||
+        (self->class_tokens.cap - self->class_tokens.len < new_tokens &&
+         ivec_grow(&self->class_tokens, (int32_t)(2 * new_tokens)) < 0) ||
+        (self->full_tokens.cap - self->full_tokens.len < 2 * new_tokens &&
+         ivec_grow(&self->full_tokens, (int32_t)(4 * new_tokens)) < 0)) {
         return -1;
     }
     return 0;
