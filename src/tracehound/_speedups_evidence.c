@@ -175,10 +175,8 @@ typedef struct {
     ivec_t candidates, matched, rarest, seq, informative;
     uint64_t *keys; /* sort keys of `_rarest` */
     Py_ssize_t cap_keys;
-    char *scratch;  /* a token's characters, lower-cased, then 8 zero bytes */
+    char *scratch;  /* the text being read, lowered (see lower_text) */
     Py_ssize_t cap_scratch;
-    char scratch8[8];
-    const char *scan_end; /* the end of the characters being tokenized */
     /* add_text's segments: pairs of start and end in the text, the current one, its source and
      * that source's first unit id */
     const Py_ssize_t *segments;
@@ -635,22 +633,19 @@ first_bytes(const char *p, Py_ssize_t nbytes)
 }
 
 /* A hash of a token of `nbytes` bytes (of a str of `kind`) whose first 8 are `first` (see
- * first_bytes) and whose others are at `rest`, eight at a time. */
+ * first_bytes) and whose others are at `rest`, eight at a time: multiplications by an odd
+ * constant, the high half of the last product folded onto the low half that the tables index
+ * with (most tokens: one multiplication). */
 static ALWAYS_INLINE uint32_t
 hash_word(uint64_t first, const char *rest, Py_ssize_t nbytes, int kind)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)nbytes << 8) ^ (uint64_t)kind, w;
+    uint64_t h = first ^ ((uint64_t)(4 * nbytes + kind) * 0x9e3779b97f4a7c15ULL);
     Py_ssize_t n = nbytes - 8;
-    h = (h ^ first) * 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
     for (; n > 0; n -= 8, rest += 8) {
-        w = first_bytes(rest, n);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
-        h ^= h >> 32;
+        h = (h * 0xff51afd7ed558ccdULL) ^ first_bytes(rest, n);
     }
-    h ^= h >> 29;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    return (uint32_t)(h >> 32);
+    h *= 0xff51afd7ed558ccdULL;
+    return (uint32_t)(h >> 32) ^ (uint32_t)h;
 }
 
 /* The id of the token of `len` characters of `kind` (a str's canonical kind) whose bytes are
@@ -799,7 +794,7 @@ pool_take(EvidenceCore *self)
     EvidenceCore *e;
     if (pool_count == 0 || self->words.slots != NULL || self->cap_tokens != 0 ||
         self->cap_classes != 0 || self->cap_units != 0 || self->cap_sources != 0 ||
-        self->chars != NULL || self->seen != NULL) {
+        self->chars != NULL || self->seen != NULL || self->scratch != NULL) {
         return 0;
     }
     e = &pool[--pool_count];
@@ -1321,66 +1316,146 @@ add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *ful
 
 /* --- tokens of a text ------------------------------------------------------------------------ */
 
-/* The id of the token of `len` characters at data[start] (of the tokenizer's ASCII path:
- * [A-Za-z0-9.-]), lower-cased, as ASCII; with `add`, interned if new. -1: absent (without
- * `add`), -2 with an exception. Most tokens are of at most 8 characters: read at once from a
- * text of the 1-byte kind (but at its very end, see scan_end), compared at once. */
-static ALWAYS_INLINE int32_t
-text_token(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t len,
-           int add)
+/*
+ * A text of the tokenizer's ASCII path is read from a copy of its characters as bytes, lower-cased
+ * (self->scratch, then LOWERED_PAD zero bytes): the typographic characters become bytes that
+ * separate tokens and are no space (U+00A0, a space, becomes ' '), which the segmenter and the
+ * tokenizer see as they see the characters themselves. Every text is then of the 1-byte kind,
+ * and a token's characters are bytes in place, ready to be compared and interned, its first 8
+ * read at once.
+ */
+#define LOWERED_PAD 16
+#define TYPOGRAPHIC_BYTE 0x01 /* (no token character, no space, not a sentence's end) */
+
+/* The byte of a character of the ASCII path: 1, or 0 if it is not of that path. */
+static ALWAYS_INLINE int
+lowered_char(Py_UCS4 c, char *out)
 {
-    const char *chars = NULL, *rest = NULL; /* (no bytes past the first 8: none) */
+    if (c < 0x80) {
+        *out = (char)(c - 'A' < 26 ? c | 0x20 : c);
+        return 1;
+    }
+    if (!is_typographic(c)) {
+        return 0;
+    }
+    *out = c == 0x00a0 ? ' ' : TYPOGRAPHIC_BYTE;
+    return 1;
+}
+
+#if TOKENS_SSE2
+/* 16 ASCII bytes lower-cased: 0x20 added to those in A-Z (signed compares, as in classify16). */
+static ALWAYS_INLINE __m128i
+lower16(__m128i x)
+{
+    const __m128i upper = _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(0x80 - 'A')),
+                                         _mm_set1_epi8(26 - 0x80));
+    return _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)));
+}
+#endif
+
+/* The characters of data[0:n] (of the 1-byte or 2-byte kind) lowered into out[0:n]: ST_OK, or
+ * ST_UNHANDLED if one is not of the ASCII path. Inlined once per kind. */
+static ALWAYS_INLINE int
+lower_chars(int kind, const void *data, Py_ssize_t n, char *out)
+{
+    Py_ssize_t i = 0;
+#if TOKENS_SSE2
+    for (; i + 16 <= n; i += 16) {
+        __m128i x;
+        unsigned high;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + i));
+            high = (unsigned)_mm_movemask_epi8(x);
+        }
+        else {
+            const Py_UCS2 *p = (const Py_UCS2 *)data + i;
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
+            const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
+            x = _mm_packus_epi16(lo, hi);
+            high = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(
+                       _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
+                       _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^
+                   0xffffu;
+        }
+        _mm_storeu_si128((__m128i *)(void *)(out + i), lower16(x));
+        for (; high; high &= high - 1) {
+            Py_ssize_t k = i + LOWEST_BIT(high);
+            if (!lowered_char(PyUnicode_READ(kind, data, k), out + k)) {
+                return ST_UNHANDLED;
+            }
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        if (!lowered_char(PyUnicode_READ(kind, data, i), out + i)) {
+            return ST_UNHANDLED;
+        }
+    }
+    return ST_OK;
+}
+
+/* The str `text` lowered into self->scratch (see above): ST_OK, ST_UNHANDLED (not of the ASCII
+ * path) or ST_ERROR. */
+static int
+lower_text(EvidenceCore *self, PyObject *text)
+{
+    Py_ssize_t n;
+    int kind;
+
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return ST_ERROR;
+    }
+#endif
+    kind = PyUnicode_KIND(text);
+    n = PyUnicode_GET_LENGTH(text);
+    if (kind == PyUnicode_4BYTE_KIND) {
+        return ST_UNHANDLED; /* holds a character above U+FFFF: not of the ASCII path */
+    }
+    if (n > PY_SSIZE_T_MAX - LOWERED_PAD) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    if (n + LOWERED_PAD > self->cap_scratch) {
+        Py_ssize_t cap = cap_for(n + LOWERED_PAD, self->cap_scratch, 256);
+        char *grown;
+        if (cap < n + LOWERED_PAD) {
+            cap = n + LOWERED_PAD;
+        }
+        grown = PyMem_Realloc(self->scratch, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        self->scratch = grown;
+        self->cap_scratch = cap;
+    }
+    memset(self->scratch + n, 0, LOWERED_PAD);
+    return kind == PyUnicode_1BYTE_KIND
+               ? lower_chars(PyUnicode_1BYTE_KIND, PyUnicode_DATA(text), n, self->scratch)
+               : lower_chars(PyUnicode_2BYTE_KIND, PyUnicode_DATA(text), n, self->scratch);
+}
+
+/* The id of the token of `len` bytes at lowered[start] (a lowered text, see above); with `add`,
+ * interned if new. -1: absent (without `add`), -2 with an exception. Its first 8 bytes are
+ * read at once (the text's padding is there to read past its end). */
+static ALWAYS_INLINE int32_t
+text_token(EvidenceCore *self, const char *lowered, Py_ssize_t start, Py_ssize_t len, int add)
+{
+    const char *chars = lowered + start, *rest = len > 8 ? chars + 8 : NULL;
     uint64_t first;
     uint32_t hash;
     int32_t id;
-    Py_ssize_t j;
 
-    if (kind == PyUnicode_1BYTE_KIND && len <= 8 &&
-        (const char *)data + start + 8 <= self->scan_end) {
-        /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
-        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
-        memcpy(&first, (const char *)data + start, 8);
-        first = (first | 0x2020202020202020ULL) & mask;
-    }
-#if TOKENS_SSE2
-    else if (kind == PyUnicode_2BYTE_KIND && len <= 8 &&
-             (const char *)data + 2 * (start + 8) <= self->scan_end) {
-        /* (text with typographic punctuation) the 8 characters packed into bytes: the token's
-         * are ASCII */
-        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
-        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS2 *)data + start));
-        first = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(x, x));
-        first = (first | 0x2020202020202020ULL) & mask;
-    }
-#endif
-    else {
-        char *out;
-        if (len + 8 > self->cap_scratch) {
-            char *grown = PyMem_Realloc(self->scratch, (size_t)(len + 8));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                return -2;
-            }
-            self->scratch = grown;
-            self->cap_scratch = len + 8;
-        }
-        out = self->scratch;
-        for (j = 0; j < len; j++) {
-            out[j] = (char)(PyUnicode_READ(kind, data, start + j) | 0x20);
-        }
-        memset(out + len, 0, 8);
-        memcpy(&first, out, 8);
-        chars = out;
-        rest = len > 8 ? out + 8 : NULL;
+    memcpy(&first, chars, 8);
+    if (len < 8) {
+        first &= ((uint64_t)1 << (8 * len)) - 1;
     }
     hash = hash_word(first, rest, len, PyUnicode_1BYTE_KIND);
     id = word_find(self, first, rest, len, PyUnicode_1BYTE_KIND, hash);
     if (id >= 0 || !add) {
         return id;
-    }
-    if (chars == NULL) {
-        memcpy(self->scratch8, &first, 8);
-        chars = self->scratch8;
     }
     id = word_add(self, first, chars, len, PyUnicode_1BYTE_KIND, hash, 0);
     return id < 0 ? -2 : id;
@@ -1434,12 +1509,14 @@ intern_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t 
             return ST_ERROR;
         }
     }
-    id = text_token(self, kind, data, start, len, 1);
-
-    if (id < 0 || ivec_push(&self->seq, id) < 0 ||
-        (!self->word_stop[id] && ivec_push(&self->informative, id) < 0)) {
+    id = text_token(self, (const char *)data, start, len, 1);
+    if (id < 0) {
         return ST_ERROR;
     }
+    /* (room reserved for the text's tokens: see scan_lowered) */
+    self->seq.items[self->seq.len++] = id;
+    self->informative.items[self->informative.len] = id;
+    self->informative.len += !self->word_stop[id];
     return ST_OK;
 }
 
@@ -1451,11 +1528,13 @@ static ALWAYS_INLINE int
 lookup_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
 {
     EvidenceCore *self = ctx;
-    int32_t id = text_token(self, kind, data, start, len, 0);
+    int32_t id = text_token(self, (const char *)data, start, len, 0);
 
-    if (id < -1 || ivec_push(&self->seq, id) < 0) {
+    (void)kind; /* (the lowered text's: 1 byte) */
+    if (id < -1) {
         return ST_ERROR;
     }
+    self->seq.items[self->seq.len++] = id; /* (room reserved: see scan_lowered) */
     if (id >= 0 && self->token_mark[id] != self->stamp) {
         self->token_mark[id] = self->stamp;
         if (add_candidates(self, &self->prefix[id], self->stamp) < 0) {
@@ -1465,27 +1544,25 @@ lookup_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t 
     return ST_OK;
 }
 
-/* scan_tokens over data[start:end] with one of the sinks above, inlined per kind. */
+/* scan_tokens over the lowered text of n bytes in self->scratch with one of the sinks above
+ * (add_text's with `intern`, else match_text's), with room for its tokens in self->seq and
+ * self->informative reserved at once (a token and what separates it from the next take two
+ * bytes at least). */
 static int
-scan_range(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t end,
-           int intern)
+scan_lowered(EvidenceCore *self, Py_ssize_t n, int intern)
 {
-    const char *at = (const char *)data + start * kind;
-    Py_ssize_t n = end - start;
-    self->scan_end = (const char *)data + (end - start) * kind + start * kind;
-    if (intern) {
-        return kind == PyUnicode_1BYTE_KIND
-                   ? scan_tokens(PyUnicode_1BYTE_KIND, at, n, intern_sink, self)
-                   : scan_tokens(PyUnicode_2BYTE_KIND, at, n, intern_sink, self);
+    Py_ssize_t most = n / 2 + 1;
+    if (most > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_OverflowError, "EvidenceCore: a text is too long");
+        return ST_ERROR;
     }
-    switch (kind) {
-    case PyUnicode_1BYTE_KIND:
-        return scan_tokens(PyUnicode_1BYTE_KIND, at, n, lookup_sink, self);
-    case PyUnicode_2BYTE_KIND:
-        return scan_tokens(PyUnicode_2BYTE_KIND, at, n, lookup_sink, self);
-    default:
-        return scan_tokens(PyUnicode_4BYTE_KIND, at, n, lookup_sink, self);
+    if ((self->seq.cap - self->seq.len < most && ivec_grow(&self->seq, (int32_t)most) < 0) ||
+        (intern && self->informative.cap - self->informative.len < most &&
+         ivec_grow(&self->informative, (int32_t)most) < 0)) {
+        return ST_ERROR;
     }
+    return intern ? scan_tokens(PyUnicode_1BYTE_KIND, self->scratch, n, intern_sink, self)
+                  : scan_tokens(PyUnicode_1BYTE_KIND, self->scratch, n, lookup_sink, self);
 }
 
 static int
@@ -1590,54 +1667,50 @@ reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
 static int
 add_text_entered(EvidenceCore *self, Py_ssize_t source, PyObject *text)
 {
-    Py_ssize_t first;
-    const void *data;
+    Py_ssize_t first, n;
+    const char *data;
     bounds_t b;
-    int kind, st;
+    int st;
 
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
+    /* (the vocabulary first: it may take pooled arrays, the buffer of the lowered text too) */
+    if (vocabulary_ready(self) < 0) {
         return ST_ERROR;
     }
-#endif
-    kind = PyUnicode_KIND(text);
-    data = PyUnicode_DATA(text);
-    if (kind == PyUnicode_4BYTE_KIND) {
-        return ST_UNHANDLED; /* holds a character above U+FFFF: not of the ASCII path */
+    st = lower_text(self, text);
+    if (st != ST_OK) {
+        return st;
     }
+    data = self->scratch;
+    n = PyUnicode_GET_LENGTH(text);
     b.items = b.stack;
     b.n = 0;
     b.cap = BOUNDS_ON_STACK;
-    st = kind == PyUnicode_1BYTE_KIND
-             ? find_segments(PyUnicode_1BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b)
-             : find_segments(PyUnicode_2BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b);
+    st = find_segments(PyUnicode_1BYTE_KIND, data, n, &b);
     if (st != ST_OK) {
         if (b.items != b.stack) {
             PyMem_Free(b.items);
         }
+        if (st == ST_UNHANDLED) { /* cannot be: lower_text read every character */
+            PyErr_SetString(PyExc_SystemError, "add_text: a character off the ASCII path");
+            st = ST_ERROR;
+        }
         return st;
     }
     first = self->n_units;
-    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ||
-                 reserve_for_text(self, PyUnicode_GET_LENGTH(text), b.n / 2)
+    st = reserve_sources_to(self, source) < 0 || reserve_for_text(self, n, b.n / 2)
              ? ST_ERROR
              : ST_OK;
-    /* the tokens of the whole text, one segment after the other (all of the ASCII path:
-     * find_segments checked every character) */
+    /* the tokens of the whole text, one segment after the other */
     self->segments = b.items;
     self->segment = 0;
     self->segment_source = (int32_t)source;
     self->segment_first = first;
     self->seq.len = self->informative.len = 0;
     if (st == ST_OK) {
-        st = scan_range(self, kind, data, 0, PyUnicode_GET_LENGTH(text), 1);
-        if (st == ST_UNHANDLED) { /* cannot be: find_segments read every character */
-            PyErr_SetString(PyExc_SystemError, "add_text: a character off the ASCII path");
-            st = ST_ERROR;
-        }
+        st = scan_lowered(self, n, 1);
     }
     while (st == ST_OK && 2 * self->segment < b.n) {
-        st = end_segment(self, kind, data);
+        st = end_segment(self, PyUnicode_1BYTE_KIND, data);
     }
     self->segments = NULL;
     if (st == ST_OK && self->n_units > first && self->source_text[source] == NULL) {
@@ -1937,15 +2010,13 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
 static int
 scan_output(EvidenceCore *self, PyObject *text)
 {
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
-        return ST_ERROR;
+    int st = lower_text(self, text);
+    if (st != ST_OK) {
+        return st;
     }
-#endif
     (void)next_stamp(self);
     self->candidates.len = self->seq.len = 0;
-    return scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
-                      PyUnicode_GET_LENGTH(text), 0);
+    return scan_lowered(self, PyUnicode_GET_LENGTH(text), 0);
 }
 
 PyDoc_STRVAR(match_text_doc,
