@@ -217,6 +217,12 @@ enum {
     N_TOKENS,
     N_TOKEN_SET,
     N_REUSE_POSITIONS,
+    N_STEPS,
+    N_RUNS,
+    N_RUN_ID,
+    N_PARENT_RUN_ID,
+    N_DECLARED_OUTPUT,
+    N_IMPLICIT,
     N_COUNT
 };
 static const char *const name_chars[N_COUNT] = {
@@ -224,7 +230,7 @@ static const char *const name_chars[N_COUNT] = {
     "span_id", "documents", "content", "source",
     "id",      "units", "normalized_informative", "tool_result",
     "retrieval", "assistant", "reasoning", "normalized", "tokens", "token_set",
-    "reuse_positions",
+    "reuse_positions", "steps", "runs", "run_id", "parent_run_id", "declared_output", "implicit",
 };
 static PyObject *names[N_COUNT];
 
@@ -2955,10 +2961,212 @@ PyDoc_STRVAR(summary_doc,
 "per-tool totals, per-source totals), each totals a list of (name, sources, units, reused,\n"
 "final_reused) in order of first source.");
 
+static PyObject *summary_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *answer,
+                              PyObject *cache);
+
 static PyObject *
 summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *steps, *answer, *labels = NULL, *unused = NULL, *result = NULL;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return summary_impl(self, args[0], args[1], args[2]);
+}
+
+/* The last assistant step with text, from the end of steps[0:n], whose run id is `run_id` (with
+ * `ids` NULL) or in the set `ids`: its text (a new reference), NULL with *error set to 0 if
+ * none, or NULL with *error set to 1 and an exception. */
+static PyObject *
+last_assistant_text(PyObject *const *steps, Py_ssize_t n, PyObject *run_id, PyObject *ids,
+                    int *error)
+{
+    Py_ssize_t i;
+    *error = 1;
+    for (i = n - 1; i >= 0; i--) {
+        PyObject *rid = plain_attr(steps[i], names[N_RUN_ID]), *kind, *text;
+        int in, r;
+        if (rid == NULL) {
+            return NULL;
+        }
+        in = ids == NULL ? PyObject_RichCompareBool(rid, run_id, Py_EQ) : PySet_Contains(ids, rid);
+        Py_DECREF(rid);
+        if (in <= 0) {
+            if (in < 0) {
+                return NULL;
+            }
+            continue;
+        }
+        if ((kind = plain_attr(steps[i], names[N_KIND])) == NULL) {
+            return NULL;
+        }
+        r = kind_is(kind, N_ASSISTANT);
+        Py_DECREF(kind);
+        if (r <= 0) {
+            if (r < 0) {
+                return NULL;
+            }
+            continue;
+        }
+        if ((text = plain_attr(steps[i], names[N_TEXT])) == NULL ||
+            (r = PyObject_IsTrue(text)) < 0) {
+            Py_XDECREF(text);
+            return NULL;
+        }
+        if (r) {
+            *error = 0;
+            return text;
+        }
+        Py_DECREF(text);
+    }
+    *error = 0;
+    return NULL;
+}
+
+/* Trajectory.final_answer() of `trajectory` (its top-level run's): a new reference, or NULL
+ * with an exception. */
+static PyObject *
+final_answer_of(PyObject *trajectory, PyObject *steps)
+{
+    PyObject *runs, *run, *declared, *run_id = NULL, *ids = NULL, *answer = NULL;
+    PyObject *const *items = PySequence_Fast_ITEMS(steps);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(steps), i;
+    int implicit, error = 0;
+
+    runs = PyObject_GetAttr(trajectory, names[N_RUNS]);
+    if (runs == NULL) {
+        return NULL;
+    }
+    Py_SETREF(runs, PySequence_Fast(runs, "trajectory.runs must be a sequence"));
+    if (runs == NULL) {
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(runs) == 0) {
+        Py_DECREF(runs);
+        Py_RETURN_NONE;
+    }
+    run = PySequence_Fast_GET_ITEM(runs, 0);
+    if ((declared = PyObject_GetAttr(run, names[N_DECLARED_OUTPUT])) == NULL ||
+        (i = PyObject_IsTrue(declared)) < 0) {
+        goto done;
+    }
+    if (i) {
+        answer = Py_NewRef(declared);
+        goto done;
+    }
+    if ((run_id = PyObject_GetAttr(run, names[N_RUN_ID])) == NULL) {
+        goto done;
+    }
+    {
+        PyObject *flag = PyObject_GetAttr(run, names[N_IMPLICIT]);
+        implicit = flag == NULL ? -1 : PyObject_IsTrue(flag);
+        Py_XDECREF(flag);
+        if (implicit < 0) {
+            goto done;
+        }
+    }
+    /* the run's own steps first (not for the implicit run, which stands for the whole trace) */
+    if (!implicit) {
+        answer = last_assistant_text(items, n, run_id, NULL, &error);
+        if (answer != NULL || error) {
+            goto done;
+        }
+    }
+    /* then the steps of the runs inside it too (runs come parents first) */
+    if ((ids = PySet_New(NULL)) == NULL || PySet_Add(ids, run_id) < 0) {
+        goto done;
+    }
+    for (i = 0; i < PySequence_Fast_GET_SIZE(runs); i++) {
+        PyObject *other = PySequence_Fast_GET_ITEM(runs, i), *parent, *other_id;
+        int in;
+        if ((parent = PyObject_GetAttr(other, names[N_PARENT_RUN_ID])) == NULL) {
+            goto done;
+        }
+        in = PySet_Contains(ids, parent);
+        Py_DECREF(parent);
+        if (in < 0) {
+            goto done;
+        }
+        if (in) {
+            if ((other_id = PyObject_GetAttr(other, names[N_RUN_ID])) == NULL) {
+                goto done;
+            }
+            in = PySet_Add(ids, other_id);
+            Py_DECREF(other_id);
+            if (in < 0) {
+                goto done;
+            }
+        }
+    }
+    answer = last_assistant_text(items, n, NULL, ids, &error);
+    if (answer == NULL && !error) {
+        answer = Py_NewRef(Py_None);
+    }
+done:
+    Py_DECREF(runs);
+    Py_XDECREF(declared);
+    Py_XDECREF(run_id);
+    Py_XDECREF(ids);
+    return answer;
+}
+
+PyDoc_STRVAR(summary_of_doc,
+"summary_of($self, trajectory, cache, /)\n"
+"--\n"
+"\n"
+"summary(trajectory.steps, trajectory.final_answer(), cache), the final answer found here\n"
+"(the rule of Trajectory.final_answer, the steps' fields read as feed_span reads them).");
+
+static PyObject *
+summary_of(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *answer, *result;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "summary_of() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    steps = PyObject_GetAttr(args[0], names[N_STEPS]);
+    if (steps == NULL) {
+        return NULL;
+    }
+    Py_SETREF(steps, PySequence_Fast(steps, "trajectory.steps must be a sequence"));
+    if (steps == NULL) {
+        return NULL;
+    }
+    answer = final_answer_of(args[0], steps);
+    result = answer == NULL ? NULL : summary_impl(self, steps, answer, args[1]);
+    Py_XDECREF(answer);
+    Py_DECREF(steps);
+    return result;
+}
+
+PyDoc_STRVAR(final_answer_doc,
+"final_answer($module, trajectory, /)\n"
+"--\n"
+"\n"
+"trajectory.final_answer(), as summary_of finds it.");
+
+static PyObject *
+final_answer(PyObject *module, PyObject *trajectory)
+{
+    PyObject *steps = PyObject_GetAttr(trajectory, names[N_STEPS]), *answer;
+    (void)module;
+    if (steps == NULL) {
+        return NULL;
+    }
+    Py_SETREF(steps, PySequence_Fast(steps, "trajectory.steps must be a sequence"));
+    if (steps == NULL) {
+        return NULL;
+    }
+    answer = final_answer_of(trajectory, steps);
+    Py_DECREF(steps);
+    return answer;
+}
+
+static PyObject *
+summary_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *answer, PyObject *cache)
+{
+    PyObject *steps, *labels = NULL, *unused = NULL, *result = NULL;
     PyObject *totals[2] = {NULL, NULL}, *index_of[2] = {NULL, NULL};
     Py_ssize_t *canonical = NULL, final = -1, count = 0, final_position = 0, s, i;
     Py_ssize_t units = 0, reused = 0, final_reused = 0, last_reuse = -1, groups = 0;
@@ -2967,12 +3175,7 @@ summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     int32_t *last = NULL;
     int walked;
 
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    answer = args[1];
-    steps = PySequence_Fast(args[0], "summary(): steps must be a sequence");
+    steps = PySequence_Fast(steps_arg, "summary(): steps must be a sequence");
     if (steps == NULL) {
         return NULL;
     }
@@ -3003,7 +3206,7 @@ summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         final = self->n_seen;
         final_position = self->position;
         canonical[final] = count;
-        if (match_output(self, answer, args[2]) < 0 || record_matches(self, final, 0) < 0) {
+        if (match_output(self, answer, cache) < 0 || record_matches(self, final, 0) < 0) {
             goto done;
         }
     }
@@ -3392,6 +3595,7 @@ static PyMethodDef core_methods[] = {
     {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
     {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL, feed_span_doc},
     {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL, summary_doc},
+    {"summary_of", (PyCFunction)(void (*)(void))summary_of, METH_FASTCALL, summary_of_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -3428,6 +3632,7 @@ static PyType_Spec core_spec = {
 };
 
 static PyMethodDef evidence_methods[] = {
+    {"final_answer", (PyCFunction)final_answer, METH_O, final_answer_doc},
     {NULL, NULL, 0, NULL},
 };
 
