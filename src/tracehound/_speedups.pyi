@@ -72,6 +72,7 @@ def loops_hold(parts: tuple[Any, ...], span: object, steps: object, /) -> int: .
 def loops_head(text: str, /) -> str | None: ...
 def convert_messages(data: object, part_type: type, message_type: type, /) -> list[Any] | None: ...
 def ascii_tokens(text: str, /) -> list[str] | None: ...
+def final_answer(trajectory: Any, /) -> str | None: ...
 def encode_key_values(attributes: object, tag: bytes, /) -> bytes | None: ...
 def encode_log_record(
     attributes: object,
@@ -241,6 +242,22 @@ class EvidenceCore:
     def feed_span(
         self, steps: Sequence[Any], cache: TextCache, /
     ) -> tuple[int, list[str]] | None: ...
+    def summary_of(
+        self, trajectory: Any, cache: TextCache, /
+    ) -> (
+        tuple[
+            int,
+            int,
+            int,
+            int,
+            list[str],
+            int,
+            int | None,
+            list[tuple[str, int, int, int, int]],
+            list[tuple[str, int, int, int, int]],
+        ]
+        | None
+    ): ...
     def summary(
         self, steps: Sequence[Any], answer: str | None, cache: TextCache, /
     ) -> (

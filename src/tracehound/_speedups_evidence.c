@@ -175,10 +175,8 @@ typedef struct {
     ivec_t candidates, matched, rarest, seq, informative;
     uint64_t *keys; /* sort keys of `_rarest` */
     Py_ssize_t cap_keys;
-    char *scratch;  /* a token's characters, lower-cased, then 8 zero bytes */
+    char *scratch;  /* the text being read, lowered (see lower_text) */
     Py_ssize_t cap_scratch;
-    char scratch8[8];
-    const char *scan_end; /* the end of the characters being tokenized */
     /* add_text's segments: pairs of start and end in the text, the current one, its source and
      * that source's first unit id */
     const Py_ssize_t *segments;
@@ -219,6 +217,12 @@ enum {
     N_TOKENS,
     N_TOKEN_SET,
     N_REUSE_POSITIONS,
+    N_STEPS,
+    N_RUNS,
+    N_RUN_ID,
+    N_PARENT_RUN_ID,
+    N_DECLARED_OUTPUT,
+    N_IMPLICIT,
     N_COUNT
 };
 static const char *const name_chars[N_COUNT] = {
@@ -226,7 +230,7 @@ static const char *const name_chars[N_COUNT] = {
     "span_id", "documents", "content", "source",
     "id",      "units", "normalized_informative", "tool_result",
     "retrieval", "assistant", "reasoning", "normalized", "tokens", "token_set",
-    "reuse_positions",
+    "reuse_positions", "steps", "runs", "run_id", "parent_run_id", "declared_output", "implicit",
 };
 static PyObject *names[N_COUNT];
 
@@ -404,7 +408,8 @@ reserve_token(EvidenceCore *self)
     return cap < 0 ? -1 : grow_tokens(self, cap);
 }
 
-/* The arrays per token grown to `cap` elements (if larger). */
+/* The arrays per token grown to `cap` elements (if larger). Not zeroed: a token's postings and
+ * mark are set when it is added (clear_token), which costs less than zeroing the room ahead. */
 static int
 grow_tokens(EvidenceCore *self, Py_ssize_t cap)
 {
@@ -417,11 +422,20 @@ grow_tokens(EvidenceCore *self, Py_ssize_t cap)
     GROW_UNZEROED(word_len);
     GROW_UNZEROED(word_kind);
     GROW_UNZEROED(word_stop);
-    GROW(prefix);
-    GROW(full);
-    GROW(token_mark);
+    GROW_UNZEROED(prefix);
+    GROW_UNZEROED(full);
+    GROW_UNZEROED(token_mark);
     self->cap_tokens = cap;
     return 0;
+}
+
+/* A new token's postings empty, its mark none. */
+static ALWAYS_INLINE void
+clear_token(EvidenceCore *self, Py_ssize_t id)
+{
+    memset(&self->prefix[id], 0, sizeof(posting_t));
+    memset(&self->full[id], 0, sizeof(posting_t));
+    self->token_mark[id] = 0;
 }
 
 static int grow_classes(EvidenceCore *self, Py_ssize_t cap);
@@ -625,22 +639,19 @@ first_bytes(const char *p, Py_ssize_t nbytes)
 }
 
 /* A hash of a token of `nbytes` bytes (of a str of `kind`) whose first 8 are `first` (see
- * first_bytes) and whose others are at `rest`, eight at a time. */
+ * first_bytes) and whose others are at `rest`, eight at a time: multiplications by an odd
+ * constant, the high half of the last product folded onto the low half that the tables index
+ * with (most tokens: one multiplication). */
 static ALWAYS_INLINE uint32_t
 hash_word(uint64_t first, const char *rest, Py_ssize_t nbytes, int kind)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ULL ^ ((uint64_t)nbytes << 8) ^ (uint64_t)kind, w;
+    uint64_t h = first ^ ((uint64_t)(4 * nbytes + kind) * 0x9e3779b97f4a7c15ULL);
     Py_ssize_t n = nbytes - 8;
-    h = (h ^ first) * 0xff51afd7ed558ccdULL;
-    h ^= h >> 32;
     for (; n > 0; n -= 8, rest += 8) {
-        w = first_bytes(rest, n);
-        h = (h ^ w) * 0xff51afd7ed558ccdULL;
-        h ^= h >> 32;
+        h = (h * 0xff51afd7ed558ccdULL) ^ first_bytes(rest, n);
     }
-    h ^= h >> 29;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    return (uint32_t)(h >> 32);
+    h *= 0xff51afd7ed558ccdULL;
+    return (uint32_t)(h >> 32) ^ (uint32_t)h;
 }
 
 /* The id of the token of `len` characters of `kind` (a str's canonical kind) whose bytes are
@@ -706,7 +717,8 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
         (2 * (self->words.used + 1) > self->words.mask + 1 && table_reserve(&self->words) < 0)) {
         return -1;
     }
-    id = (int32_t)self->n_tokens++; /* its arrays were zeroed by reserve_token */
+    id = (int32_t)self->n_tokens++;
+    clear_token(self, id);
     memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
     self->word_key[id] = first;
     self->word_off[id] = self->n_chars;
@@ -788,7 +800,7 @@ pool_take(EvidenceCore *self)
     EvidenceCore *e;
     if (pool_count == 0 || self->words.slots != NULL || self->cap_tokens != 0 ||
         self->cap_classes != 0 || self->cap_units != 0 || self->cap_sources != 0 ||
-        self->chars != NULL || self->seen != NULL) {
+        self->chars != NULL || self->seen != NULL || self->scratch != NULL) {
         return 0;
     }
     e = &pool[--pool_count];
@@ -902,7 +914,10 @@ vocabulary_ready(EvidenceCore *self)
             memcpy(self->word_len, from->word_len, (size_t)n * sizeof(int32_t));
             memcpy(self->word_kind, from->word_kind, (size_t)n);
             memcpy(self->word_stop, from->word_stop, (size_t)n);
-            self->n_tokens = n; /* (their postings and marks: zeroed by reserve_token) */
+            for (k = 0; k < n; k++) {
+                clear_token(self, k);
+            }
+            self->n_tokens = n;
         }
         Py_CLEAR(self->vocabulary_from);
         return st;
@@ -1307,66 +1322,146 @@ add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *ful
 
 /* --- tokens of a text ------------------------------------------------------------------------ */
 
-/* The id of the token of `len` characters at data[start] (of the tokenizer's ASCII path:
- * [A-Za-z0-9.-]), lower-cased, as ASCII; with `add`, interned if new. -1: absent (without
- * `add`), -2 with an exception. Most tokens are of at most 8 characters: read at once from a
- * text of the 1-byte kind (but at its very end, see scan_end), compared at once. */
-static ALWAYS_INLINE int32_t
-text_token(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t len,
-           int add)
+/*
+ * A text of the tokenizer's ASCII path is read from a copy of its characters as bytes, lower-cased
+ * (self->scratch, then LOWERED_PAD zero bytes): the typographic characters become bytes that
+ * separate tokens and are no space (U+00A0, a space, becomes ' '), which the segmenter and the
+ * tokenizer see as they see the characters themselves. Every text is then of the 1-byte kind,
+ * and a token's characters are bytes in place, ready to be compared and interned, its first 8
+ * read at once.
+ */
+#define LOWERED_PAD 16
+#define TYPOGRAPHIC_BYTE 0x01 /* (no token character, no space, not a sentence's end) */
+
+/* The byte of a character of the ASCII path: 1, or 0 if it is not of that path. */
+static ALWAYS_INLINE int
+lowered_char(Py_UCS4 c, char *out)
 {
-    const char *chars = NULL, *rest = NULL; /* (no bytes past the first 8: none) */
+    if (c < 0x80) {
+        *out = (char)(c - 'A' < 26 ? c | 0x20 : c);
+        return 1;
+    }
+    if (!is_typographic(c)) {
+        return 0;
+    }
+    *out = c == 0x00a0 ? ' ' : TYPOGRAPHIC_BYTE;
+    return 1;
+}
+
+#if TOKENS_SSE2
+/* 16 ASCII bytes lower-cased: 0x20 added to those in A-Z (signed compares, as in classify16). */
+static ALWAYS_INLINE __m128i
+lower16(__m128i x)
+{
+    const __m128i upper = _mm_cmplt_epi8(_mm_add_epi8(x, _mm_set1_epi8(0x80 - 'A')),
+                                         _mm_set1_epi8(26 - 0x80));
+    return _mm_or_si128(x, _mm_and_si128(upper, _mm_set1_epi8(0x20)));
+}
+#endif
+
+/* The characters of data[0:n] (of the 1-byte or 2-byte kind) lowered into out[0:n]: ST_OK, or
+ * ST_UNHANDLED if one is not of the ASCII path. Inlined once per kind. */
+static ALWAYS_INLINE int
+lower_chars(int kind, const void *data, Py_ssize_t n, char *out)
+{
+    Py_ssize_t i = 0;
+#if TOKENS_SSE2
+    for (; i + 16 <= n; i += 16) {
+        __m128i x;
+        unsigned high;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + i));
+            high = (unsigned)_mm_movemask_epi8(x);
+        }
+        else {
+            const Py_UCS2 *p = (const Py_UCS2 *)data + i;
+            const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
+            const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
+            const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
+            x = _mm_packus_epi16(lo, hi);
+            high = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(
+                       _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
+                       _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^
+                   0xffffu;
+        }
+        _mm_storeu_si128((__m128i *)(void *)(out + i), lower16(x));
+        for (; high; high &= high - 1) {
+            Py_ssize_t k = i + LOWEST_BIT(high);
+            if (!lowered_char(PyUnicode_READ(kind, data, k), out + k)) {
+                return ST_UNHANDLED;
+            }
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        if (!lowered_char(PyUnicode_READ(kind, data, i), out + i)) {
+            return ST_UNHANDLED;
+        }
+    }
+    return ST_OK;
+}
+
+/* The str `text` lowered into self->scratch (see above): ST_OK, ST_UNHANDLED (not of the ASCII
+ * path) or ST_ERROR. */
+static int
+lower_text(EvidenceCore *self, PyObject *text)
+{
+    Py_ssize_t n;
+    int kind;
+
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) {
+        return ST_ERROR;
+    }
+#endif
+    kind = PyUnicode_KIND(text);
+    n = PyUnicode_GET_LENGTH(text);
+    if (kind == PyUnicode_4BYTE_KIND) {
+        return ST_UNHANDLED; /* holds a character above U+FFFF: not of the ASCII path */
+    }
+    if (n > PY_SSIZE_T_MAX - LOWERED_PAD) {
+        PyErr_NoMemory();
+        return ST_ERROR;
+    }
+    if (n + LOWERED_PAD > self->cap_scratch) {
+        Py_ssize_t cap = cap_for(n + LOWERED_PAD, self->cap_scratch, 256);
+        char *grown;
+        if (cap < n + LOWERED_PAD) {
+            cap = n + LOWERED_PAD;
+        }
+        grown = PyMem_Realloc(self->scratch, (size_t)cap);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return ST_ERROR;
+        }
+        self->scratch = grown;
+        self->cap_scratch = cap;
+    }
+    memset(self->scratch + n, 0, LOWERED_PAD);
+    return kind == PyUnicode_1BYTE_KIND
+               ? lower_chars(PyUnicode_1BYTE_KIND, PyUnicode_DATA(text), n, self->scratch)
+               : lower_chars(PyUnicode_2BYTE_KIND, PyUnicode_DATA(text), n, self->scratch);
+}
+
+/* The id of the token of `len` bytes at lowered[start] (a lowered text, see above); with `add`,
+ * interned if new. -1: absent (without `add`), -2 with an exception. Its first 8 bytes are
+ * read at once (the text's padding is there to read past its end). */
+static ALWAYS_INLINE int32_t
+text_token(EvidenceCore *self, const char *lowered, Py_ssize_t start, Py_ssize_t len, int add)
+{
+    const char *chars = lowered + start, *rest = len > 8 ? chars + 8 : NULL;
     uint64_t first;
     uint32_t hash;
     int32_t id;
-    Py_ssize_t j;
 
-    if (kind == PyUnicode_1BYTE_KIND && len <= 8 &&
-        (const char *)data + start + 8 <= self->scan_end) {
-        /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
-        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
-        memcpy(&first, (const char *)data + start, 8);
-        first = (first | 0x2020202020202020ULL) & mask;
-    }
-#if TOKENS_SSE2
-    else if (kind == PyUnicode_2BYTE_KIND && len <= 8 &&
-             (const char *)data + 2 * (start + 8) <= self->scan_end) {
-        /* (text with typographic punctuation) the 8 characters packed into bytes: the token's
-         * are ASCII */
-        uint64_t mask = len == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * len)) - 1;
-        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS2 *)data + start));
-        first = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(x, x));
-        first = (first | 0x2020202020202020ULL) & mask;
-    }
-#endif
-    else {
-        char *out;
-        if (len + 8 > self->cap_scratch) {
-            char *grown = PyMem_Realloc(self->scratch, (size_t)(len + 8));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                return -2;
-            }
-            self->scratch = grown;
-            self->cap_scratch = len + 8;
-        }
-        out = self->scratch;
-        for (j = 0; j < len; j++) {
-            out[j] = (char)(PyUnicode_READ(kind, data, start + j) | 0x20);
-        }
-        memset(out + len, 0, 8);
-        memcpy(&first, out, 8);
-        chars = out;
-        rest = len > 8 ? out + 8 : NULL;
+    memcpy(&first, chars, 8);
+    if (len < 8) {
+        first &= ((uint64_t)1 << (8 * len)) - 1;
     }
     hash = hash_word(first, rest, len, PyUnicode_1BYTE_KIND);
     id = word_find(self, first, rest, len, PyUnicode_1BYTE_KIND, hash);
     if (id >= 0 || !add) {
         return id;
-    }
-    if (chars == NULL) {
-        memcpy(self->scratch8, &first, 8);
-        chars = self->scratch8;
     }
     id = word_add(self, first, chars, len, PyUnicode_1BYTE_KIND, hash, 0);
     return id < 0 ? -2 : id;
@@ -1420,12 +1515,14 @@ intern_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t 
             return ST_ERROR;
         }
     }
-    id = text_token(self, kind, data, start, len, 1);
-
-    if (id < 0 || ivec_push(&self->seq, id) < 0 ||
-        (!self->word_stop[id] && ivec_push(&self->informative, id) < 0)) {
+    id = text_token(self, (const char *)data, start, len, 1);
+    if (id < 0) {
         return ST_ERROR;
     }
+    /* (room reserved for the text's tokens: see scan_lowered) */
+    self->seq.items[self->seq.len++] = id;
+    self->informative.items[self->informative.len] = id;
+    self->informative.len += !self->word_stop[id];
     return ST_OK;
 }
 
@@ -1437,11 +1534,13 @@ static ALWAYS_INLINE int
 lookup_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
 {
     EvidenceCore *self = ctx;
-    int32_t id = text_token(self, kind, data, start, len, 0);
+    int32_t id = text_token(self, (const char *)data, start, len, 0);
 
-    if (id < -1 || ivec_push(&self->seq, id) < 0) {
+    (void)kind; /* (the lowered text's: 1 byte) */
+    if (id < -1) {
         return ST_ERROR;
     }
+    self->seq.items[self->seq.len++] = id; /* (room reserved: see scan_lowered) */
     if (id >= 0 && self->token_mark[id] != self->stamp) {
         self->token_mark[id] = self->stamp;
         if (add_candidates(self, &self->prefix[id], self->stamp) < 0) {
@@ -1451,27 +1550,25 @@ lookup_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_t 
     return ST_OK;
 }
 
-/* scan_tokens over data[start:end] with one of the sinks above, inlined per kind. */
+/* scan_tokens over the lowered text of n bytes in self->scratch with one of the sinks above
+ * (add_text's with `intern`, else match_text's), with room for its tokens in self->seq and
+ * self->informative reserved at once (a token and what separates it from the next take two
+ * bytes at least). */
 static int
-scan_range(EvidenceCore *self, int kind, const void *data, Py_ssize_t start, Py_ssize_t end,
-           int intern)
+scan_lowered(EvidenceCore *self, Py_ssize_t n, int intern)
 {
-    const char *at = (const char *)data + start * kind;
-    Py_ssize_t n = end - start;
-    self->scan_end = (const char *)data + (end - start) * kind + start * kind;
-    if (intern) {
-        return kind == PyUnicode_1BYTE_KIND
-                   ? scan_tokens(PyUnicode_1BYTE_KIND, at, n, intern_sink, self)
-                   : scan_tokens(PyUnicode_2BYTE_KIND, at, n, intern_sink, self);
+    Py_ssize_t most = n / 2 + 1;
+    if (most > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_OverflowError, "EvidenceCore: a text is too long");
+        return ST_ERROR;
     }
-    switch (kind) {
-    case PyUnicode_1BYTE_KIND:
-        return scan_tokens(PyUnicode_1BYTE_KIND, at, n, lookup_sink, self);
-    case PyUnicode_2BYTE_KIND:
-        return scan_tokens(PyUnicode_2BYTE_KIND, at, n, lookup_sink, self);
-    default:
-        return scan_tokens(PyUnicode_4BYTE_KIND, at, n, lookup_sink, self);
+    if ((self->seq.cap - self->seq.len < most && ivec_grow(&self->seq, (int32_t)most) < 0) ||
+        (intern && self->informative.cap - self->informative.len < most &&
+         ivec_grow(&self->informative, (int32_t)most) < 0)) {
+        return ST_ERROR;
     }
+    return intern ? scan_tokens(PyUnicode_1BYTE_KIND, self->scratch, n, intern_sink, self)
+                  : scan_tokens(PyUnicode_1BYTE_KIND, self->scratch, n, lookup_sink, self);
 }
 
 static int
@@ -1541,22 +1638,31 @@ PyDoc_STRVAR(add_text_doc,
 
 /* Room for what a text of `length` characters cut in `segments` segments may add, reserved at
  * once rather than by doublings as it comes: a new token per eight characters (texts share
- * many), a unit and class per segment. */
+ * many), a unit and class per segment. When the arrays must grow, they grow for twice that:
+ * a trace's texts come several to a trace and alike in size, and each growth copies the arrays
+ * and rehashes the tables. */
 static int
 reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
 {
-    Py_ssize_t tokens = self->n_tokens + length / 8 + 1, units = self->n_units + segments;
-    Py_ssize_t classes = self->n_classes + segments;
-    if (tokens >= INT32_MAX || units >= INT32_MAX) {
+    Py_ssize_t new_tokens = length / 8 + 1, tokens = self->n_tokens + new_tokens;
+    Py_ssize_t units = self->n_units + segments, classes = self->n_classes + segments;
+    if (tokens >= INT32_MAX / 2 || units >= INT32_MAX / 2) {
         return 0; /* (the arrays grow one at a time, up to their limit) */
     }
-    if (grow_tokens(self, cap_for(tokens, self->cap_tokens, 64)) < 0 ||
-        table_reserve_for(&self->words, tokens) < 0 ||
-        grow_units(self, cap_for(units, self->cap_units, 16)) < 0 ||
-        grow_classes(self, cap_for(classes, self->cap_classes, 16)) < 0 ||
-        table_reserve_for(&self->class_of, classes) < 0 ||
-        ivec_grow(&self->class_tokens, (int32_t)(tokens - self->n_tokens)) < 0 ||
-        ivec_grow(&self->full_tokens, (int32_t)(2 * (tokens - self->n_tokens))) < 0) {
+    if ((tokens > self->cap_tokens &&
+         grow_tokens(self, cap_for(tokens + new_tokens, self->cap_tokens, 64)) < 0) ||
+        (2 * tokens > self->words.mask + 1 &&
+         table_reserve_for(&self->words, tokens + new_tokens) < 0) ||
+        (units > self->cap_units &&
+         grow_units(self, cap_for(units + segments, self->cap_units, 16)) < 0) ||
+        (classes > self->cap_classes &&
+         grow_classes(self, cap_for(classes + segments, self->cap_classes, 16)) < 0) ||
+        (2 * classes > self->class_of.mask + 1 &&
+         table_reserve_for(&self->class_of, classes + segments) < 0) ||
+        (self->class_tokens.cap - self->class_tokens.len < new_tokens &&
+         ivec_grow(&self->class_tokens, (int32_t)(2 * new_tokens)) < 0) ||
+        (self->full_tokens.cap - self->full_tokens.len < 2 * new_tokens &&
+         ivec_grow(&self->full_tokens, (int32_t)(4 * new_tokens)) < 0)) {
         return -1;
     }
     return 0;
@@ -1567,54 +1673,50 @@ reserve_for_text(EvidenceCore *self, Py_ssize_t length, Py_ssize_t segments)
 static int
 add_text_entered(EvidenceCore *self, Py_ssize_t source, PyObject *text)
 {
-    Py_ssize_t first;
-    const void *data;
+    Py_ssize_t first, n;
+    const char *data;
     bounds_t b;
-    int kind, st;
+    int st;
 
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
+    /* (the vocabulary first: it may take pooled arrays, the buffer of the lowered text too) */
+    if (vocabulary_ready(self) < 0) {
         return ST_ERROR;
     }
-#endif
-    kind = PyUnicode_KIND(text);
-    data = PyUnicode_DATA(text);
-    if (kind == PyUnicode_4BYTE_KIND) {
-        return ST_UNHANDLED; /* holds a character above U+FFFF: not of the ASCII path */
+    st = lower_text(self, text);
+    if (st != ST_OK) {
+        return st;
     }
+    data = self->scratch;
+    n = PyUnicode_GET_LENGTH(text);
     b.items = b.stack;
     b.n = 0;
     b.cap = BOUNDS_ON_STACK;
-    st = kind == PyUnicode_1BYTE_KIND
-             ? find_segments(PyUnicode_1BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b)
-             : find_segments(PyUnicode_2BYTE_KIND, data, PyUnicode_GET_LENGTH(text), &b);
+    st = find_segments(PyUnicode_1BYTE_KIND, data, n, &b);
     if (st != ST_OK) {
         if (b.items != b.stack) {
             PyMem_Free(b.items);
         }
+        if (st == ST_UNHANDLED) { /* cannot be: lower_text read every character */
+            PyErr_SetString(PyExc_SystemError, "add_text: a character off the ASCII path");
+            st = ST_ERROR;
+        }
         return st;
     }
     first = self->n_units;
-    st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ||
-                 reserve_for_text(self, PyUnicode_GET_LENGTH(text), b.n / 2)
+    st = reserve_sources_to(self, source) < 0 || reserve_for_text(self, n, b.n / 2)
              ? ST_ERROR
              : ST_OK;
-    /* the tokens of the whole text, one segment after the other (all of the ASCII path:
-     * find_segments checked every character) */
+    /* the tokens of the whole text, one segment after the other */
     self->segments = b.items;
     self->segment = 0;
     self->segment_source = (int32_t)source;
     self->segment_first = first;
     self->seq.len = self->informative.len = 0;
     if (st == ST_OK) {
-        st = scan_range(self, kind, data, 0, PyUnicode_GET_LENGTH(text), 1);
-        if (st == ST_UNHANDLED) { /* cannot be: find_segments read every character */
-            PyErr_SetString(PyExc_SystemError, "add_text: a character off the ASCII path");
-            st = ST_ERROR;
-        }
+        st = scan_lowered(self, n, 1);
     }
     while (st == ST_OK && 2 * self->segment < b.n) {
-        st = end_segment(self, kind, data);
+        st = end_segment(self, PyUnicode_1BYTE_KIND, data);
     }
     self->segments = NULL;
     if (st == ST_OK && self->n_units > first && self->source_text[source] == NULL) {
@@ -1914,15 +2016,13 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
 static int
 scan_output(EvidenceCore *self, PyObject *text)
 {
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) {
-        return ST_ERROR;
+    int st = lower_text(self, text);
+    if (st != ST_OK) {
+        return st;
     }
-#endif
     (void)next_stamp(self);
     self->candidates.len = self->seq.len = 0;
-    return scan_range(self, PyUnicode_KIND(text), PyUnicode_DATA(text), 0,
-                      PyUnicode_GET_LENGTH(text), 0);
+    return scan_lowered(self, PyUnicode_GET_LENGTH(text), 0);
 }
 
 PyDoc_STRVAR(match_text_doc,
@@ -2861,10 +2961,212 @@ PyDoc_STRVAR(summary_doc,
 "per-tool totals, per-source totals), each totals a list of (name, sources, units, reused,\n"
 "final_reused) in order of first source.");
 
+static PyObject *summary_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *answer,
+                              PyObject *cache);
+
 static PyObject *
 summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *steps, *answer, *labels = NULL, *unused = NULL, *result = NULL;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    return summary_impl(self, args[0], args[1], args[2]);
+}
+
+/* The last assistant step with text, from the end of steps[0:n], whose run id is `run_id` (with
+ * `ids` NULL) or in the set `ids`: its text (a new reference), NULL with *error set to 0 if
+ * none, or NULL with *error set to 1 and an exception. */
+static PyObject *
+last_assistant_text(PyObject *const *steps, Py_ssize_t n, PyObject *run_id, PyObject *ids,
+                    int *error)
+{
+    Py_ssize_t i;
+    *error = 1;
+    for (i = n - 1; i >= 0; i--) {
+        PyObject *rid = plain_attr(steps[i], names[N_RUN_ID]), *kind, *text;
+        int in, r;
+        if (rid == NULL) {
+            return NULL;
+        }
+        in = ids == NULL ? PyObject_RichCompareBool(rid, run_id, Py_EQ) : PySet_Contains(ids, rid);
+        Py_DECREF(rid);
+        if (in <= 0) {
+            if (in < 0) {
+                return NULL;
+            }
+            continue;
+        }
+        if ((kind = plain_attr(steps[i], names[N_KIND])) == NULL) {
+            return NULL;
+        }
+        r = kind_is(kind, N_ASSISTANT);
+        Py_DECREF(kind);
+        if (r <= 0) {
+            if (r < 0) {
+                return NULL;
+            }
+            continue;
+        }
+        if ((text = plain_attr(steps[i], names[N_TEXT])) == NULL ||
+            (r = PyObject_IsTrue(text)) < 0) {
+            Py_XDECREF(text);
+            return NULL;
+        }
+        if (r) {
+            *error = 0;
+            return text;
+        }
+        Py_DECREF(text);
+    }
+    *error = 0;
+    return NULL;
+}
+
+/* Trajectory.final_answer() of `trajectory` (its top-level run's): a new reference, or NULL
+ * with an exception. */
+static PyObject *
+final_answer_of(PyObject *trajectory, PyObject *steps)
+{
+    PyObject *runs, *run, *declared, *run_id = NULL, *ids = NULL, *answer = NULL;
+    PyObject *const *items = PySequence_Fast_ITEMS(steps);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(steps), i;
+    int implicit, error = 0;
+
+    runs = PyObject_GetAttr(trajectory, names[N_RUNS]);
+    if (runs == NULL) {
+        return NULL;
+    }
+    Py_SETREF(runs, PySequence_Fast(runs, "trajectory.runs must be a sequence"));
+    if (runs == NULL) {
+        return NULL;
+    }
+    if (PySequence_Fast_GET_SIZE(runs) == 0) {
+        Py_DECREF(runs);
+        Py_RETURN_NONE;
+    }
+    run = PySequence_Fast_GET_ITEM(runs, 0);
+    if ((declared = PyObject_GetAttr(run, names[N_DECLARED_OUTPUT])) == NULL ||
+        (i = PyObject_IsTrue(declared)) < 0) {
+        goto done;
+    }
+    if (i) {
+        answer = Py_NewRef(declared);
+        goto done;
+    }
+    if ((run_id = PyObject_GetAttr(run, names[N_RUN_ID])) == NULL) {
+        goto done;
+    }
+    {
+        PyObject *flag = PyObject_GetAttr(run, names[N_IMPLICIT]);
+        implicit = flag == NULL ? -1 : PyObject_IsTrue(flag);
+        Py_XDECREF(flag);
+        if (implicit < 0) {
+            goto done;
+        }
+    }
+    /* the run's own steps first (not for the implicit run, which stands for the whole trace) */
+    if (!implicit) {
+        answer = last_assistant_text(items, n, run_id, NULL, &error);
+        if (answer != NULL || error) {
+            goto done;
+        }
+    }
+    /* then the steps of the runs inside it too (runs come parents first) */
+    if ((ids = PySet_New(NULL)) == NULL || PySet_Add(ids, run_id) < 0) {
+        goto done;
+    }
+    for (i = 0; i < PySequence_Fast_GET_SIZE(runs); i++) {
+        PyObject *other = PySequence_Fast_GET_ITEM(runs, i), *parent, *other_id;
+        int in;
+        if ((parent = PyObject_GetAttr(other, names[N_PARENT_RUN_ID])) == NULL) {
+            goto done;
+        }
+        in = PySet_Contains(ids, parent);
+        Py_DECREF(parent);
+        if (in < 0) {
+            goto done;
+        }
+        if (in) {
+            if ((other_id = PyObject_GetAttr(other, names[N_RUN_ID])) == NULL) {
+                goto done;
+            }
+            in = PySet_Add(ids, other_id);
+            Py_DECREF(other_id);
+            if (in < 0) {
+                goto done;
+            }
+        }
+    }
+    answer = last_assistant_text(items, n, NULL, ids, &error);
+    if (answer == NULL && !error) {
+        answer = Py_NewRef(Py_None);
+    }
+done:
+    Py_DECREF(runs);
+    Py_XDECREF(declared);
+    Py_XDECREF(run_id);
+    Py_XDECREF(ids);
+    return answer;
+}
+
+PyDoc_STRVAR(summary_of_doc,
+"summary_of($self, trajectory, cache, /)\n"
+"--\n"
+"\n"
+"summary(trajectory.steps, trajectory.final_answer(), cache), the final answer found here\n"
+"(the rule of Trajectory.final_answer, the steps' fields read as feed_span reads them).");
+
+static PyObject *
+summary_of(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *answer, *result;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "summary_of() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    steps = PyObject_GetAttr(args[0], names[N_STEPS]);
+    if (steps == NULL) {
+        return NULL;
+    }
+    Py_SETREF(steps, PySequence_Fast(steps, "trajectory.steps must be a sequence"));
+    if (steps == NULL) {
+        return NULL;
+    }
+    answer = final_answer_of(args[0], steps);
+    result = answer == NULL ? NULL : summary_impl(self, steps, answer, args[1]);
+    Py_XDECREF(answer);
+    Py_DECREF(steps);
+    return result;
+}
+
+PyDoc_STRVAR(final_answer_doc,
+"final_answer($module, trajectory, /)\n"
+"--\n"
+"\n"
+"trajectory.final_answer(), as summary_of finds it.");
+
+static PyObject *
+final_answer(PyObject *module, PyObject *trajectory)
+{
+    PyObject *steps = PyObject_GetAttr(trajectory, names[N_STEPS]), *answer;
+    (void)module;
+    if (steps == NULL) {
+        return NULL;
+    }
+    Py_SETREF(steps, PySequence_Fast(steps, "trajectory.steps must be a sequence"));
+    if (steps == NULL) {
+        return NULL;
+    }
+    answer = final_answer_of(trajectory, steps);
+    Py_DECREF(steps);
+    return answer;
+}
+
+static PyObject *
+summary_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *answer, PyObject *cache)
+{
+    PyObject *steps, *labels = NULL, *unused = NULL, *result = NULL;
     PyObject *totals[2] = {NULL, NULL}, *index_of[2] = {NULL, NULL};
     Py_ssize_t *canonical = NULL, final = -1, count = 0, final_position = 0, s, i;
     Py_ssize_t units = 0, reused = 0, final_reused = 0, last_reuse = -1, groups = 0;
@@ -2873,12 +3175,7 @@ summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     int32_t *last = NULL;
     int walked;
 
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    answer = args[1];
-    steps = PySequence_Fast(args[0], "summary(): steps must be a sequence");
+    steps = PySequence_Fast(steps_arg, "summary(): steps must be a sequence");
     if (steps == NULL) {
         return NULL;
     }
@@ -2909,7 +3206,7 @@ summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         final = self->n_seen;
         final_position = self->position;
         canonical[final] = count;
-        if (match_output(self, answer, args[2]) < 0 || record_matches(self, final, 0) < 0) {
+        if (match_output(self, answer, cache) < 0 || record_matches(self, final, 0) < 0) {
             goto done;
         }
     }
@@ -3298,6 +3595,7 @@ static PyMethodDef core_methods[] = {
     {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
     {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL, feed_span_doc},
     {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL, summary_doc},
+    {"summary_of", (PyCFunction)(void (*)(void))summary_of, METH_FASTCALL, summary_of_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -3334,6 +3632,7 @@ static PyType_Spec core_spec = {
 };
 
 static PyMethodDef evidence_methods[] = {
+    {"final_answer", (PyCFunction)final_answer, METH_O, final_answer_doc},
     {NULL, NULL, 0, NULL},
 };
 

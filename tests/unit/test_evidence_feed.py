@@ -190,6 +190,22 @@ _STEPS = [
     Step(kind="reasoning", span_id="c", start_ns=0, end_ns=0, text="caf\u00e9 na\u00efve"),
 ]
 _TRAJECTORY = Trajectory("t", tuple(_STEPS), (), ())
+_ANSWERED = Trajectory(
+    "t",
+    tuple(_STEPS),
+    (
+        Run(
+            run_id="",
+            agent_name="a",
+            span_id="a",
+            parent_run_id=None,
+            start_ns=0,
+            end_ns=1,
+            depth=0,
+        ),
+    ),
+    (),
+)
 _CACHE = TextCache()
 
 
@@ -200,6 +216,9 @@ def _trace() -> None:
     core.feed_span(_STEPS[3:], _CACHE)
     core.summary(_TRAJECTORY.steps, "the answer", _CACHE)
     core.summary(_STEPS[:1], None, _CACHE)  # not what was fed: None
+    core.summary_of(_ANSWERED, _CACHE)
+    NATIVE.final_answer(_ANSWERED)
+    NATIVE.final_answer(_TRAJECTORY)
 
 
 def test_feed_span_and_summary_leave_nothing_behind() -> None:
@@ -211,6 +230,52 @@ def test_feed_span_and_summary_leave_nothing_behind() -> None:
         expecting(lambda: core.feed_span([object()], _CACHE), AttributeError)()
         expecting(lambda: core.feed_span(1, _CACHE), TypeError)()  # type: ignore[arg-type]
         expecting(lambda: core.summary(_STEPS, None), TypeError)()  # type: ignore[call-arg]
+        expecting(lambda: core.summary_of(_STEPS, _CACHE), AttributeError)()
+        expecting(lambda: NATIVE.final_answer(Trajectory("t", 1, (), ())), TypeError)()  # type: ignore[arg-type]
 
     assert_leak_free(_trace, [*_STEPS, _CACHE], 20_000)
     assert_leak_free(bad_calls, [*_STEPS, _CACHE], 20_000)
+
+
+RUN_IDS = ["r", "s", "t", ""]
+
+
+@st.composite
+def answered(draw: st.DrawFn) -> Trajectory:
+    """Trajectories of nested runs (parents first, some runs under none of the others) whose
+    steps belong to any run, or to none."""
+    runs = []
+    for k, run_id in enumerate(draw(st.lists(st.sampled_from(RUN_IDS), max_size=4))):
+        parent = draw(st.sampled_from([None, *RUN_IDS[:k], "elsewhere"]))
+        runs.append(
+            Run(
+                run_id=run_id,
+                agent_name="agent",
+                span_id="s",
+                parent_run_id=parent,
+                start_ns=0,
+                end_ns=1,
+                depth=0,
+                declared_output=draw(st.sampled_from([None, "", "declared"])),
+                implicit=draw(st.booleans()),
+            )
+        )
+    steps = tuple(
+        Step(
+            kind=draw(st.sampled_from(["assistant", "assistant", "reasoning", "user"])),
+            span_id="s",
+            start_ns=0,
+            end_ns=0,
+            run_id=draw(st.sampled_from(RUN_IDS)),
+            text=draw(st.sampled_from([None, "", "one", "two", "three"])),
+        )
+        for _ in range(draw(st.integers(0, 8)))
+    )
+    return Trajectory("t", steps, tuple(runs), ())
+
+
+@SETTINGS
+@given(answered())
+def test_the_final_answer_is_the_trajectorys(trajectory: Trajectory) -> None:
+    """`summary_of` finds the final answer itself: that of `Trajectory.final_answer`."""
+    assert NATIVE.final_answer(trajectory) == trajectory.final_answer()

@@ -294,7 +294,7 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     """
     core = state.core
     if core is not None:
-        made = core.summary(trajectory.steps, trajectory.final_answer(), state.cache)
+        made = core.summary_of(trajectory, state.cache)
         if made is None:
             return None
         sources, units, reused, final_reused, unused, groups, last_reuse, tools, per_source = made
@@ -541,9 +541,9 @@ class EvidenceEvaluator(Evaluator):
         core = state.core
         if core is None:
             return self._trace_results(_survival(state, trajectory).as_summary())
-        # the C accelerator: `_streamed_survival`'s numbers as they come, unless the spans came in
-        # another order
-        made = core.summary(trajectory.steps, trajectory.final_answer(), state.cache)
+        # the C accelerator: `_streamed_survival`'s numbers as they come (the final answer found
+        # there too), unless the spans came in another order
+        made = core.summary_of(trajectory, state.cache)
         if made is None:
             made = _fresh_survival(state.cache, trajectory).as_summary()
         return self._trace_results(made)
