@@ -1063,19 +1063,21 @@ def test_score_text_is_the_scores_text(seed: int, n_runs: int) -> None:
 
 @compares_both_paths
 def test_score_text_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Would fail if the evaluator's text were silently made by the Python code."""
+    """Would fail if the evaluator's score and text were silently made by the Python code
+    (`score_run`, which makes the text with `drift_explanation`)."""
     module = _wire._native
     texts: list[Any] = []
 
     class Spy:
         def __getattr__(self, name: str) -> Any:
             function = getattr(module, name)
-            if name != "drift_explanation":
+            if name != "score_run":
                 return function
 
             def call(*args: Any) -> Any:
-                texts.append(function(*args))
-                return texts[-1]
+                answer = function(*args)
+                texts.append(None if answer is None else answer[-1])
+                return answer
 
             return call
 
@@ -1248,3 +1250,133 @@ def test_embed_run_divides_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
     got = embed_run(texts, EMBEDDER)
     assert results == [True, True]
     assert got.tobytes() == expected.tobytes()
+
+
+# --- the whole score in one call -----------------------------------------------------------------
+
+
+class _HiddenScoreRun:
+    """The C accelerator without `score_run`: the scorer's separate C calls."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "score_run":
+            raise AttributeError(name)
+        return getattr(_NATIVE, name)
+
+
+_NATIVE = _wire._native
+
+
+def _score_run_inputs(seed: int, n_runs: int) -> tuple[RunFeatures, Baseline]:
+    rng = random.Random(seed)
+    runs = [features_of(rng, i) for i in range(n_runs + 1)]
+    baseline = Baseline.from_run(runs[0], EMBEDDER)
+    for features in runs[1:-1]:
+        baseline = baseline.with_run(features, EMBEDDER)
+    return runs[-1], baseline
+
+
+@compares_both_paths
+@SETTINGS
+@given(st.integers(0, 2**32), st.integers(1, 12))
+def test_score_run_is_the_separate_calls(seed: int, n_runs: int) -> None:
+    """`score_run` gives `score_text` the score and text of `_measure`, `recent_divergences`
+    and `drift_explanation` called one by one: the same bits (the same kernels)."""
+    features, baseline = _score_run_inputs(seed, n_runs)
+    scorer = DriftScorer()
+    native_score = native("score_run")
+    answer = scorer._score_native(native_score, features, baseline, EMBEDDER)
+    assert answer is not None
+    saved = _wire._native
+    try:
+        _wire._native = _HiddenScoreRun()  # type: ignore[assignment]
+        reference = scorer.score_text(features, baseline, embedder=EMBEDDER)
+    finally:
+        _wire._native = saved
+    assert answer == reference
+    assert answer[0].complexity_z == reference[0].complexity_z
+    assert list(answer[0].complexity_z) == list(COMPLEXITY_DIMENSIONS)
+
+
+@compares_both_paths
+def test_score_run_leaves_other_input_to_python() -> None:
+    """None for input it does not handle; the scorer then gives the same answer its way."""
+    features, baseline = _score_run_inputs(5, 6)
+    scorer = DriftScorer()
+    function = native("score_run")
+    stats = baseline.complexity
+    args: list[Any] = [
+        tool_shares_of(features.tools),
+        tool_shares_of(baseline.tools),
+        features.complexity,
+        features.embedding if features.has_text else None,
+        baseline.centroid_sum,
+        baseline.text_weight,
+        stats.mean,
+        stats.m2,
+        stats.weight,
+        baseline.blocks,
+        baseline.dimensions,
+        baseline.recent,
+        *scorer._floor_lists,
+        scorer._z_cap,
+        scorer._weights,
+        features.tools,
+        baseline.tools,
+        scorer.config.shift_threshold,
+        scorer.config.explain_top,
+        "low",
+        baseline.runs,
+        features.sample,
+    ]
+    assert function(*args) is not None
+    for index, value in [
+        (5, 1),  # text_weight not a float
+        (10, list(COMPLEXITY_DIMENSIONS)),  # dimensions not a tuple
+        (10, COMPLEXITY_DIMENSIONS[:-1]),  # dimensions of another length
+        (11, list(baseline.recent)),  # recent not a tuple
+        (15, (0.5, 0.5)),  # two weights
+        (6, [1] * len(COMPLEXITY_DIMENSIONS)),  # means not floats
+        (20, 3),  # confidence not a str
+        (22, None),  # sample not a str
+    ]:
+        assert function(*args[:index], value, *args[index + 1 :]) is None, index
+    with pytest.raises(TypeError):
+        function(*args[:-1])
+
+
+@compares_both_paths
+def test_score_run_does_not_leak() -> None:
+    features, baseline = _score_run_inputs(11, 9)
+    scorer = DriftScorer()
+    function = native("score_run")
+    stats = baseline.complexity
+    args: list[Any] = [
+        tool_shares_of(features.tools),
+        tool_shares_of(baseline.tools),
+        features.complexity,
+        features.embedding if features.has_text else None,
+        baseline.centroid_sum,
+        baseline.text_weight,
+        stats.mean,
+        stats.m2,
+        stats.weight,
+        baseline.blocks,
+        baseline.dimensions,
+        baseline.recent,
+        *scorer._floor_lists,
+        scorer._z_cap,
+        scorer._weights,
+        features.tools,
+        baseline.tools,
+        scorer.config.shift_threshold,
+        scorer.config.explain_top,
+        "medium",
+        baseline.runs,
+        features.sample,
+    ]
+    assert function(*args) is not None
+    watched = [a for a in args if a is not None and not isinstance(a, (int, float))]
+    assert_leak_free(lambda: function(*args), watched, 5_000)
+    unhandled = [*args[:10], list(baseline.dimensions), *args[11:]]
+    assert_leak_free(lambda: function(*unhandled), watched, 5_000)

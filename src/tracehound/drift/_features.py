@@ -127,7 +127,7 @@ def run_features(
     """
     steps = trajectory.run_steps(run.run_id, nested=True)
     tools, texts, complexity = _profile(run, steps, trajectory.runs)
-    embedding = embed_run(texts, embedder, texts_cache)
+    embedding, has_text = _embed_run(texts, embedder, texts_cache)
     return _new_features(
         run.run_id,
         trajectory.trace_id,
@@ -137,7 +137,7 @@ def run_features(
         complexity,
         embedding,
         make_sample(texts),
-        None,
+        has_text,
     )
 
 
@@ -198,8 +198,16 @@ def embed_run(
     texts: Sequence[str], embedder: Embedder, texts_cache: TextCache | None = None
 ) -> FloatArray:
     """The mean of the texts' embeddings, each block normalized (zeros without text)."""
+    return _embed_run(texts, embedder, texts_cache)[0]
+
+
+def _embed_run(
+    texts: Sequence[str], embedder: Embedder, texts_cache: TextCache | None = None
+) -> tuple[FloatArray, bool | None]:
+    """`embed_run`, and `has_nonzero` of it when known on the way (None: not known): False
+    without text, True when a block had a norm > 0 (a block of zeros has norm 0)."""
     if not texts:
-        return np.zeros(embedder.dim, dtype=np.float64)
+        return np.zeros(embedder.dim, dtype=np.float64), False
     summed: FloatArray | None = None
     if isinstance(embedder, HashingEmbedder):
         # in C straight from the texts when it can; else from the cache's tokens: the same bits
@@ -213,8 +221,7 @@ def embed_run(
         if summed is None
         else summed
     )
-    _normalize_blocks_in_place(total, embedder.blocks)
-    return total
+    return total, (True if _normalize_blocks_in_place(total, embedder.blocks) else None)
 
 
 def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
@@ -224,14 +231,20 @@ def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
     return out
 
 
-def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> None:
+def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> bool:
+    """Each block of `out` scaled to unit length; whether one had a norm > 0 (then `out` is not
+    all zeros: NaN is no norm > 0)."""
     # the C accelerator's `divide_block` divides as numpy does, without numpy's call
     divide = getattr(_wire._native, "divide_block", None)
+    nonzero = False
     for start, stop, _ in blocks:
         part = out[start:stop]
         norm = math.sqrt(float(part @ part))
-        if norm > 0.0 and (divide is None or divide(out, start, stop, norm) is None):
-            part /= norm  # `part / norm`, element by element, into `out`
+        if norm > 0.0:
+            nonzero = True
+            if divide is None or divide(out, start, stop, norm) is None:
+                part /= norm  # `part / norm`, element by element, into `out`
+    return nonzero
 
 
 def make_sample(texts: Sequence[str]) -> str:
