@@ -1153,11 +1153,27 @@ enum {
     A_TOOL_MIX, /* the components, in order */
     A_SEMANTIC,
     A_COMPLEXITY_COMPONENT,
+    A_KIND, /* the step attributes run_profile reads */
+    A_INPUT_TOKENS,
+    A_OUTPUT_TOKENS,
+    A_TOOL,
+    A_ARGUMENTS,
+    A_TEXT,
+    A_ERROR,
+    K_AGENT, /* the step kinds it tells apart */
+    K_LLM,
+    K_TOOL_CALL,
+    K_REASONING,
+    K_ASSISTANT,
+    K_ERROR,
+    K_TOOL_RESULT,
     N_NAMES
 };
 static const char *const NAME_STRINGS[N_NAMES] = {
     "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares", "_norms", "tools",
     "none", "warning", "alert", "critical", "tool_mix", "semantic", "complexity",
+    "kind", "input_tokens", "output_tokens", "tool", "arguments", "text", "error",
+    "agent", "llm", "tool_call", "reasoning", "assistant", "error", "tool_result",
 };
 static PyObject *names[N_NAMES];
 
@@ -2544,6 +2560,312 @@ done:
     return out;
 }
 
+/* --- run_profile ---------------------------------------------------------------------------- */
+
+#define MAX_PROFILE_TOOLS 64
+#define MAX_PROFILE_CALLS 256
+
+PyDoc_STRVAR(run_profile_doc,
+"run_profile($module, steps, run_ids, /)\n"
+"--\n"
+"\n"
+"The step part of tracehound.drift._features._profile for the steps of `steps` (a tuple)\n"
+"whose run_id is in the set `run_ids`: (tools, texts, counts), `tools` the tool name ->\n"
+"calls dict (in the order of first calls), `texts` the reasoning and assistant texts and\n"
+"`counts` the floats (llm_calls, tool_calls, distinct_tools, steps, input_tokens,\n"
+"output_tokens, errors, retries), as _profile counts them. Step attributes are read as\n"
+"Python reads them.\n"
+"\n"
+"None for anything else: attributes not of the types a Step holds (exact strs, None, exact\n"
+"ints for the token counts), token sums of 2**53 or more, more than 64 distinct tools or 256\n"
+"tool calls with arguments, a step without one of the attributes.");
+
+/* The kind of the step (an exact str) among the kinds run_profile tells apart: K_* - K_AGENT,
+ * or -1 for another kind. */
+static int
+step_kind(PyObject *kind)
+{
+    int k;
+
+    for (k = K_AGENT; k <= K_TOOL_RESULT; k++) {
+        if (kind == names[k]) {
+            return k - K_AGENT;
+        }
+    }
+    for (k = K_AGENT; k <= K_TOOL_RESULT; k++) {
+        if (PyUnicode_Compare(kind, names[k]) == 0) {
+            return k - K_AGENT;
+        }
+    }
+    return -1;
+}
+
+/* Is the attribute an exact str or None? Sets *truthy (a non-empty str). */
+static int
+str_or_none(PyObject *value, int *truthy)
+{
+    if (value == Py_None) {
+        *truthy = 0;
+        return 1;
+    }
+    if (!PyUnicode_CheckExact(value)) {
+        return 0;
+    }
+    *truthy = PyUnicode_GET_LENGTH(value) > 0;
+    return 1;
+}
+
+/* `total += value or 0` for a token count (None or an exact int), below 2**53 (where a float
+ * holds the sum exactly). 0 for anything else. */
+static int
+add_tokens(PyObject *value, long long *total)
+{
+    long long v;
+    int overflow;
+
+    if (value == Py_None) {
+        return 1;
+    }
+    if (!PyLong_CheckExact(value)) {
+        return 0;
+    }
+    v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v <= -((long long)1 << 53) || v >= ((long long)1 << 53)) {
+        return 0;
+    }
+    *total += v;
+    return *total > -((long long)1 << 53) && *total < ((long long)1 << 53);
+}
+
+static PyObject *
+run_profile(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *run_ids, *tool_names[MAX_PROFILE_TOOLS];
+    PyObject *call_names[MAX_PROFILE_CALLS], *call_arguments[MAX_PROFILE_CALLS];
+    PyObject *texts = NULL, *tools = NULL, *out = NULL, *held = NULL, *seq = NULL;
+    long long tool_counts[MAX_PROFILE_TOOLS], input_tokens = 0, output_tokens = 0;
+    Py_ssize_t n_tools = 0, n_calls = 0, n_steps = 0, i, j;
+    long llm_calls = 0, tool_calls = 0, errors = 0, retries = 0;
+    int handled = 0;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "run_profile() takes exactly 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    steps = args[0];
+    run_ids = args[1];
+    if (!PyTuple_CheckExact(steps) ||
+        (!PySet_CheckExact(run_ids) && !PyFrozenSet_CheckExact(run_ids))) {
+        Py_RETURN_NONE;
+    }
+    texts = PyList_New(0);
+    /* the attribute values the tables borrow, held until the end */
+    held = PyList_New(0);
+    if (texts == NULL || held == NULL) {
+        goto done;
+    }
+    /* held, as Python code an attribute runs could drop the steps */
+    seq = Py_NewRef(steps);
+    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *step = PySequence_Fast_GET_ITEM(seq, i), *run_id, *kind_obj;
+        int kind, inside, truthy;
+
+        run_id = get_attr(step, A_RUN_ID);
+        if (run_id == NULL) {
+            goto unhandled;
+        }
+        if (!PyUnicode_CheckExact(run_id)) {
+            Py_DECREF(run_id);
+            goto unhandled;
+        }
+        inside = PySet_Contains(run_ids, run_id);
+        Py_DECREF(run_id);
+        if (inside < 0) {
+            goto done;
+        }
+        if (!inside) {
+            continue;
+        }
+        kind_obj = get_attr(step, A_KIND);
+        if (kind_obj == NULL) {
+            goto unhandled;
+        }
+        if (!PyUnicode_CheckExact(kind_obj)) {
+            Py_DECREF(kind_obj);
+            goto unhandled;
+        }
+        kind = step_kind(kind_obj);
+        Py_DECREF(kind_obj);
+        if (kind == K_AGENT - K_AGENT) {
+            continue;
+        }
+        n_steps++;
+        if (kind == K_LLM - K_AGENT) {
+            PyObject *value;
+            int ok;
+
+            llm_calls++;
+            value = get_attr(step, A_INPUT_TOKENS);
+            if (value == NULL) {
+                goto unhandled;
+            }
+            ok = add_tokens(value, &input_tokens);
+            Py_DECREF(value);
+            if (!ok) {
+                goto unhandled;
+            }
+            value = get_attr(step, A_OUTPUT_TOKENS);
+            if (value == NULL) {
+                goto unhandled;
+            }
+            ok = add_tokens(value, &output_tokens);
+            Py_DECREF(value);
+            if (!ok) {
+                goto unhandled;
+            }
+        }
+        else if (kind == K_TOOL_CALL - K_AGENT) {
+            PyObject *name, *arguments;
+            int ok;
+
+            tool_calls++;
+            name = get_attr(step, A_TOOL);
+            if (name == NULL) {
+                goto unhandled;
+            }
+            ok = PyList_Append(held, name);
+            Py_DECREF(name);
+            if (ok < 0) {
+                goto done;
+            }
+            if (!str_or_none(name, &truthy)) {
+                goto unhandled;
+            }
+            if (!truthy) {
+                name = Py_None; /* `step.tool or ""`: counted under "" (made below) */
+            }
+            for (j = 0; j < n_tools; j++) {
+                if (tool_names[j] == name ||
+                    (name != Py_None && tool_names[j] != Py_None &&
+                     PyUnicode_Compare(tool_names[j], name) == 0)) {
+                    break;
+                }
+            }
+            if (j == n_tools) {
+                if (n_tools == MAX_PROFILE_TOOLS) {
+                    goto unhandled;
+                }
+                tool_names[n_tools] = name;
+                tool_counts[n_tools++] = 0;
+            }
+            tool_counts[j]++;
+            arguments = get_attr(step, A_ARGUMENTS);
+            if (arguments == NULL) {
+                goto unhandled;
+            }
+            ok = PyList_Append(held, arguments);
+            Py_DECREF(arguments);
+            if (ok < 0) {
+                goto done;
+            }
+            if (arguments == Py_None) {
+                continue; /* calls without recorded arguments never count as retries */
+            }
+            if (!PyUnicode_CheckExact(arguments)) {
+                goto unhandled;
+            }
+            for (j = 0; j < n_calls; j++) {
+                if ((call_names[j] == name ||
+                     (name != Py_None && call_names[j] != Py_None &&
+                      PyUnicode_Compare(call_names[j], name) == 0)) &&
+                    PyUnicode_Compare(call_arguments[j], arguments) == 0) {
+                    break;
+                }
+            }
+            if (j < n_calls) {
+                retries++;
+            }
+            else {
+                if (n_calls == MAX_PROFILE_CALLS) {
+                    goto unhandled;
+                }
+                call_names[n_calls] = name;
+                call_arguments[n_calls++] = arguments;
+            }
+        }
+        else if (kind == K_REASONING - K_AGENT || kind == K_ASSISTANT - K_AGENT) {
+            PyObject *text = get_attr(step, A_TEXT);
+            int ok;
+
+            if (text == NULL) {
+                goto unhandled;
+            }
+            ok = str_or_none(text, &truthy);
+            if (ok && truthy && PyList_Append(texts, text) < 0) {
+                Py_DECREF(text);
+                goto done;
+            }
+            Py_DECREF(text);
+            if (!ok) {
+                goto unhandled;
+            }
+        }
+        else if (kind == K_ERROR - K_AGENT) {
+            errors++;
+        }
+        else if (kind == K_TOOL_RESULT - K_AGENT) {
+            PyObject *error = get_attr(step, A_ERROR);
+            int ok;
+
+            if (error == NULL) {
+                goto unhandled;
+            }
+            ok = str_or_none(error, &truthy);
+            Py_DECREF(error);
+            if (!ok) {
+                goto unhandled;
+            }
+            errors += truthy;
+        }
+    }
+    tools = PyDict_New();
+    if (tools == NULL) {
+        goto done;
+    }
+    for (j = 0; j < n_tools; j++) {
+        PyObject *name = tool_names[j] == Py_None ? PyUnicode_FromStringAndSize("", 0)
+                                                  : Py_NewRef(tool_names[j]);
+        PyObject *count = name == NULL ? NULL : PyLong_FromLongLong(tool_counts[j]);
+        int ok = count != NULL && PyDict_SetItem(tools, name, count) == 0;
+
+        Py_XDECREF(count);
+        Py_XDECREF(name);
+        if (!ok) {
+            goto done;
+        }
+    }
+    out = Py_BuildValue("(OO(dddddddd))", tools, texts, (double)llm_calls, (double)tool_calls,
+                        (double)n_tools, (double)n_steps, (double)input_tokens,
+                        (double)output_tokens, (double)errors, (double)retries);
+unhandled:
+    handled = 1;
+done:
+    Py_XDECREF(seq);
+    Py_XDECREF(tools);
+    Py_XDECREF(held);
+    Py_XDECREF(texts);
+    if (out == NULL && handled && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 /* --- divide_block ---------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(divide_block_doc,
@@ -2620,6 +2942,7 @@ static PyMethodDef drift_methods[] = {
      merge_moments_doc},
     {"drift_explanation", (PyCFunction)(void (*)(void))drift_explanation, METH_FASTCALL,
      drift_explanation_doc},
+    {"run_profile", (PyCFunction)(void (*)(void))run_profile, METH_FASTCALL, run_profile_doc},
     {"score_run", (PyCFunction)(void (*)(void))score_run, METH_FASTCALL, score_run_doc},
     {"divide_block", (PyCFunction)(void (*)(void))divide_block, METH_FASTCALL,
      divide_block_doc},
