@@ -41,13 +41,13 @@ from tracehound.drift import (
     RunFeatures,
     RunningStats,
     RunSummary,
+    _features,
     _score,
     block_distances,
     embedding_distance,
     tool_mix_distance,
 )
 from tracehound.drift._baseline import _float16_copy, tool_shares_of
-from tracehound.drift import _features
 from tracehound.drift._features import SAMPLE_CHARS, embed_run, make_sample
 from tracehound.steps import Run, Step, Trajectory
 
