@@ -25,6 +25,11 @@
  * - drift_explanation is the text of a scored run's explanation (the scorer's _explain,
  *   _recommendation and DriftExplanation.text) without its objects: the same string, its floats
  *   formatted as float.__format__ formats them.
+ * - score_run is the scorer's score_text in one call: the kernels above in a row (the run's
+ *   components, composite, primary driver and severity, then recent_divergences and
+ *   drift_explanation), the same values as those calls one by one.
+ * - run_profile counts a run's steps as tracehound.drift._features._profile does (tool calls
+ *   per tool, texts, the complexity counts): the same values.
  *
  * Over unit vectors, centroid sums, shares and capped z-scores these differences are far below
  * 1e-12 (the test suite checks that bound on random inputs, and that severities, labels,

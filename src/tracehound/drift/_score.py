@@ -43,7 +43,10 @@ component, distance, z-score and divergence is then within 1e-12 of the pure-Pyt
 explanations are the same unless a value lies exactly on a threshold or a rounding boundary.
 Everything else is computed the same way on both paths. The drift evaluator asks for the
 explanation's text only (`DriftScorer.score_text`): with the accelerator, `drift_explanation`
-makes that text from the same values without the explanation's objects (the same string).
+makes that text from the same values without the explanation's objects (the same string), and
+`score_run` computes the whole score and its text in one call (the components, composite,
+primary driver and severity, then `recent_divergences` and `drift_explanation`: the same values
+as those calls one by one).
 """
 
 from __future__ import annotations
