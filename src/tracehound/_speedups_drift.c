@@ -338,6 +338,53 @@ round_to_float16_slow(double x)
     return r == 0.0 ? copysign(0.0, x) : r;
 }
 
+/* round_to_float16's quick case for x[0:n] into y, four elements at a time while all four are
+ * in the binary16 normal range below 2^15 (where no result can exceed 65504): the number of
+ * elements done (a multiple of 4), the rest left to the caller. Lane by lane, the same integer
+ * operations as the scalar code, so the same bits. */
+#if defined(__GNUC__)
+typedef uint64_t v4u __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(TRACEHOUND_PORTABLE)
+#define INTEGER_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define INTEGER_VECTOR_CLONES
+#endif
+
+INTEGER_VECTOR_CLONES static Py_ssize_t
+round_float16_quick(const double *x, double *y, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4u bits, exponent;
+        v4i outside;
+
+        memcpy(&bits, x + i, sizeof bits);
+        exponent = (bits >> 52) & 0x7ff;
+        outside = (v4i)(exponent - (1023 - 14) >= 29);
+        if (outside[0] | outside[1] | outside[2] | outside[3]) {
+            break;
+        }
+        bits += ((UINT64_C(1) << 41) - 1) + ((bits >> 42) & 1);
+        bits &= ~((UINT64_C(1) << 42) - 1);
+        memcpy(y + i, &bits, sizeof bits);
+    }
+    return i;
+}
+#else
+static Py_ssize_t
+round_float16_quick(const double *x, double *y, Py_ssize_t n)
+{
+    (void)x;
+    (void)y;
+    (void)n;
+    return 0;
+}
+#endif
+
 PyDoc_STRVAR(round_float16_doc,
 "round_float16($module, vector, out, /)\n"
 "--\n"
@@ -381,10 +428,21 @@ round_float16(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ok = 0;
     }
     else {
+        Py_ssize_t scalar_stop = 0;
+
         x = (const double *)src.buf;
         y = (double *)dst.buf;
         for (i = 0; i < n; i++) {
             uint64_t bits, exponent;
+
+            if (i >= scalar_stop) {
+                /* the quick case four at a time, then the next four (or the rest) one by one */
+                i += round_float16_quick(x + i, y + i, n - i);
+                scalar_stop = i + 4;
+                if (i >= n) {
+                    break;
+                }
+            }
 
             memcpy(&bits, &x[i], sizeof bits);
             exponent = (bits >> 52) & 0x7ff;

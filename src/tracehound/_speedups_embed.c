@@ -706,6 +706,38 @@ typedef struct {
     Py_ssize_t n_tokens;  /* informative tokens so far */
 } text_row_t;
 
+/* The four bytes at p, each lower-cased (| 0x20), as a little-endian word. */
+#define LOWER_WORD(p)                                                                          \
+    ((uint32_t)((p)[0] | 0x20) | ((uint32_t)((p)[1] | 0x20) << 8) |                            \
+     ((uint32_t)((p)[2] | 0x20) << 16) | ((uint32_t)((p)[3] | 0x20) << 24))
+
+/* crc_bytes of the n bytes at p lower-cased (| 0x20), without the copy: slicing by 8, then 4,
+ * then bytes, as crc_bytes. */
+static ALWAYS_INLINE uint32_t
+crc_lower_bytes(uint32_t c, const uint8_t *p, Py_ssize_t n)
+{
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = c ^ LOWER_WORD(p), hi = LOWER_WORD(p + 4);
+
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+    }
+    if (n >= 4) {
+        uint32_t w = c ^ LOWER_WORD(p);
+
+        c = crc_table[3][w & 0xff] ^ crc_table[2][(w >> 8) & 0xff] ^
+            crc_table[1][(w >> 16) & 0xff] ^ crc_table[0][w >> 24];
+        n -= 4;
+        p += 4;
+    }
+    for (; n > 0; n--, p++) {
+        c = CRC_BYTE(c, *p | 0x20);
+    }
+    return c;
+}
+
 /* CRC-32 of the lower-cased characters data[start:start + len] (ASCII: their UTF-8). */
 static ALWAYS_INLINE uint32_t
 crc_token(int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
@@ -714,6 +746,9 @@ crc_token(int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
     uint32_t c = 0xFFFFFFFFu;
     Py_ssize_t done, m, j;
 
+    if (kind == PyUnicode_1BYTE_KIND) { /* the characters are their bytes */
+        return ~crc_lower_bytes(c, (const uint8_t *)data + start, len);
+    }
     if (len <= 16) { /* most tokens: byte at a time, without the copy */
         for (j = 0; j < len; j++) {
             c = CRC_BYTE(c, PyUnicode_READ(kind, data, start + j) | 0x20);
@@ -995,6 +1030,30 @@ PyDoc_STRVAR(embed_texts_sum_doc,
 "2**25 informative tokens, lexical_dim of 2**32 or more. Raises as embed_hashed_sum does for\n"
 "bad arguments, and TypeError if stop_words is not a set or frozenset.");
 
+/* out[0:n] = 0.0, in vector stores (a memset of that size may be a string instruction, one
+ * step per byte). */
+static void
+zero_doubles(double *out, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+
+#if defined(__GNUC__)
+    typedef double v2z __attribute__((vector_size(16)));
+    const v2z zero = {0.0, 0.0};
+
+    for (; i + 8 <= n; i += 8) {
+        /* through memcpy: out is only 8-byte aligned */
+        memcpy(out + i, &zero, sizeof zero);
+        memcpy(out + i + 2, &zero, sizeof zero);
+        memcpy(out + i + 4, &zero, sizeof zero);
+        memcpy(out + i + 6, &zero, sizeof zero);
+    }
+#endif
+    for (; i < n; i++) {
+        out[i] = 0.0;
+    }
+}
+
 /* The modes of embed_common. */
 #define MODE_ROWS 0      /* embed_hashed */
 #define MODE_SUM 1       /* embed_hashed_sum */
@@ -1069,7 +1128,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
         PyBuffer_Release(&view);
         return NULL;
     }
-    memset(view.buf, 0, (size_t)view.len);
+    zero_doubles((double *)view.buf, view.len / (Py_ssize_t)sizeof(double));
     if (!PyList_CheckExact(token_lists) && !PyTuple_CheckExact(token_lists)) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
