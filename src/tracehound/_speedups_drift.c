@@ -339,9 +339,9 @@ round_to_float16_slow(double x)
 }
 
 /* round_to_float16's quick case for x[0:n] into y, four elements at a time while all four are
- * in the binary16 normal range below 2^15 (where no result can exceed 65504): the number of
- * elements done (a multiple of 4), the rest left to the caller. Lane by lane, the same integer
- * operations as the scalar code, so the same bits. */
+ * zeros or in the binary16 normal range below 2^15 (where no result can exceed 65504): the
+ * number of elements done (a multiple of 4), the rest left to the caller. Lane by lane, the
+ * same integer operations as the scalar code, so the same bits. */
 #if defined(__GNUC__)
 typedef uint64_t v4u __attribute__((vector_size(32)));
 typedef int64_t v4i __attribute__((vector_size(32)));
@@ -364,7 +364,8 @@ round_float16_quick(const double *x, double *y, Py_ssize_t n)
 
         memcpy(&bits, x + i, sizeof bits);
         exponent = (bits >> 52) & 0x7ff;
-        outside = (v4i)(exponent - (1023 - 14) >= 29);
+        /* zeros round to themselves by the same steps (the sign bit kept) */
+        outside = (v4i)(exponent - (1023 - 14) >= 29) & (v4i)((bits << 1) != 0);
         if (outside[0] | outside[1] | outside[2] | outside[3]) {
             break;
         }
