@@ -213,6 +213,42 @@ def drift_explanation(
     divergences: list[tuple[str, str, float, int]],
     /,
 ) -> str | None: ...
+def score_run(
+    run_shares: dict[str, float] | None,
+    base_shares: dict[str, float] | None,
+    x: Sequence[float],
+    run: ReadableBuffer | None,
+    centroid: ReadableBuffer,
+    text_weight: float,
+    mean: ReadableBuffer | Sequence[float],
+    m2: ReadableBuffer | Sequence[float],
+    weight: float,
+    blocks: Sequence[tuple[int, int, float]],
+    dimensions: tuple[str, ...],
+    recent: tuple[Any, ...],
+    absolute: ReadableBuffer | Sequence[float],
+    relative: ReadableBuffer | Sequence[float],
+    cap: float,
+    weights: tuple[float, float, float],
+    run_tools: Mapping[str, int],
+    base_tools: Mapping[str, float],
+    shift_threshold: float,
+    top: int,
+    confidence: str,
+    runs: int,
+    sample: str,
+    /,
+) -> tuple[float, float, float, float, str, str, float | None, dict[str, float], str] | None: ...
+def run_profile(
+    steps: tuple[Any, ...], run_ids: AbstractSet[str], /
+) -> (
+    tuple[
+        dict[str, int],
+        list[str],
+        tuple[float, float, float, float, float, float, float, float],
+    ]
+    | None
+): ...
 def divide_block(
     vector: WriteableBuffer, start: int, stop: int, divisor: float, /
 ) -> bool | None: ...

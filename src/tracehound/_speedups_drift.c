@@ -25,6 +25,11 @@
  * - drift_explanation is the text of a scored run's explanation (the scorer's _explain,
  *   _recommendation and DriftExplanation.text) without its objects: the same string, its floats
  *   formatted as float.__format__ formats them.
+ * - score_run is the scorer's score_text in one call: the kernels above in a row (the run's
+ *   components, composite, primary driver and severity, then recent_divergences and
+ *   drift_explanation), the same values as those calls one by one.
+ * - run_profile counts a run's steps as tracehound.drift._features._profile does (tool calls
+ *   per tool, texts, the complexity counts): the same values.
  *
  * Over unit vectors, centroid sums, shares and capped z-scores these differences are far below
  * 1e-12 (the test suite checks that bound on random inputs, and that severities, labels,
@@ -114,38 +119,45 @@ get_blocks(PyObject *blocks, Py_ssize_t dim, block_t *out)
 
 /* Sum of x[i] * y[i] over [start, stop): four running sums over the indices modulo 4, added
  * pairwise at the end (then the rest), whatever the compiler makes of it (no reassociation
- * without -ffast-math). With GCC or Clang, the four sums are the lanes of two 2-double vectors:
- * the same sums, in half the instructions. */
+ * without -ffast-math). With GCC or Clang, the four sums are the lanes of a 4-double vector:
+ * the same sums, in fewer instructions (two SSE2 halves, or one AVX register where the CPU has
+ * AVX: GCC builds both and picks one when the module loads; the same operations, lane by lane,
+ * so the same bits either way, and no fused multiply-add). */
 #if defined(__GNUC__)
-typedef double v2d __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32)));
 
-static inline v2d
-load2(const double *p)
-{
-    v2d v;
-
-    memcpy(&v, p, sizeof v); /* unaligned */
-    return v;
-}
+/* The four doubles at p (unaligned) into the v4d v: a macro, as a v4d is no function's argument
+ * or result (their ABI depends on AVX). */
+#define LOAD4(v, p) memcpy(&(v), (p), sizeof(v4d))
 #endif
 
-static double
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(TRACEHOUND_PORTABLE)
+#define VECTOR_CLONES __attribute__((target_clones("avx", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+VECTOR_CLONES static double
 dot(const double *x, const double *y, Py_ssize_t start, Py_ssize_t stop)
 {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     Py_ssize_t i = start;
 
 #if defined(__GNUC__)
-    v2d lo = {0.0, 0.0}, hi = {0.0, 0.0};
+    v4d s = {0.0, 0.0, 0.0, 0.0};
 
     for (; i + 4 <= stop; i += 4) {
-        lo += load2(x + i) * load2(y + i);
-        hi += load2(x + i + 2) * load2(y + i + 2);
+        v4d xi, yi;
+
+        LOAD4(xi, x + i);
+        LOAD4(yi, y + i);
+        s += xi * yi;
     }
-    s0 = lo[0];
-    s1 = lo[1];
-    s2 = hi[0];
-    s3 = hi[1];
+    s0 = s[0];
+    s1 = s[1];
+    s2 = s[2];
+    s3 = s[3];
 #else
     for (; i + 4 <= stop; i += 4) {
         s0 += x[i] * y[i];
@@ -161,7 +173,7 @@ dot(const double *x, const double *y, Py_ssize_t start, Py_ssize_t stop)
 }
 
 /* dot(x, x), dot(x, c) and dot(x, r) (r may be NULL: 0) in one pass, the same sums. */
-static void
+VECTOR_CLONES static void
 dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssize_t stop,
      double *xx, double *xc, double *xr)
 {
@@ -178,22 +190,21 @@ dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
     }
 #if defined(__GNUC__)
     {
-        v2d a_lo = {0.0, 0.0}, a_hi = {0.0, 0.0}, b_lo = {0.0, 0.0}, b_hi = {0.0, 0.0};
-        v2d d_lo = {0.0, 0.0}, d_hi = {0.0, 0.0};
+        v4d a = {0.0, 0.0, 0.0, 0.0}, b = {0.0, 0.0, 0.0, 0.0}, d = {0.0, 0.0, 0.0, 0.0};
 
         for (; i + 4 <= stop; i += 4) {
-            v2d x_lo = load2(x + i), x_hi = load2(x + i + 2);
+            v4d xi, ci, ri;
 
-            a_lo += x_lo * x_lo;
-            a_hi += x_hi * x_hi;
-            b_lo += x_lo * load2(c + i);
-            b_hi += x_hi * load2(c + i + 2);
-            d_lo += x_lo * load2(r + i);
-            d_hi += x_hi * load2(r + i + 2);
+            LOAD4(xi, x + i);
+            LOAD4(ci, c + i);
+            LOAD4(ri, r + i);
+            a += xi * xi;
+            b += xi * ci;
+            d += xi * ri;
         }
-        a0 = a_lo[0], a1 = a_lo[1], a2 = a_hi[0], a3 = a_hi[1];
-        b0 = b_lo[0], b1 = b_lo[1], b2 = b_hi[0], b3 = b_hi[1];
-        d0 = d_lo[0], d1 = d_lo[1], d2 = d_hi[0], d3 = d_hi[1];
+        a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
+        d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
     }
 #else
     for (; i + 4 <= stop; i += 4) {
@@ -222,7 +233,7 @@ dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
 }
 
 /* dot(x, c) and dot(x, r) in one pass, the same sums (dot3 without dot(x, x)). */
-static void
+VECTOR_CLONES static void
 dot2(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssize_t stop,
      double *xc, double *xr)
 {
@@ -237,18 +248,19 @@ dot2(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
     }
 #if defined(__GNUC__)
     {
-        v2d b_lo = {0.0, 0.0}, b_hi = {0.0, 0.0}, d_lo = {0.0, 0.0}, d_hi = {0.0, 0.0};
+        v4d b = {0.0, 0.0, 0.0, 0.0}, d = {0.0, 0.0, 0.0, 0.0};
 
         for (; i + 4 <= stop; i += 4) {
-            v2d x_lo = load2(x + i), x_hi = load2(x + i + 2);
+            v4d xi, ci, ri;
 
-            b_lo += x_lo * load2(c + i);
-            b_hi += x_hi * load2(c + i + 2);
-            d_lo += x_lo * load2(r + i);
-            d_hi += x_hi * load2(r + i + 2);
+            LOAD4(xi, x + i);
+            LOAD4(ci, c + i);
+            LOAD4(ri, r + i);
+            b += xi * ci;
+            d += xi * ri;
         }
-        b0 = b_lo[0], b1 = b_lo[1], b2 = b_hi[0], b3 = b_hi[1];
-        d0 = d_lo[0], d1 = d_lo[1], d2 = d_hi[0], d3 = d_hi[1];
+        b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
+        d0 = d[0], d1 = d[1], d2 = d[2], d3 = d[3];
     }
 #else
     for (; i + 4 <= stop; i += 4) {
@@ -326,6 +338,54 @@ round_to_float16_slow(double x)
     return r == 0.0 ? copysign(0.0, x) : r;
 }
 
+/* round_to_float16's quick case for x[0:n] into y, four elements at a time while all four are
+ * zeros or in the binary16 normal range below 2^15 (where no result can exceed 65504): the
+ * number of elements done (a multiple of 4), the rest left to the caller. Lane by lane, the
+ * same integer operations as the scalar code, so the same bits. */
+#if defined(__GNUC__)
+typedef uint64_t v4u __attribute__((vector_size(32)));
+typedef int64_t v4i __attribute__((vector_size(32)));
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(TRACEHOUND_PORTABLE)
+#define INTEGER_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define INTEGER_VECTOR_CLONES
+#endif
+
+INTEGER_VECTOR_CLONES static Py_ssize_t
+round_float16_quick(const double *x, double *y, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+
+    for (; i + 4 <= n; i += 4) {
+        v4u bits, exponent;
+        v4i outside;
+
+        memcpy(&bits, x + i, sizeof bits);
+        exponent = (bits >> 52) & 0x7ff;
+        /* zeros round to themselves by the same steps (the sign bit kept) */
+        outside = (v4i)(exponent - (1023 - 14) >= 29) & (v4i)((bits << 1) != 0);
+        if (outside[0] | outside[1] | outside[2] | outside[3]) {
+            break;
+        }
+        bits += ((UINT64_C(1) << 41) - 1) + ((bits >> 42) & 1);
+        bits &= ~((UINT64_C(1) << 42) - 1);
+        memcpy(y + i, &bits, sizeof bits);
+    }
+    return i;
+}
+#else
+static Py_ssize_t
+round_float16_quick(const double *x, double *y, Py_ssize_t n)
+{
+    (void)x;
+    (void)y;
+    (void)n;
+    return 0;
+}
+#endif
+
 PyDoc_STRVAR(round_float16_doc,
 "round_float16($module, vector, out, /)\n"
 "--\n"
@@ -369,10 +429,21 @@ round_float16(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         ok = 0;
     }
     else {
+        Py_ssize_t scalar_stop = 0;
+
         x = (const double *)src.buf;
         y = (double *)dst.buf;
         for (i = 0; i < n; i++) {
             uint64_t bits, exponent;
+
+            if (i >= scalar_stop) {
+                /* the quick case four at a time, then the next four (or the rest) one by one */
+                i += round_float16_quick(x + i, y + i, n - i);
+                scalar_stop = i + 4;
+                if (i >= n) {
+                    break;
+                }
+            }
 
             memcpy(&bits, &x[i], sizeof bits);
             exponent = (bits >> 52) & 0x7ff;
@@ -1139,10 +1210,34 @@ enum {
     A_TOOL_SHARES,
     A_NORMS,
     A_TOOLS,
+    A_NONE, /* the severities, in order */
+    A_WARNING,
+    A_ALERT,
+    A_CRITICAL,
+    A_TOOL_MIX, /* the components, in order */
+    A_SEMANTIC,
+    A_COMPLEXITY_COMPONENT,
+    A_KIND, /* the step attributes run_profile reads */
+    A_INPUT_TOKENS,
+    A_OUTPUT_TOKENS,
+    A_TOOL,
+    A_ARGUMENTS,
+    A_TEXT,
+    A_ERROR,
+    K_AGENT, /* the step kinds it tells apart */
+    K_LLM,
+    K_TOOL_CALL,
+    K_REASONING,
+    K_ASSISTANT,
+    K_ERROR,
+    K_TOOL_RESULT,
     N_NAMES
 };
 static const char *const NAME_STRINGS[N_NAMES] = {
     "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares", "_norms", "tools",
+    "none", "warning", "alert", "critical", "tool_mix", "semantic", "complexity",
+    "kind", "input_tokens", "output_tokens", "tool", "arguments", "text", "error",
+    "agent", "llm", "tool_call", "reasoning", "assistant", "error", "tool_result",
 };
 static PyObject *names[N_NAMES];
 
@@ -2341,6 +2436,500 @@ drift_explanation(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* --- score_run ------------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(score_run_doc,
+"score_run($module, run_shares, base_shares, x, run, centroid, text_weight, mean, m2, weight,\n"
+"          blocks, dimensions, recent, absolute, relative, cap, weights, run_tools,\n"
+"          base_tools, shift_threshold, top, confidence, runs, sample, /)\n"
+"--\n"
+"\n"
+"The drift scorer's score_text of a run against a baseline with runs, in one call\n"
+"(tracehound.drift._score.DriftScorer._measure, then the recent runs and the explanation):\n"
+"the tool mix of the shares (tool_mixes), the semantic distance of `run` (the run's\n"
+"embedding, None without text) to `centroid` when `text_weight` > 0 (embedding_distance),\n"
+"the complexity scores of `x` against `mean`, `m2` and `weight` (complexity_scores), the\n"
+"composite of the three with `weights`, the primary driver and the severity; then\n"
+"recent_divergences over `recent` (none when it is empty) and drift_explanation. Returns\n"
+"(tool, semantic, complexity, composite, primary, severity, distance, z, text): `z` the\n"
+"dict of the z-score of each of `dimensions`, `text` the explanation's text; the same\n"
+"values as those functions give.\n"
+"\n"
+"None for input one of them leaves to Python, `text_weight` or `weights` not exact floats,\n"
+"`dimensions` not a tuple of exact strs as long as `x`, or `recent` not a tuple.");
+
+static PyObject *
+score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *run_shares, *base_shares, *x, *run, *centroid, *dimensions, *recent;
+    PyObject *scores = NULL, *distance_obj = NULL, *z_list, *z = NULL, *means = NULL;
+    PyObject *answer = NULL, *first = NULL, *typical = NULL, *text = NULL, *out = NULL;
+    PyObject *composite_obj = NULL, *call[16];
+    double tool, semantic = 0.0, complexity, composite, weights[3], mean[MAX_DIMS];
+    Py_ssize_t n_dims = -1, i;
+    int primary, severity;
+
+    if (nargs != 23) {
+        PyErr_Format(PyExc_TypeError, "score_run() takes exactly 23 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    run_shares = args[0];
+    base_shares = args[1];
+    x = args[2];
+    run = args[3];
+    centroid = args[4];
+    dimensions = args[10];
+    recent = args[11];
+    if (!PyFloat_CheckExact(args[5]) || !PyTuple_CheckExact(dimensions) ||
+        !PyTuple_CheckExact(recent) || !PyTuple_CheckExact(args[15]) ||
+        PyTuple_GET_SIZE(args[15]) != 3 || !get_floats(args[15], 3, weights) ||
+        !get_values(args[6], &n_dims, mean)) {
+        Py_RETURN_NONE;
+    }
+    /* _measure */
+    if (!tool_mix(run_shares, base_shares, &tool)) {
+        Py_RETURN_NONE;
+    }
+    if (run != Py_None && PyFloat_AS_DOUBLE(args[5]) > 0.0) {
+        PyObject *pair[3] = {run, centroid, args[9]};
+
+        distance_obj = embedding_distance(module, pair, 3);
+        if (distance_obj == NULL) {
+            return NULL;
+        }
+        if (distance_obj == Py_NotImplemented) {
+            Py_DECREF(distance_obj);
+            Py_RETURN_NONE;
+        }
+        if (distance_obj != Py_None) {
+            semantic = PyFloat_AS_DOUBLE(distance_obj);
+        }
+    }
+    else {
+        distance_obj = Py_NewRef(Py_None);
+    }
+    call[0] = x;
+    call[1] = args[6];
+    call[2] = args[7];
+    call[3] = args[8];
+    call[4] = args[12];
+    call[5] = args[13];
+    call[6] = args[14];
+    scores = complexity_scores(module, call, 7);
+    if (scores == NULL || scores == Py_None) {
+        goto done;
+    }
+    complexity = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(scores, 2));
+    z_list = PyTuple_GET_ITEM(scores, 1);
+    if (PyTuple_GET_SIZE(dimensions) != n_dims || PyList_GET_SIZE(z_list) != n_dims) {
+        goto done; /* zip(..., strict=True) raises */
+    }
+    composite = weights[0] * tool + weights[1] * semantic + weights[2] * complexity;
+    composite = composite > 0.0 ? composite : 0.0; /* max(0.0, composite): NaN gives 0.0 */
+    composite = composite < 1.0 ? composite : 1.0;
+    /* the largest component, the first of equals */
+    primary = 0;
+    if (semantic > tool) {
+        primary = 1;
+    }
+    if (complexity > (semantic > tool ? semantic : tool)) {
+        primary = 2;
+    }
+    severity = composite < 0.3 ? 0 : composite < 0.6 ? 1 : composite <= 0.8 ? 2 : 3;
+    z = PyDict_New();
+    if (z == NULL) {
+        goto done;
+    }
+    for (i = 0; i < n_dims; i++) {
+        PyObject *name = PyTuple_GET_ITEM(dimensions, i);
+
+        if (!PyUnicode_CheckExact(name)) {
+            goto done;
+        }
+        if (PyDict_SetItem(z, name, PyList_GET_ITEM(z_list, i)) < 0) {
+            goto done;
+        }
+    }
+    means = float_list(mean, n_dims);
+    if (means == NULL) {
+        goto done;
+    }
+    /* the recent runs */
+    if (PyTuple_GET_SIZE(recent) > 0) {
+        call[0] = recent;
+        call[1] = x;
+        call[2] = PyTuple_GET_ITEM(scores, 0); /* the sigmas */
+        call[3] = args[14];
+        call[4] = run_shares;
+        call[5] = centroid;
+        call[6] = run;
+        call[7] = args[9];
+        call[8] = args[15];
+        call[9] = args[19];
+        answer = recent_divergences(module, call, 10);
+        if (answer == NULL || answer == Py_None) {
+            goto done;
+        }
+        first = Py_NewRef(PyTuple_GET_ITEM(answer, 0));
+        typical = Py_NewRef(PyTuple_GET_ITEM(answer, 1));
+    }
+    else {
+        first = PyList_New(0);
+        if (first == NULL) {
+            goto done;
+        }
+        typical = Py_NewRef(Py_None);
+    }
+    composite_obj = PyFloat_FromDouble(composite);
+    if (composite_obj == NULL) {
+        goto done;
+    }
+    call[0] = composite_obj;
+    call[1] = names[A_NONE + severity];
+    call[2] = args[20];
+    call[3] = args[21];
+    call[4] = names[A_TOOL_MIX + primary];
+    call[5] = args[16];
+    call[6] = args[17];
+    call[7] = args[18];
+    call[8] = z;
+    call[9] = means;
+    call[10] = x;
+    call[11] = args[19];
+    call[12] = distance_obj;
+    call[13] = typical;
+    call[14] = args[22];
+    call[15] = first;
+    text = drift_explanation(module, call, 16);
+    if (text == NULL || text == Py_None) {
+        goto done;
+    }
+    out = Py_BuildValue("(dddOOOOOO)", tool, semantic, complexity, composite_obj,
+                        names[A_TOOL_MIX + primary], names[A_NONE + severity], distance_obj, z,
+                        text);
+done:
+    Py_XDECREF(text);
+    Py_XDECREF(composite_obj);
+    Py_XDECREF(typical);
+    Py_XDECREF(first);
+    Py_XDECREF(answer);
+    Py_XDECREF(means);
+    Py_XDECREF(z);
+    Py_XDECREF(scores);
+    Py_XDECREF(distance_obj);
+    if (out == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+/* --- run_profile ---------------------------------------------------------------------------- */
+
+#define MAX_PROFILE_TOOLS 64
+#define MAX_PROFILE_CALLS 256
+
+PyDoc_STRVAR(run_profile_doc,
+"run_profile($module, steps, run_ids, /)\n"
+"--\n"
+"\n"
+"The step part of tracehound.drift._features._profile for the steps of `steps` (a tuple)\n"
+"whose run_id is in the set `run_ids`: (tools, texts, counts), `tools` the tool name ->\n"
+"calls dict (in the order of first calls), `texts` the reasoning and assistant texts and\n"
+"`counts` the floats (llm_calls, tool_calls, distinct_tools, steps, input_tokens,\n"
+"output_tokens, errors, retries), as _profile counts them. Step attributes are read as\n"
+"Python reads them.\n"
+"\n"
+"None for anything else: attributes not of the types a Step holds (exact strs, None, exact\n"
+"ints for the token counts), token sums of 2**53 or more, more than 64 distinct tools or 256\n"
+"tool calls with arguments, a step without one of the attributes.");
+
+/* The kind of the step (an exact str) among the kinds run_profile tells apart: K_* - K_AGENT,
+ * or -1 for another kind. */
+static int
+step_kind(PyObject *kind)
+{
+    int k;
+
+    for (k = K_AGENT; k <= K_TOOL_RESULT; k++) {
+        if (kind == names[k]) {
+            return k - K_AGENT;
+        }
+    }
+    for (k = K_AGENT; k <= K_TOOL_RESULT; k++) {
+        if (PyUnicode_Compare(kind, names[k]) == 0) {
+            return k - K_AGENT;
+        }
+    }
+    return -1;
+}
+
+/* Is the attribute an exact str or None? Sets *truthy (a non-empty str). */
+static int
+str_or_none(PyObject *value, int *truthy)
+{
+    if (value == Py_None) {
+        *truthy = 0;
+        return 1;
+    }
+    if (!PyUnicode_CheckExact(value)) {
+        return 0;
+    }
+    *truthy = PyUnicode_GET_LENGTH(value) > 0;
+    return 1;
+}
+
+/* `total += value or 0` for a token count (None or an exact int), below 2**53 (where a float
+ * holds the sum exactly). 0 for anything else. */
+static int
+add_tokens(PyObject *value, long long *total)
+{
+    long long v;
+    int overflow;
+
+    if (value == Py_None) {
+        return 1;
+    }
+    if (!PyLong_CheckExact(value)) {
+        return 0;
+    }
+    v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (v <= -((long long)1 << 53) || v >= ((long long)1 << 53)) {
+        return 0;
+    }
+    *total += v;
+    return *total > -((long long)1 << 53) && *total < ((long long)1 << 53);
+}
+
+static PyObject *
+run_profile(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *steps, *run_ids, *tool_names[MAX_PROFILE_TOOLS];
+    PyObject *call_names[MAX_PROFILE_CALLS], *call_arguments[MAX_PROFILE_CALLS];
+    PyObject *texts = NULL, *tools = NULL, *out = NULL, *held = NULL, *seq = NULL;
+    long long tool_counts[MAX_PROFILE_TOOLS], input_tokens = 0, output_tokens = 0;
+    Py_ssize_t n_tools = 0, n_calls = 0, n_steps = 0, i, j;
+    long llm_calls = 0, tool_calls = 0, errors = 0, retries = 0;
+    int handled = 0;
+
+    (void)module;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "run_profile() takes exactly 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    steps = args[0];
+    run_ids = args[1];
+    if (!PyTuple_CheckExact(steps) ||
+        (!PySet_CheckExact(run_ids) && !PyFrozenSet_CheckExact(run_ids))) {
+        Py_RETURN_NONE;
+    }
+    texts = PyList_New(0);
+    /* the attribute values the tables borrow, held until the end */
+    held = PyList_New(0);
+    if (texts == NULL || held == NULL) {
+        goto done;
+    }
+    /* held, as Python code an attribute runs could drop the steps */
+    seq = Py_NewRef(steps);
+    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *step = PySequence_Fast_GET_ITEM(seq, i), *run_id, *kind_obj;
+        int kind, inside, truthy;
+
+        run_id = get_attr(step, A_RUN_ID);
+        if (run_id == NULL) {
+            goto unhandled;
+        }
+        if (!PyUnicode_CheckExact(run_id)) {
+            Py_DECREF(run_id);
+            goto unhandled;
+        }
+        inside = PySet_Contains(run_ids, run_id);
+        Py_DECREF(run_id);
+        if (inside < 0) {
+            goto done;
+        }
+        if (!inside) {
+            continue;
+        }
+        kind_obj = get_attr(step, A_KIND);
+        if (kind_obj == NULL) {
+            goto unhandled;
+        }
+        if (!PyUnicode_CheckExact(kind_obj)) {
+            Py_DECREF(kind_obj);
+            goto unhandled;
+        }
+        kind = step_kind(kind_obj);
+        Py_DECREF(kind_obj);
+        if (kind == K_AGENT - K_AGENT) {
+            continue;
+        }
+        n_steps++;
+        if (kind == K_LLM - K_AGENT) {
+            PyObject *value;
+            int ok;
+
+            llm_calls++;
+            value = get_attr(step, A_INPUT_TOKENS);
+            if (value == NULL) {
+                goto unhandled;
+            }
+            ok = add_tokens(value, &input_tokens);
+            Py_DECREF(value);
+            if (!ok) {
+                goto unhandled;
+            }
+            value = get_attr(step, A_OUTPUT_TOKENS);
+            if (value == NULL) {
+                goto unhandled;
+            }
+            ok = add_tokens(value, &output_tokens);
+            Py_DECREF(value);
+            if (!ok) {
+                goto unhandled;
+            }
+        }
+        else if (kind == K_TOOL_CALL - K_AGENT) {
+            PyObject *name, *arguments;
+            int ok;
+
+            tool_calls++;
+            name = get_attr(step, A_TOOL);
+            if (name == NULL) {
+                goto unhandled;
+            }
+            ok = PyList_Append(held, name);
+            Py_DECREF(name);
+            if (ok < 0) {
+                goto done;
+            }
+            if (!str_or_none(name, &truthy)) {
+                goto unhandled;
+            }
+            if (!truthy) {
+                name = Py_None; /* `step.tool or ""`: counted under "" (made below) */
+            }
+            for (j = 0; j < n_tools; j++) {
+                if (tool_names[j] == name ||
+                    (name != Py_None && tool_names[j] != Py_None &&
+                     PyUnicode_Compare(tool_names[j], name) == 0)) {
+                    break;
+                }
+            }
+            if (j == n_tools) {
+                if (n_tools == MAX_PROFILE_TOOLS) {
+                    goto unhandled;
+                }
+                tool_names[n_tools] = name;
+                tool_counts[n_tools++] = 0;
+            }
+            tool_counts[j]++;
+            arguments = get_attr(step, A_ARGUMENTS);
+            if (arguments == NULL) {
+                goto unhandled;
+            }
+            ok = PyList_Append(held, arguments);
+            Py_DECREF(arguments);
+            if (ok < 0) {
+                goto done;
+            }
+            if (arguments == Py_None) {
+                continue; /* calls without recorded arguments never count as retries */
+            }
+            if (!PyUnicode_CheckExact(arguments)) {
+                goto unhandled;
+            }
+            for (j = 0; j < n_calls; j++) {
+                if ((call_names[j] == name ||
+                     (name != Py_None && call_names[j] != Py_None &&
+                      PyUnicode_Compare(call_names[j], name) == 0)) &&
+                    PyUnicode_Compare(call_arguments[j], arguments) == 0) {
+                    break;
+                }
+            }
+            if (j < n_calls) {
+                retries++;
+            }
+            else {
+                if (n_calls == MAX_PROFILE_CALLS) {
+                    goto unhandled;
+                }
+                call_names[n_calls] = name;
+                call_arguments[n_calls++] = arguments;
+            }
+        }
+        else if (kind == K_REASONING - K_AGENT || kind == K_ASSISTANT - K_AGENT) {
+            PyObject *text = get_attr(step, A_TEXT);
+            int ok;
+
+            if (text == NULL) {
+                goto unhandled;
+            }
+            ok = str_or_none(text, &truthy);
+            if (ok && truthy && PyList_Append(texts, text) < 0) {
+                Py_DECREF(text);
+                goto done;
+            }
+            Py_DECREF(text);
+            if (!ok) {
+                goto unhandled;
+            }
+        }
+        else if (kind == K_ERROR - K_AGENT) {
+            errors++;
+        }
+        else if (kind == K_TOOL_RESULT - K_AGENT) {
+            PyObject *error = get_attr(step, A_ERROR);
+            int ok;
+
+            if (error == NULL) {
+                goto unhandled;
+            }
+            ok = str_or_none(error, &truthy);
+            Py_DECREF(error);
+            if (!ok) {
+                goto unhandled;
+            }
+            errors += truthy;
+        }
+    }
+    tools = PyDict_New();
+    if (tools == NULL) {
+        goto done;
+    }
+    for (j = 0; j < n_tools; j++) {
+        PyObject *name = tool_names[j] == Py_None ? PyUnicode_FromStringAndSize("", 0)
+                                                  : Py_NewRef(tool_names[j]);
+        PyObject *count = name == NULL ? NULL : PyLong_FromLongLong(tool_counts[j]);
+        int ok = count != NULL && PyDict_SetItem(tools, name, count) == 0;
+
+        Py_XDECREF(count);
+        Py_XDECREF(name);
+        if (!ok) {
+            goto done;
+        }
+    }
+    out = Py_BuildValue("(OO(dddddddd))", tools, texts, (double)llm_calls, (double)tool_calls,
+                        (double)n_tools, (double)n_steps, (double)input_tokens,
+                        (double)output_tokens, (double)errors, (double)retries);
+unhandled:
+    handled = 1;
+done:
+    Py_XDECREF(seq);
+    Py_XDECREF(tools);
+    Py_XDECREF(held);
+    Py_XDECREF(texts);
+    if (out == NULL && handled && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
 /* --- divide_block ---------------------------------------------------------------------------- */
 
 PyDoc_STRVAR(divide_block_doc,
@@ -2417,6 +3006,8 @@ static PyMethodDef drift_methods[] = {
      merge_moments_doc},
     {"drift_explanation", (PyCFunction)(void (*)(void))drift_explanation, METH_FASTCALL,
      drift_explanation_doc},
+    {"run_profile", (PyCFunction)(void (*)(void))run_profile, METH_FASTCALL, run_profile_doc},
+    {"score_run", (PyCFunction)(void (*)(void))score_run, METH_FASTCALL, score_run_doc},
     {"divide_block", (PyCFunction)(void (*)(void))divide_block, METH_FASTCALL,
      divide_block_doc},
     {NULL, NULL, 0, NULL},

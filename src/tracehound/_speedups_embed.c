@@ -606,6 +606,27 @@ word_table_add(word_table_t *t, PyObject *key, Py_ssize_t value)
     t->slots[i].index = (uint32_t)++t->n;
 }
 
+/* Enter a copy of the entry `src` with `value` unless the table has its word already (the
+ * first value entered stays). */
+static void
+word_table_insert(word_table_t *t, const word_entry_t *src, Py_ssize_t value)
+{
+    size_t i;
+
+    for (i = src->crc & t->mask; t->slots[i].index; i = (i + 1) & t->mask) {
+        const word_entry_t *w = &t->entries[t->slots[i].index - 1];
+
+        if (w->crc == src->crc && w->len == src->len &&
+            memcmp(w->chars, src->chars, (size_t)src->len) == 0) {
+            return;
+        }
+    }
+    t->entries[t->n] = *src;
+    t->entries[t->n].value = value;
+    t->slots[i].crc = src->crc;
+    t->slots[i].index = (uint32_t)++t->n;
+}
+
 /* The entry of the token of CRC h, `len` characters at data[start] (lower-cased: c | 0x20), or
  * NULL. Up to 4 bytes, a CRC-32 tells messages of one length apart (the CRC of a 32-bit
  * message is an invertible function of it): equal CRCs and lengths are then equal words. */
@@ -701,10 +722,44 @@ typedef struct {
     const embed_t *e;
     const word_table_t *stop;
     const word_table_t *stance; /* NULL: no stance block */
+    const word_table_t *words;  /* stop and stance words in one table (the stop words' value
+                                 * -1), or NULL: then one lookup in each */
     double *row;
     uint64_t prev;        /* the previous informative token's CRC */
     Py_ssize_t n_tokens;  /* informative tokens so far */
 } text_row_t;
+
+/* The four bytes at p, each lower-cased (| 0x20), as a little-endian word. */
+#define LOWER_WORD(p)                                                                          \
+    ((uint32_t)((p)[0] | 0x20) | ((uint32_t)((p)[1] | 0x20) << 8) |                            \
+     ((uint32_t)((p)[2] | 0x20) << 16) | ((uint32_t)((p)[3] | 0x20) << 24))
+
+/* crc_bytes of the n bytes at p lower-cased (| 0x20), without the copy: slicing by 8, then 4,
+ * then bytes, as crc_bytes. */
+static ALWAYS_INLINE uint32_t
+crc_lower_bytes(uint32_t c, const uint8_t *p, Py_ssize_t n)
+{
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = c ^ LOWER_WORD(p), hi = LOWER_WORD(p + 4);
+
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+    }
+    if (n >= 4) {
+        uint32_t w = c ^ LOWER_WORD(p);
+
+        c = crc_table[3][w & 0xff] ^ crc_table[2][(w >> 8) & 0xff] ^
+            crc_table[1][(w >> 16) & 0xff] ^ crc_table[0][w >> 24];
+        n -= 4;
+        p += 4;
+    }
+    for (; n > 0; n--, p++) {
+        c = CRC_BYTE(c, *p | 0x20);
+    }
+    return c;
+}
 
 /* CRC-32 of the lower-cased characters data[start:start + len] (ASCII: their UTF-8). */
 static ALWAYS_INLINE uint32_t
@@ -714,6 +769,9 @@ crc_token(int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
     uint32_t c = 0xFFFFFFFFu;
     Py_ssize_t done, m, j;
 
+    if (kind == PyUnicode_1BYTE_KIND) { /* the characters are their bytes */
+        return ~crc_lower_bytes(c, (const uint8_t *)data + start, len);
+    }
     if (len <= 16) { /* most tokens: byte at a time, without the copy */
         for (j = 0; j < len; j++) {
             c = CRC_BYTE(c, PyUnicode_READ(kind, data, start + j) | 0x20);
@@ -736,9 +794,15 @@ text_row_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_
     text_row_t *r = (text_row_t *)ctx;
     const embed_t *e = r->e;
     uint32_t h = crc_token(kind, data, start, len);
-    const word_entry_t *w;
+    const word_entry_t *w = NULL;
 
-    if (word_table_find(r->stop, h, kind, data, start, len) != NULL) {
+    if (r->words != NULL) {
+        w = word_table_find(r->words, h, kind, data, start, len);
+        if (w != NULL && w->value < 0) {
+            return ST_OK; /* a stop word: not informative */
+        }
+    }
+    else if (word_table_find(r->stop, h, kind, data, start, len) != NULL) {
         return ST_OK; /* a stop word: not informative */
     }
     if (r->n_tokens >= MAX_ROW_TOKENS) {
@@ -750,8 +814,13 @@ text_row_sink(void *ctx, int kind, const void *data, Py_ssize_t start, Py_ssize_
     }
     r->prev = h;
     r->n_tokens++;
-    if (r->stance != NULL &&
-        (w = word_table_find(r->stance, h, kind, data, start, len)) != NULL) {
+    if (r->words != NULL) {
+        if (w != NULL) { /* a stance word */
+            r->row[e->lexical_dim + w->value] += 1.0;
+        }
+    }
+    else if (r->stance != NULL &&
+             (w = word_table_find(r->stance, h, kind, data, start, len)) != NULL) {
         r->row[e->lexical_dim + w->value] += 1.0;
     }
     return ST_OK;
@@ -867,6 +936,8 @@ static struct {
     PyObject *stance_items; /* its items when the table was made */
     Py_ssize_t n_stance;
     word_table_t stance;
+    int has_both;      /* is `both` made from the kept stop and stance tables? */
+    word_table_t both; /* their words in one table, the stop words' value -1 */
 } kept_words;
 
 /* Does the dict hold the items of the list (the same objects, in order)? No Python code runs. */
@@ -890,15 +961,18 @@ same_items(PyObject *dict, PyObject *items)
 
 /* The stop-word table and the stance table (NULL when stance_index is None) of
  * embed_texts_sum: the kept ones when made from the same objects, else made (and kept, for a
- * frozenset and a dict; a set's table is made into *words, which the caller frees). */
+ * frozenset and a dict; a set's table is made into *words, which the caller frees); and, when
+ * both are the kept ones, *both: their words in one table (NULL otherwise). */
 static int
 word_tables(PyObject *stop_words, PyObject *stance_index, Py_ssize_t n_stance,
-            const word_table_t **stop, const word_table_t **stance, word_table_t **words)
+            const word_table_t **stop, const word_table_t **stance, word_table_t **words,
+            const word_table_t **both)
 {
     int st;
 
     if (stop_words != kept_words.stop_words) {
         if (PyFrozenSet_CheckExact(stop_words)) {
+            kept_words.has_both = 0;
             Py_CLEAR(kept_words.stop_words);
             st = stop_table_init(&kept_words.stop, stop_words);
             if (st != ST_OK) {
@@ -934,6 +1008,7 @@ word_tables(PyObject *stop_words, PyObject *stance_index, Py_ssize_t n_stance,
         if (items == NULL) {
             return ST_ERROR;
         }
+        kept_words.has_both = 0;
         Py_CLEAR(kept_words.stance_index);
         Py_XSETREF(kept_words.stance_items, items);
         st = stance_table_init(&kept_words.stance, stance_index, n_stance);
@@ -944,6 +1019,26 @@ word_tables(PyObject *stop_words, PyObject *stance_index, Py_ssize_t n_stance,
         kept_words.n_stance = n_stance;
     }
     *stance = &kept_words.stance;
+    if (*stop == &kept_words.stop && both != NULL) {
+        /* one lookup per token rather than two: the kept tables' words in one table */
+        if (!kept_words.has_both &&
+            kept_words.stop.n + kept_words.stance.n <= WORD_TABLE_KEYS) {
+            Py_ssize_t i;
+
+            word_table_init(&kept_words.both, kept_words.stop.n + kept_words.stance.n);
+            for (i = 0; i < kept_words.stop.n; i++) {
+                word_table_insert(&kept_words.both, &kept_words.stop.entries[i], -1);
+            }
+            for (i = 0; i < kept_words.stance.n; i++) {
+                word_table_insert(&kept_words.both, &kept_words.stance.entries[i],
+                                  kept_words.stance.entries[i].value);
+            }
+            kept_words.has_both = 1;
+        }
+        if (kept_words.has_both) {
+            *both = &kept_words.both;
+        }
+    }
     return ST_OK;
 }
 
@@ -995,6 +1090,30 @@ PyDoc_STRVAR(embed_texts_sum_doc,
 "2**25 informative tokens, lexical_dim of 2**32 or more. Raises as embed_hashed_sum does for\n"
 "bad arguments, and TypeError if stop_words is not a set or frozenset.");
 
+/* out[0:n] = 0.0, in vector stores (a memset of that size may be a string instruction, one
+ * step per byte). */
+static void
+zero_doubles(double *out, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+
+#if defined(__GNUC__)
+    typedef double v2z __attribute__((vector_size(16)));
+    const v2z zero = {0.0, 0.0};
+
+    for (; i + 8 <= n; i += 8) {
+        /* through memcpy: out is only 8-byte aligned */
+        memcpy(out + i, &zero, sizeof zero);
+        memcpy(out + i + 2, &zero, sizeof zero);
+        memcpy(out + i + 4, &zero, sizeof zero);
+        memcpy(out + i + 6, &zero, sizeof zero);
+    }
+#endif
+    for (; i < n; i++) {
+        out[i] = 0.0;
+    }
+}
+
 /* The modes of embed_common. */
 #define MODE_ROWS 0      /* embed_hashed */
 #define MODE_SUM 1       /* embed_hashed_sum */
@@ -1014,7 +1133,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
     double scratch_stack[1024], *scratch = NULL;
     stance_t stance; /* about 7 kB */
     word_table_t *words = NULL; /* embed_texts_sum's tables when not the kept ones */
-    const word_table_t *stop_table = NULL, *stance_table = NULL;
+    const word_table_t *stop_table = NULL, *stance_table = NULL, *both_table = NULL;
     embed_t e;
     int bigrams, st;
 
@@ -1069,7 +1188,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
         PyBuffer_Release(&view);
         return NULL;
     }
-    memset(view.buf, 0, (size_t)view.len);
+    zero_doubles((double *)view.buf, view.len / (Py_ssize_t)sizeof(double));
     if (!PyList_CheckExact(token_lists) && !PyTuple_CheckExact(token_lists)) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
@@ -1111,7 +1230,8 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
         }
     }
     if (st == ST_OK && mode == MODE_TEXTS_SUM) {
-        st = word_tables(args[5], args[4], e.n_stance, &stop_table, &stance_table, &words);
+        st = word_tables(args[5], args[4], e.n_stance, &stop_table, &stance_table, &words,
+                         &both_table);
     }
     else if (st == ST_OK && args[4] != Py_None) {
         st = stance_init(&stance, args[4]);
@@ -1123,6 +1243,7 @@ embed_common(PyObject *const *args, Py_ssize_t nargs, int mode)
         r.e = &e;
         r.stop = stop_table;
         r.stance = stance_table;
+        r.words = both_table;
         r.row = scratch;
         st = embed_texts_rows_sum(&r, token_lists, (double *)view.buf);
         if (st != ST_OK && scratch == text_scratch) {

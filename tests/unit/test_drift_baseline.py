@@ -329,3 +329,31 @@ def test_merge_recent_appends_exactly_as_it_sorts(
     expected = sorted(by_id.values(), key=lambda r: r.order_key)
     assert [r.order_key for r in got] == ([r.order_key for r in expected[-limit:]] if limit else [])
     assert all(any(g is r for r in (*a, *b)) for g in got)
+
+
+@settings(max_examples=100, deadline=None)
+@given(run_strategy)
+def test_update_delta_is_from_run_sharing_the_embedding(run: Any) -> None:
+    """`update_delta`: the baseline `from_run` makes (the same dict), its centroid sum the run's
+    embedding itself when the run has text; merged or stored, the same baselines."""
+    tools, complexity, text = run
+    f = features(1, tools, complexity, text)
+    delta = Baseline.update_delta(f, EMBEDDER)
+    reference = Baseline.from_run(f, EMBEDDER)
+    assert delta.to_dict() == reference.to_dict()
+    assert (delta.centroid_sum is f.embedding) == f.has_text
+    assert reference.centroid_sum is not f.embedding
+    base = Baseline.from_run(features(0, {"search": 1}, (1.0,) * 10, 0), EMBEDDER)
+    assert base.merged(delta).to_dict() == base.merged(reference).to_dict()
+    store = MemoryStore()
+    store.update("k", delta)
+    stored = store.get("k")
+    assert stored is not None and stored.centroid_sum is not f.embedding
+    assert stored.to_dict() == reference.to_dict()
+    other = features(2, tools, complexity, text)
+    other_f32 = RunFeatures(
+        run_id="r", complexity=complexity, embedding=other.embedding.astype(np.float32)
+    )
+    converted = Baseline.update_delta(other_f32, EMBEDDER)
+    assert converted.centroid_sum.dtype == np.float64
+    assert converted.centroid_sum is not other_f32.embedding

@@ -346,6 +346,19 @@ class Baseline:
         cls, features: RunFeatures, embedder: Embedder, *, recent_limit: int = RECENT_RUNS
     ) -> Baseline:
         """A baseline of one run (weight 1): the delta a store merges on update."""
+        return cls._of_run(features, embedder, recent_limit, True)
+
+    @classmethod
+    def update_delta(cls, features: RunFeatures, embedder: Embedder) -> Baseline:
+        """`from_run(features, embedder)` for a store's `update`, which merges the delta or
+        copies it: its centroid sum is the run's float64 embedding itself rather than a copy
+        (neither may be modified afterwards)."""
+        return cls._of_run(features, embedder, RECENT_RUNS, False)
+
+    @classmethod
+    def _of_run(
+        cls, features: RunFeatures, embedder: Embedder, recent_limit: int, copy: bool
+    ) -> Baseline:
         dim = embedder.dim
         if features.embedding.shape != (dim,):
             raise BaselineMismatchError(
@@ -357,11 +370,13 @@ class Baseline:
         total = sum(features.tools.values())
         tools = {name: count / total for name, count in features.tools.items()} if total else {}
         has_text = features.has_text
-        centroid_sum = (
-            features.embedding.astype(np.float64, copy=True)
-            if has_text
-            else np.zeros(dim, dtype=np.float64)
-        )
+        embedding = features.embedding
+        if not has_text:
+            centroid_sum = np.zeros(dim, dtype=np.float64)
+        elif copy or type(embedding) is not np.ndarray or embedding.dtype is not _FLOAT64:
+            centroid_sum = embedding.astype(np.float64, copy=True)
+        else:
+            centroid_sum = embedding
         blocks = tuple(embedder.blocks)
         if _known_valid(blocks, dim):
             # what `__post_init__` checks holds: the blocks tile `dim`, and the shapes were
@@ -733,6 +748,8 @@ def _appended(ring: tuple[RunSummary, ...], run: RunSummary) -> tuple[RunSummary
         return None
     return (*ring, run)
 
+
+_FLOAT64 = np.dtype(np.float64)
 
 _VALID_BLOCKS: set[tuple[Blocks, int]] = set()
 """(blocks, dim) pairs that passed `_check_blocks` (a handful: one per embedder configuration)."""

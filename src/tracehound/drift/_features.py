@@ -125,9 +125,8 @@ def run_features(
     `texts_cache`: the trace's tokenized texts (the engine's `TraceInfo.texts`), which the hashing
     embedder reads tokens from instead of tokenizing the texts again.
     """
-    steps = trajectory.run_steps(run.run_id, nested=True)
-    tools, texts, complexity = _profile(run, steps, trajectory.runs)
-    embedding = embed_run(texts, embedder, texts_cache)
+    tools, texts, complexity = _run_profile(run, trajectory)
+    embedding, has_text = _embed_run(texts, embedder, texts_cache)
     return _new_features(
         run.run_id,
         trajectory.trace_id,
@@ -137,8 +136,31 @@ def run_features(
         complexity,
         embedding,
         make_sample(texts),
-        None,
+        has_text,
     )
+
+
+def _run_profile(
+    run: Run, trajectory: Trajectory
+) -> tuple[dict[str, int], list[str], tuple[float, ...]]:
+    """`_profile` of the run's subtree (`trajectory.run_steps(run.run_id, nested=True)`): the C
+    accelerator's `run_profile` counts the steps when built (the same values, without the list
+    of the run's steps)."""
+    runs = trajectory.runs
+    native = getattr(_wire._native, "run_profile", None)
+    if native is not None:
+        inside = _subtree_run_ids(run, runs)
+        found = native(trajectory.steps, inside)
+        if found is not None:  # None: input it leaves to Python
+            tools, texts, counts = found
+            return tools, texts, (*counts, *_extent(run, runs, inside))
+    return _profile(run, trajectory.run_steps(run.run_id, nested=True), runs)
+
+
+def _extent(run: Run, runs: Sequence[Run], inside: set[str]) -> tuple[float, float]:
+    """The run's `duration_s` and `depth` (`inside`: the run ids of its subtree)."""
+    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
+    return max(0, run.end_ns - run.start_ns) / 1e9, float(depth)
 
 
 def _profile(
@@ -176,9 +198,7 @@ def _profile(
                 texts.append(step.text)
         elif kind == "error" or (kind == "tool_result" and step.error):
             errors += 1
-    inside = _subtree_run_ids(run, runs)
-    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
-    duration = max(0, run.end_ns - run.start_ns) / 1e9
+    duration, depth = _extent(run, runs, _subtree_run_ids(run, runs))
     complexity = (
         float(llm_calls),
         float(tool_calls),
@@ -189,7 +209,7 @@ def _profile(
         float(errors),
         float(retries),
         duration,
-        float(depth),
+        depth,
     )
     return tools, texts, complexity
 
@@ -198,8 +218,16 @@ def embed_run(
     texts: Sequence[str], embedder: Embedder, texts_cache: TextCache | None = None
 ) -> FloatArray:
     """The mean of the texts' embeddings, each block normalized (zeros without text)."""
+    return _embed_run(texts, embedder, texts_cache)[0]
+
+
+def _embed_run(
+    texts: Sequence[str], embedder: Embedder, texts_cache: TextCache | None = None
+) -> tuple[FloatArray, bool | None]:
+    """`embed_run`, and `has_nonzero` of it when known on the way (None: not known): False
+    without text, True when a block had a norm > 0 (a block of zeros has norm 0)."""
     if not texts:
-        return np.zeros(embedder.dim, dtype=np.float64)
+        return np.zeros(embedder.dim, dtype=np.float64), False
     summed: FloatArray | None = None
     if isinstance(embedder, HashingEmbedder):
         # in C straight from the texts when it can; else from the cache's tokens: the same bits
@@ -213,8 +241,7 @@ def embed_run(
         if summed is None
         else summed
     )
-    _normalize_blocks_in_place(total, embedder.blocks)
-    return total
+    return total, (True if _normalize_blocks_in_place(total, embedder.blocks) else None)
 
 
 def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
@@ -224,14 +251,20 @@ def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
     return out
 
 
-def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> None:
+def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> bool:
+    """Each block of `out` scaled to unit length; whether one had a norm > 0 (then `out` is not
+    all zeros: NaN is no norm > 0)."""
     # the C accelerator's `divide_block` divides as numpy does, without numpy's call
     divide = getattr(_wire._native, "divide_block", None)
+    nonzero = False
     for start, stop, _ in blocks:
         part = out[start:stop]
         norm = math.sqrt(float(part @ part))
-        if norm > 0.0 and (divide is None or divide(out, start, stop, norm) is None):
-            part /= norm  # `part / norm`, element by element, into `out`
+        if norm > 0.0:
+            nonzero = True
+            if divide is None or divide(out, start, stop, norm) is None:
+                part /= norm  # `part / norm`, element by element, into `out`
+    return nonzero
 
 
 def make_sample(texts: Sequence[str]) -> str:

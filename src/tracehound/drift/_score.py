@@ -43,7 +43,10 @@ component, distance, z-score and divergence is then within 1e-12 of the pure-Pyt
 explanations are the same unless a value lies exactly on a threshold or a rounding boundary.
 Everything else is computed the same way on both paths. The drift evaluator asks for the
 explanation's text only (`DriftScorer.score_text`): with the accelerator, `drift_explanation`
-makes that text from the same values without the explanation's objects (the same string).
+makes that text from the same values without the explanation's objects (the same string), and
+`score_run` computes the whole score and its text in one call (the components, composite,
+primary driver and severity, then `recent_divergences` and `drift_explanation`: the same values
+as those calls one by one).
 """
 
 from __future__ import annotations
@@ -491,6 +494,11 @@ class DriftScorer:
         if baseline is None or baseline.runs == 0 or baseline.weight <= 0.0:
             unscored = self.score(features, baseline, embedder=embedder, explain=False)
             return unscored, unscored.explanation_text()
+        native_score = getattr(_wire._native, "score_run", None)
+        if native_score is not None:
+            scored = self._score_native(native_score, features, baseline, embedder)
+            if scored is not None:
+                return scored
         measured = self._measure(features, baseline, embedder)
         tool, semantic, complexity, composite, primary, severity, distance = measured[:7]
         x, sigmas, mean, z_by_dim, has_text, run_shares = measured[7:]
@@ -558,12 +566,72 @@ class DriftScorer:
         explained = replace(score, semantic_typical=typical, explanation=explanation)
         return score, explained.explanation_text()
 
-    def _measure(
-        self, features: RunFeatures, baseline: Baseline, embedder: Embedder | None
-    ) -> tuple[Any, ...]:
-        """The components of a run against a baseline with runs: (tool, semantic, complexity,
-        composite, primary, severity, distance, x, sigmas, means, z by dimension, has_text,
-        run_shares)."""
+    def _score_native(
+        self,
+        native: Any,
+        features: RunFeatures,
+        baseline: Baseline,
+        embedder: Embedder | None,
+    ) -> tuple[DriftScore, str] | None:
+        """`score_text` of a baseline with runs by the C accelerator's `score_run` (`_measure`,
+        `_recent_native` and `drift_explanation` in one call: the same values); None for input
+        it leaves to the code above."""
+        embedding = self._checked_embedding(features, baseline, embedder)
+        stats = baseline.complexity
+        config = self.config
+        absolute, relative = self._floor_lists
+        runs = baseline.runs
+        confidence = confidence_of(runs)
+        answer = native(
+            tool_shares_of(features.tools),
+            tool_shares_of(baseline.tools),
+            features.complexity,
+            embedding if features.has_text else None,
+            baseline.centroid_sum,
+            baseline.text_weight,
+            stats.mean,
+            stats.m2,
+            stats.weight,
+            baseline.blocks,
+            baseline.dimensions,
+            baseline.recent,
+            absolute,
+            relative,
+            self._z_cap,
+            self._weights,
+            features.tools,
+            baseline.tools,
+            config.shift_threshold,
+            config.explain_top,
+            confidence,
+            runs,
+            features.sample,
+        )
+        if answer is None:
+            return None
+        tool, semantic, complexity, composite, primary, severity, distance, z_by_dim, text = answer
+        score = _new_score(
+            composite,
+            severity,
+            confidence,
+            runs,
+            tool,
+            semantic,
+            complexity,
+            primary,
+            distance,
+            None,
+            z_by_dim,
+            None,
+        )
+        return score, cast("str", text)
+
+    @staticmethod
+    def _checked_embedding(
+        features: RunFeatures, baseline: Baseline, embedder: Embedder | None
+    ) -> FloatArray:
+        """The run's embedding, once the baseline is known to be of the run's embedder and
+        dimension (`BaselineMismatchError` otherwise)."""
         if embedder is not None:
             baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
         embedding = features.embedding
@@ -572,6 +640,15 @@ class DriftScorer:
                 f"run embedding has {embedding.size} dimensions, baseline "
                 f"({baseline.embedder!r}) has {baseline.dim}"
             )
+        return embedding
+
+    def _measure(
+        self, features: RunFeatures, baseline: Baseline, embedder: Embedder | None
+    ) -> tuple[Any, ...]:
+        """The components of a run against a baseline with runs: (tool, semantic, complexity,
+        composite, primary, severity, distance, x, sigmas, means, z by dimension, has_text,
+        run_shares)."""
+        embedding = self._checked_embedding(features, baseline, embedder)
         has_text = features.has_text
         run_shares = tool_shares_of(features.tools)
         tool = _tool_mixes(run_shares, [tool_shares_of(baseline.tools)])[0]

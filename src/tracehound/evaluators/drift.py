@@ -111,7 +111,7 @@ class DriftEvaluator(Evaluator):
             score, text = self.scorer.score_text(features, baseline, embedder=embedder)
             updated = False
             if self._should_update(score, baseline, trace):
-                delta = Baseline.from_run(features, embedder)
+                delta = Baseline.update_delta(features, embedder)
                 outcome = self.store.update(key, delta, half_life_runs=self.config.half_life_runs)
                 updated = outcome.applied
         except (BaselineMismatchError, BaselineStoreError) as exc:
