@@ -27,6 +27,7 @@ enum {
     L_PARENT_SPAN_ID,
     L_OPERATION,
     L_ATTRIBUTES_SLOT,
+    L_PENDING_SLOT,
     L_ATTRIBUTES,
     L_FINISH_REASONS,
     L_END_NS,
@@ -60,6 +61,7 @@ static const char *const LOOPS_STRING[L_COUNT] = {
     [L_PARENT_SPAN_ID] = "parent_span_id",
     [L_OPERATION] = "operation",
     [L_ATTRIBUTES_SLOT] = "_attributes",
+    [L_PENDING_SLOT] = "_pending",
     [L_ATTRIBUTES] = "attributes",
     [L_FINISH_REASONS] = "finish_reasons",
     [L_END_NS] = "end_ns",
@@ -100,13 +102,23 @@ enum {
     P_HELD,
     P_KEYS,
     P_NEAR,
+    P_NEAR_TOOLS,
     P_RESULTS,
     P_HEADS,
     P_MODE_STEPS,
     P_CONSTANTS,
     P_COUNT
 };
-enum { C_NO_PROGRESS, C_OUTPUT_REPEAT, C_RESULT_KEY_CHARS, C_HEAD, C_MODE, C_COUNT };
+enum {
+    C_NO_PROGRESS,
+    C_OUTPUT_REPEAT,
+    C_RESULT_KEY_CHARS,
+    C_NEAR_THRESHOLD,
+    C_NEAR_HELD_CALLS,
+    C_HEAD,
+    C_MODE,
+    C_COUNT
+};
 
 #define HANDLED_NONE (-1) /* the span is left to the Python code whole */
 
@@ -114,6 +126,18 @@ static PyObject *
 slot(PyObject *obj, int which)
 {
     return tracehound_slot_get(&ls_slots[which], obj, ls[which]);
+}
+
+/* A slot's value (a new reference), or NULL: with an exception set, or without one when the
+ * attribute is not set (no AttributeError made for the usual unset slot). */
+static PyObject *
+slot_if_set(PyObject *obj, int which)
+{
+    PyObject *value = slot(obj, which);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return value;
 }
 
 /* Two exact str objects equal? (A string's kind is the narrowest that holds it.) */
@@ -311,6 +335,46 @@ finish_mode(PyObject *const *parts, PyObject *values, PyObject *step, int check_
     return PyList_Append(parts[P_MODE_STEPS], step);
 }
 
+/* _HeldNear.may_complete(tool, arguments): 1, 0 with the call recorded, -1 with an exception
+ * set. The calls of a tool fewer than the threshold are only recorded, here; the Python method
+ * does the rest. */
+static int
+may_complete(PyObject *const *parts, Py_ssize_t const *limits, PyObject *tool,
+             PyObject *arguments)
+{
+    PyObject *tools = parts[P_NEAR_TOOLS], *entries, *near;
+    Py_ssize_t n;
+    int found;
+
+    entries = PyDict_GetItemWithError(tools, tool);
+    if (entries == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        entries = PyList_New(1);
+        if (entries == NULL) {
+            return -1;
+        }
+        PyList_SET_ITEM(entries, 0, Py_NewRef(arguments));
+        found = PyDict_SetItem(tools, tool, entries);
+        Py_DECREF(entries);
+        return found;
+    }
+    if (PyList_CheckExact(entries)) {
+        n = PyList_GET_SIZE(entries);
+        if (n < limits[C_NEAR_HELD_CALLS] && n + 1 < limits[C_NEAR_THRESHOLD]) {
+            return PyList_Append(entries, arguments);
+        }
+    }
+    near = PyObject_CallMethodObjArgs(parts[P_NEAR], ls[L_MAY_COMPLETE], tool, arguments, NULL);
+    if (near == NULL) {
+        return -1;
+    }
+    found = PyObject_IsTrue(near);
+    Py_DECREF(near);
+    return found;
+}
+
 enum { HOLD_ERROR = -1, HOLD_DONE = 0, HOLD_NOT = 1 };
 
 /* _State.hold of one step of a _FED kind (`which`): HOLD_DONE (held, or an error step taken),
@@ -405,14 +469,8 @@ hold_step(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const *
                 goto done;
             }
             found = PySet_Contains(parts[P_KEYS], key);
-            if (found == 0) { /* _HeldNear.may_complete, which records the call when not */
-                PyObject *near = PyObject_CallMethodObjArgs(parts[P_NEAR], ls[L_MAY_COMPLETE],
-                                                            tool, arguments, NULL);
-                if (near == NULL) {
-                    goto done;
-                }
-                found = PyObject_IsTrue(near);
-                Py_DECREF(near);
+            if (found == 0) {
+                found = may_complete(parts, limits, tool, arguments);
             }
             if (found < 0) {
                 goto done;
@@ -634,7 +692,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *span, *steps, *view = NULL, *span_id = NULL, *parent = NULL, *operation = NULL;
     PyObject *attributes = NULL, *reasons = NULL, *end_ns = NULL, *run, *result = NULL;
     Py_ssize_t limits[C_COUNT], i, taken = HANDLED_NONE;
-    int overflows = 0, is_agent = 0, is_tool = 0;
+    int overflows = 0, is_agent = 0, is_tool = 0, pending = 0;
 
     (void)module;
     if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != P_COUNT) {
@@ -645,7 +703,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyDict_CheckExact(parts[P_PARENTS]) || !PyAnySet_CheckExact(parts[P_AGENTS]) ||
         !PyAnySet_CheckExact(parts[P_OVERFLOW]) || !PyAnySet_CheckExact(parts[P_MODES]) ||
         !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_HELD]) ||
-        !PyAnySet_CheckExact(parts[P_KEYS]) ||
+        !PyAnySet_CheckExact(parts[P_KEYS]) || !PyDict_CheckExact(parts[P_NEAR_TOOLS]) ||
         !PyDict_CheckExact(parts[P_RESULTS]) || !PyDict_CheckExact(parts[P_HEADS]) ||
         !PyList_CheckExact(parts[P_MODE_STEPS]) || !PyTuple_CheckExact(parts[P_CONSTANTS]) ||
         PyTuple_GET_SIZE(parts[P_CONSTANTS]) != C_COUNT) {
@@ -653,7 +711,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     constants = &PyTuple_GET_ITEM(parts[P_CONSTANTS], 0);
-    for (i = C_NO_PROGRESS; i <= C_RESULT_KEY_CHARS; i++) {
+    for (i = C_NO_PROGRESS; i <= C_NEAR_HELD_CALLS; i++) {
         limits[i] = PyLong_AsSsize_t(constants[i]);
         if (limits[i] == -1 && PyErr_Occurred()) {
             return NULL;
@@ -686,21 +744,32 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     is_agent = str_eq(operation, ls[L_AGENT]);
     is_tool = !is_agent && str_eq(operation, ls[L_TOOL]);
-    /* the view's attributes: its decoded dict when it has one, else through the property */
-    attributes = slot(view, L_ATTRIBUTES_SLOT);
+    /* `error.type` of the view's attributes, without decoding them when they are not yet: the
+     * dict normalization decoded (the `_pending` slot's first item) holds every key, a None
+     * where a string is left on the wire. Else through the property. */
+    attributes = slot_if_set(view, L_ATTRIBUTES_SLOT);
     if (attributes == NULL || !PyDict_CheckExact(attributes)) {
-        if (attributes == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                goto done;
-            }
-            PyErr_Clear();
-        }
-        Py_XSETREF(attributes, PyObject_GetAttr(view, ls[L_ATTRIBUTES]));
-        if (attributes == NULL) {
+        if (attributes == NULL && PyErr_Occurred()) {
             goto done;
         }
-        if (!PyDict_CheckExact(attributes)) {
-            goto unhandled;
+        Py_XSETREF(attributes, slot_if_set(view, L_PENDING_SLOT));
+        if (attributes != NULL && PyTuple_CheckExact(attributes) &&
+            PyTuple_GET_SIZE(attributes) > 0 &&
+            PyDict_CheckExact(PyTuple_GET_ITEM(attributes, 0))) {
+            Py_SETREF(attributes, Py_NewRef(PyTuple_GET_ITEM(attributes, 0)));
+            pending = 1;
+        }
+        else {
+            if (attributes == NULL && PyErr_Occurred()) {
+                goto done;
+            }
+            Py_XSETREF(attributes, PyObject_GetAttr(view, ls[L_ATTRIBUTES]));
+            if (attributes == NULL) {
+                goto done;
+            }
+            if (!PyDict_CheckExact(attributes)) {
+                goto unhandled;
+            }
         }
     }
     {
@@ -708,7 +777,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (error_type == NULL && PyErr_Occurred()) {
             goto done;
         }
-        if (error_type != NULL && PyUnicode_Check(error_type)) {
+        if (error_type != NULL && (PyUnicode_Check(error_type) || (pending && error_type == Py_None))) {
             goto unhandled; /* its text is read by _overflow_text */
         }
     }
@@ -730,13 +799,10 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (is_tool) { /* the view's end when it has read it, else through the property */
-        end_ns = slot(view, L_END_NS_SLOT);
+        end_ns = slot_if_set(view, L_END_NS_SLOT);
         if (end_ns == NULL || !PyLong_CheckExact(end_ns)) {
-            if (end_ns == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                    goto done;
-                }
-                PyErr_Clear();
+            if (end_ns == NULL && PyErr_Occurred()) {
+                goto done;
             }
             Py_XSETREF(end_ns, PyObject_GetAttr(view, ls[L_END_NS]));
             if (end_ns == NULL) {
@@ -811,12 +877,47 @@ held_fields(int which)
     }
 }
 
-/* The held step of kind `which` and the final one equal in its kind and its held_fields: 1, 0,
- * or -1 with an exception set. */
+/* A field of two steps, each its instance dict's value, else its class's (the dataclass
+ * default): equal? 1, 0, or -1 with an exception set. */
 static int
-same_fields(PyObject *step, PyObject *final, int which)
+same_field(PyObject *a_values, PyObject *step, PyObject *b_values, PyObject *final, int which)
 {
-    PyObject *a_values, *b_values, *kind;
+    PyObject *a = PyDict_GetItemWithError(a_values, ls[which]), *b;
+    int same;
+    if (a == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    b = PyDict_GetItemWithError(b_values, ls[which]);
+    if (b == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (a != NULL && b != NULL) {
+        return PyObject_RichCompareBool(a, b, Py_EQ); /* a is b, or a == b */
+    }
+    if (a == NULL && b == NULL && Py_IS_TYPE(step, Py_TYPE(final))) {
+        return 1; /* both the class's value */
+    }
+    a = field(a_values, step, which);
+    if (a == NULL) {
+        return -1;
+    }
+    b = field(b_values, final, which);
+    if (b == NULL) {
+        Py_DECREF(a);
+        return -1;
+    }
+    same = PyObject_RichCompareBool(a, b, Py_EQ);
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return same;
+}
+
+/* The held step of kind `which` and the final one (whose fields are `b_values`) equal in its
+ * kind and its held_fields: 1, 0, or -1 with an exception set. */
+static int
+same_fields(PyObject *step, PyObject *final, PyObject *b_values, int which)
+{
+    PyObject *a_values, *kind;
     const int *names;
     int same;
 
@@ -827,42 +928,22 @@ same_fields(PyObject *step, PyObject *final, int which)
     if (a_values == NULL) {
         return -1;
     }
-    b_values = PyObject_GenericGetDict(final, NULL);
-    if (b_values == NULL) {
+    if (!PyDict_CheckExact(a_values)) {
+        PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
         Py_DECREF(a_values);
         return -1;
     }
-    if (!PyDict_CheckExact(a_values) || !PyDict_CheckExact(b_values)) {
-        PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
-        same = -1;
-        goto done;
-    }
     kind = field(a_values, step, L_KIND);
     if (kind == NULL) {
-        same = -1;
-        goto done;
+        Py_DECREF(a_values);
+        return -1;
     }
     same = PyObject_RichCompareBool(kind, ls[which], Py_EQ);
     Py_DECREF(kind);
     for (names = held_fields(which); same == 1 && *names != L_COUNT; names++) {
-        PyObject *a = field(a_values, step, *names), *b;
-        if (a == NULL) {
-            same = -1;
-            break;
-        }
-        b = field(b_values, final, *names);
-        if (b == NULL) {
-            Py_DECREF(a);
-            same = -1;
-            break;
-        }
-        same = PyObject_RichCompareBool(a, b, Py_EQ); /* a is b, or a == b */
-        Py_DECREF(a);
-        Py_DECREF(b);
+        same = same_field(a_values, step, b_values, final, *names);
     }
-done:
     Py_DECREF(a_values);
-    Py_DECREF(b_values);
     return same;
 }
 
@@ -883,29 +964,46 @@ loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     steps = args[1];
     n_steps = PyTuple_GET_SIZE(steps);
     for (i = 0; i < n_steps; i++) {
-        PyObject *final = PyTuple_GET_ITEM(steps, i), *entry;
-        kind = PyObject_GetAttr(final, ls[L_KIND]);
+        PyObject *final = PyTuple_GET_ITEM(steps, i), *entry, *values;
+        values = PyObject_GenericGetDict(final, NULL); /* its fields (a Step's dict) */
+        if (values == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+        }
+        else if (!PyDict_CheckExact(values)) {
+            Py_CLEAR(values);
+        }
+        kind = values != NULL ? field(values, final, L_KIND) : PyObject_GetAttr(final, ls[L_KIND]);
         if (kind == NULL) {
+            Py_XDECREF(values);
             return NULL;
         }
         if (!PyUnicode_CheckExact(kind)) {
             Py_DECREF(kind);
+            Py_XDECREF(values);
             Py_RETURN_NONE; /* a kind of another type: the re-feed decides */
         }
         which = fed_kind(kind);
         Py_DECREF(kind);
         if (which < 0) {
+            Py_XDECREF(values);
             continue;
         }
         if (j == PyList_GET_SIZE(held)) {
+            Py_XDECREF(values);
             Py_RETURN_NONE;
         }
         entry = PyList_GET_ITEM(held, j++);
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
-            PyErr_SetString(PyExc_TypeError, "loops_held_steps: held entries are 3-tuples");
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 || values == NULL) {
+            Py_XDECREF(values);
+            PyErr_SetString(PyExc_TypeError,
+                            "loops_held_steps: held entries are 3-tuples of steps with a dict");
             return NULL;
         }
-        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, which);
+        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, values, which);
+        Py_DECREF(values);
         if (same <= 0) {
             if (same < 0) {
                 return NULL;

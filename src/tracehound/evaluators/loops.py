@@ -603,30 +603,50 @@ class _HeldNear:
     calls of different turns that do not overlap, within its window). A call that would make
     a component of `near_duplicate_threshold` calls may complete a loop; so may any call past
     `_NEAR_HELD_CALLS` of a tool (which bounds the comparisons).
+
+    No component can reach the threshold before the tool has that many calls: until then
+    their arguments are only recorded (most tools are called fewer times in a trace, and are
+    never flattened); the call that reaches it gets the components of the calls before it,
+    compared in order as they came, then its own.
     """
 
-    __slots__ = ("cache", "config", "tools")
+    __slots__ = ("cache", "components", "config", "tools")
 
     def __init__(self, config: LoopConfig, cache: _Cache) -> None:
         self.config = config
         self.cache = cache
-        # tool → its first call's arguments (a tool called once is never flattened), then
-        # [flattened arguments, component] of each call
-        self.tools: dict[str, str | list[list[Any]]] = {}
+        # tool → the arguments of its calls while they are fewer than the threshold (then no
+        # longer added to)
+        self.tools: dict[str, list[str]] = {}
+        # tool → [flattened arguments, component] of each call, from the threshold on
+        self.components: dict[str, list[list[Any]]] = {}
 
     def may_complete(self, tool: str, arguments: str) -> bool:
         """True, with nothing recorded, when a call of `tool` with `arguments` (none of its
         earlier calls had them) may complete a near-duplicate group; else records it."""
-        config, cache = self.config, self.cache
-        entries = self.tools.get(tool)
+        entries = self.components.get(tool)
         if entries is None:
-            self.tools[tool] = arguments
-            return False
-        if isinstance(entries, str):  # the second call: the first one is compared now
-            entries = [[_flat_of(entries, cache, config), 0]]
+            texts = self.tools.get(tool)
+            if texts is None:
+                self.tools[tool] = [arguments]
+                return False
+            if len(texts) >= _NEAR_HELD_CALLS:
+                return True
+            if len(texts) + 1 < self.config.near_duplicate_threshold:
+                texts.append(arguments)  # no component that large yet
+                return False
+            entries = self.components[tool] = []
+            for text in texts:  # components below the threshold (fewer calls than that)
+                self._join(entries, text)
         elif len(entries) >= _NEAR_HELD_CALLS:
             return True
-        flat = _flat_of(arguments, cache, config)
+        return self._join(entries, arguments)
+
+    def _join(self, entries: list[Any], arguments: str) -> bool:
+        """Records a call in the components of the earlier ones, `entries`; True instead when
+        its component would have `near_duplicate_threshold` calls."""
+        config = self.config
+        flat = _flat_of(arguments, self.cache, config)
         joined: set[int] = set()  # the components it is near a call of
         if flat is not None:
             for other, component in entries:
@@ -647,7 +667,6 @@ class _HeldNear:
             if entry[1] in joined:
                 entry[1] = new
         entries.append([flat, new])
-        self.tools[tool] = entries
         return False
 
 
@@ -1382,6 +1401,7 @@ class _State:
             self.held,
             self.keys,
             self.near,
+            self.near.tools,
             self.results,
             self.heads,
             self.mode_steps,
@@ -1478,6 +1498,8 @@ class LoopEvaluator(Evaluator):
             config.no_progress_threshold,
             config.output_repeat_threshold,
             _RESULT_KEY_CHARS,
+            config.near_duplicate_threshold,
+            _NEAR_HELD_CALLS,
             _head,
             _mode,
         )
