@@ -19,6 +19,8 @@
  * C99, ordinary CPython API only. The GIL is held throughout.
  */
 #include "_speedups.h"
+#include <stddef.h>
+#include <structmember.h>
 
 enum {
     /* attributes */
@@ -40,6 +42,10 @@ enum {
     L_ERROR,
     L_FINISH_REASON,
     L_MAY_COMPLETE,
+    L_TRACKER,
+    L_FED,
+    L_PARTS,
+    L_LOOPS_HOLD,
     /* keys and values */
     L_ERROR_TYPE,
     L_ASSISTANT,
@@ -74,6 +80,10 @@ static const char *const LOOPS_STRING[L_COUNT] = {
     [L_ERROR] = "error",
     [L_FINISH_REASON] = "finish_reason",
     [L_MAY_COMPLETE] = "may_complete",
+    [L_TRACKER] = "tracker",
+    [L_FED] = "fed",
+    [L_PARTS] = "parts",
+    [L_LOOPS_HOLD] = "_loops_hold",
     [L_ERROR_TYPE] = "error.type",
     [L_ASSISTANT] = "assistant",
     [L_TOOL_CALL] = "tool_call",
@@ -186,27 +196,22 @@ field(PyObject *values, PyObject *step, int which)
 
 /* _head(text) when the text's first words are ASCII and typographic punctuation (what _plain
  * folds): a new reference; NULL without an exception for a text left to the Python code (other
- * characters there, fewer than HEAD_WORDS + 1 words in the part read). */
+ * characters before the end of its HEAD_WORDS words, or words too long for the buffer).
+ *
+ * The text is read up to the first character of its word HEAD_WORDS + 1, or whole: that
+ * character is ASCII (or an ellipsis, which NFKC makes ASCII), a starter that composes with
+ * nothing before it, so the folded text begins with the words read (see loops._head). */
 static PyObject *
 ascii_head(PyObject *text)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text), cut = HEAD_CHARS, stop, i, size = 0;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), i, size = 0;
     int words = 0, in_word = 0;
-    /* the part read is shorter than 2 * HEAD_CHARS characters, each at most three (an
-     * ellipsis), and HEAD_WORDS - 1 spaces */
-    char out[3 * 2 * HEAD_CHARS + HEAD_WORDS];
+    char out[3 * 2 * HEAD_CHARS + HEAD_WORDS]; /* longer heads are the Python code's */
     PyObject *head;
 
-    stop = length < 2 * HEAD_CHARS ? length : 2 * HEAD_CHARS;
-    while (cut < stop && PyUnicode_READ(kind, data, cut) >= 128) {
-        cut++;
-    }
-    if (cut >= stop) {
-        return NULL;
-    }
-    for (i = 0; i < cut; i++) {
+    for (i = 0; i < length; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         int space;
         if (c < 128) {
@@ -225,11 +230,14 @@ ascii_head(PyObject *text)
             in_word = 0;
             continue;
         }
+        if (!in_word && words == HEAD_WORDS) {
+            break; /* a word after the last one taken: those are the head */
+        }
+        if (size + 4 > (Py_ssize_t)sizeof(out)) {
+            return NULL; /* (a space and an ellipsis' three characters) */
+        }
         if (!in_word) {
             in_word = 1;
-            if (words == HEAD_WORDS) {
-                break; /* a word after the last one taken: those are the head */
-            }
             if (words++) {
                 out[size++] = ' ';
             }
@@ -242,9 +250,6 @@ ascii_head(PyObject *text)
         else {
             out[size++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
         }
-    }
-    if (i == cut) {
-        return NULL; /* not HEAD_WORDS + 1 words: the whole text is folded */
     }
     head = PyUnicode_New(size, 127);
     if (head != NULL) {
@@ -685,21 +690,24 @@ run_of(PyObject *const *parts, PyObject *span_id, PyObject *parent)
     return current;
 }
 
-static PyObject *
-loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+#define HOLD_SPAN_ERROR PY_SSIZE_T_MIN
+
+/* loops_hold(parts, span, steps): how many steps were taken (HANDLED_NONE: none, nothing
+ * changed), or HOLD_SPAN_ERROR with an exception set. */
+static Py_ssize_t
+hold_span(PyObject *parts_tuple, PyObject *span, PyObject *steps)
 {
     PyObject *const *parts, *const *constants;
-    PyObject *span, *steps, *view = NULL, *span_id = NULL, *parent = NULL, *operation = NULL;
-    PyObject *attributes = NULL, *reasons = NULL, *end_ns = NULL, *run, *result = NULL;
-    Py_ssize_t limits[C_COUNT], i, taken = HANDLED_NONE;
+    PyObject *view = NULL, *span_id = NULL, *parent = NULL, *operation = NULL;
+    PyObject *attributes = NULL, *reasons = NULL, *end_ns = NULL, *run;
+    Py_ssize_t limits[C_COUNT], i, taken = HANDLED_NONE, result = HOLD_SPAN_ERROR;
     int overflows = 0, is_agent = 0, is_tool = 0, pending = 0;
 
-    (void)module;
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != P_COUNT) {
+    if (!PyTuple_CheckExact(parts_tuple) || PyTuple_GET_SIZE(parts_tuple) != P_COUNT) {
         PyErr_SetString(PyExc_TypeError, "loops_hold(parts, span, steps): parts is a tuple");
-        return NULL;
+        return HOLD_SPAN_ERROR;
     }
-    parts = &PyTuple_GET_ITEM(args[0], 0);
+    parts = &PyTuple_GET_ITEM(parts_tuple, 0);
     if (!PyDict_CheckExact(parts[P_PARENTS]) || !PyAnySet_CheckExact(parts[P_AGENTS]) ||
         !PyAnySet_CheckExact(parts[P_OVERFLOW]) || !PyAnySet_CheckExact(parts[P_MODES]) ||
         !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_HELD]) ||
@@ -708,23 +716,21 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         !PyList_CheckExact(parts[P_MODE_STEPS]) || !PyTuple_CheckExact(parts[P_CONSTANTS]) ||
         PyTuple_GET_SIZE(parts[P_CONSTANTS]) != C_COUNT) {
         PyErr_SetString(PyExc_TypeError, "loops_hold: parts of unexpected types");
-        return NULL;
+        return HOLD_SPAN_ERROR;
     }
     constants = &PyTuple_GET_ITEM(parts[P_CONSTANTS], 0);
     for (i = C_NO_PROGRESS; i <= C_NEAR_HELD_CALLS; i++) {
         limits[i] = PyLong_AsSsize_t(constants[i]);
         if (limits[i] == -1 && PyErr_Occurred()) {
-            return NULL;
+            return HOLD_SPAN_ERROR;
         }
     }
-    span = args[1];
-    steps = args[2];
 
     /* Everything read before anything is changed: a span left to the Python code is left
      * whole. */
     view = slot(span, L_VIEW);
     if (view == NULL) {
-        return NULL;
+        return HOLD_SPAN_ERROR;
     }
     span_id = slot(view, L_SPAN_ID);
     if (span_id == NULL) {
@@ -842,7 +848,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
 unhandled:
-    result = PyLong_FromSsize_t(taken);
+    result = taken;
 done:
     Py_XDECREF(view);
     Py_XDECREF(span_id);
@@ -852,6 +858,19 @@ done:
     Py_XDECREF(reasons);
     Py_XDECREF(end_ns);
     return result;
+}
+
+static PyObject *
+loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t taken;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "loops_hold(parts, span, steps) takes 3 arguments");
+        return NULL;
+    }
+    taken = hold_span(args[0], args[1], args[2]);
+    return taken == HOLD_SPAN_ERROR ? NULL : PyLong_FromSsize_t(taken);
 }
 
 /* The fields the held steps are compared on, by kind (loops._HELD_FIELDS), L_COUNT-ended. */
@@ -1060,9 +1079,213 @@ static PyMethodDef loops_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* --- LoopsSpanHook --------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *globals;      /* the loops module's: its `_loops_hold` says whether to hold here */
+    PyObject *on_span;      /* LoopEvaluator.on_span, bound: the reference */
+    PyObject *held_results; /* LoopEvaluator._held_results, bound */
+    PyObject *feed_span;    /* LoopEvaluator._feed_span, bound */
+    vectorcallfunc vectorcall;
+} LoopsSpanHook;
+
+/* state.fed = None with the exception being raised kept. */
+static void
+drop_fed(PyObject *state)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    if (tracehound_slot_set(&ls_slots[L_FED], state, ls[L_FED], Py_None) < 0) {
+        PyErr_Clear();
+    }
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (tracehound_slot_set(&ls_slots[L_FED], state, ls[L_FED], Py_None) < 0) {
+        PyErr_Clear();
+    }
+    PyErr_Restore(type, value, tb);
+#endif
+}
+
+/* LoopEvaluator.on_span(state, span, steps, trace), its loops_hold part here. */
+static PyObject *
+hook_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    LoopsSpanHook *self = (LoopsSpanHook *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), taken, count;
+    PyObject *hold, *state, *tracker, *fed, *parts, *feed_args[4], *start, *result;
+    int held;
+
+    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        return PyObject_Vectorcall(self->on_span, args, nargsf, kwnames);
+    }
+    hold = PyDict_GetItemWithError(self->globals, ls[L_LOOPS_HOLD]);
+    if (hold == NULL || !PyCFunction_Check(hold) ||
+        PyCFunction_GET_FUNCTION(hold) != (PyCFunction)(void (*)(void))loops_hold) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyObject_Vectorcall(self->on_span, args, 4, NULL); /* the accelerator is off */
+    }
+    state = args[0];
+    tracker = slot(state, L_TRACKER);
+    if (tracker == NULL) {
+        return NULL;
+    }
+    fed = slot(state, L_FED);
+    if (fed == NULL) {
+        Py_DECREF(tracker);
+        return NULL;
+    }
+    held = tracker == Py_None && fed != Py_None;
+    Py_DECREF(tracker);
+    Py_DECREF(fed);
+    taken = 0;
+    if (held) {
+        parts = slot(state, L_PARTS);
+        if (parts == NULL) {
+            return NULL;
+        }
+        taken = hold_span(parts, args[1], args[2]);
+        if (taken == HOLD_SPAN_ERROR) {
+            Py_DECREF(parts);
+            drop_fed(state); /* as on_span: a feed failed half way */
+            return NULL;
+        }
+        count = PyObject_Size(args[2]);
+        if (count < 0) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+        if (taken == count) { /* (hold_span checked the parts) */
+            held = PySet_GET_SIZE(PyTuple_GET_ITEM(parts, P_MODES)) == 0;
+            Py_DECREF(parts);
+            if (held) {
+                return PyTuple_New(0); /* no failure mode: no result */
+            }
+            return PyObject_Vectorcall(self->held_results, args, 2, NULL);
+        }
+        Py_DECREF(parts);
+        if (taken < 0) {
+            taken = 0;
+        }
+    }
+    start = PyLong_FromSsize_t(taken);
+    if (start == NULL) {
+        return NULL;
+    }
+    feed_args[0] = args[0];
+    feed_args[1] = args[1];
+    feed_args[2] = args[2];
+    feed_args[3] = start;
+    result = PyObject_Vectorcall(self->feed_span, feed_args, 4, NULL);
+    Py_DECREF(start);
+    return result;
+}
+
+static PyObject *
+hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *globals, *on_span, *held_results, *feed_span;
+    LoopsSpanHook *self;
+
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "LoopsSpanHook() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O!OOO:LoopsSpanHook", &PyDict_Type, &globals, &on_span,
+                          &held_results, &feed_span)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(on_span) || !PyCallable_Check(held_results) ||
+        !PyCallable_Check(feed_span)) {
+        PyErr_SetString(PyExc_TypeError, "LoopsSpanHook() takes three callables");
+        return NULL;
+    }
+    self = (LoopsSpanHook *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->globals = Py_NewRef(globals);
+    self->on_span = Py_NewRef(on_span);
+    self->held_results = Py_NewRef(held_results);
+    self->feed_span = Py_NewRef(feed_span);
+    self->vectorcall = hook_call;
+    return (PyObject *)self;
+}
+
+static int
+hook_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    LoopsSpanHook *self = (LoopsSpanHook *)obj;
+    Py_VISIT(Py_TYPE(obj));
+    Py_VISIT(self->globals);
+    Py_VISIT(self->on_span);
+    Py_VISIT(self->held_results);
+    Py_VISIT(self->feed_span);
+    return 0;
+}
+
+static int
+hook_clear(PyObject *obj)
+{
+    LoopsSpanHook *self = (LoopsSpanHook *)obj;
+    Py_CLEAR(self->globals);
+    Py_CLEAR(self->on_span);
+    Py_CLEAR(self->held_results);
+    Py_CLEAR(self->feed_span);
+    return 0;
+}
+
+static void
+hook_dealloc(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
+    hook_clear(obj);
+    type->tp_free(obj);
+    Py_DECREF(type);
+}
+
+static PyMemberDef hook_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(LoopsSpanHook, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(hook_doc,
+             "LoopsSpanHook(globals, on_span, held_results, feed_span, /)\n--\n\n"
+             "A callable (state, span, steps, trace) that is LoopEvaluator.on_span (`on_span`,\n"
+             "bound) without its Python frame while steps are held back: loops_hold of the\n"
+             "span, then held_results(state, span) when it took every step, else\n"
+             "feed_span(state, span, steps, start) from the first step it did not take. When\n"
+             "`globals['_loops_hold']` is not loops_hold (the accelerator turned off), on_span.");
+
+static PyType_Slot hook_slots[] = {
+    {Py_tp_new, hook_new},
+    {Py_tp_dealloc, hook_dealloc},
+    {Py_tp_traverse, hook_traverse},
+    {Py_tp_clear, hook_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, hook_members},
+    {Py_tp_doc, (void *)hook_doc},
+    {0, NULL},
+};
+
+static PyType_Spec hook_spec = {
+    "tracehound._speedups.LoopsSpanHook",
+    sizeof(LoopsSpanHook),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    hook_slots,
+};
+
 int
 tracehound_add_loops(PyObject *module)
 {
+    PyObject *type;
     int i;
     for (i = 0; i < L_COUNT; i++) {
         if (ls[i] == NULL) {
@@ -1071,6 +1294,14 @@ tracehound_add_loops(PyObject *module)
                 return -1;
             }
         }
+    }
+    type = PyType_FromModuleAndSpec(module, &hook_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "LoopsSpanHook", type) < 0) {
+        Py_DECREF(type);
+        return -1;
     }
     return PyModule_AddFunctions(module, loops_methods);
 }

@@ -1751,6 +1751,67 @@ def test_loops_hold_leaks_nothing() -> None:
     assert_leak_free(no_steps, [span], n=5_000)
 
 
+@compares_both_paths
+def test_the_engine_calls_the_accelerators_span_hook() -> None:
+    """The evaluator's `on_span` is the accelerator's hook (no Python frame per span while
+    steps are held back), unless a subclass has its own; it gives `on_span`'s results."""
+    evaluator = LoopEvaluator()
+    assert isinstance(evaluator.on_span, loops._wire._native.LoopsSpanHook)
+
+    class Own(LoopEvaluator):
+        def on_span(
+            self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+        ) -> Sequence[EvaluationResult]:
+            return super().on_span(state, span, steps, trace)
+
+    assert not isinstance(Own().on_span, loops._wire._native.LoopsSpanHook)
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    a.turn(search("refund status", "a"))
+    spans = by_end(a.done())
+    with mock.patch.object(
+        LoopEvaluator, "_feed_span", autospec=True, side_effect=LoopEvaluator._feed_span
+    ) as fed:
+        hooked = run(spans)
+    assert fed.call_count < len(spans)  # the spans whose steps were all held: not fed
+    with mock.patch.object(loops, "_LoopsSpanHook", None):
+        assert outcome(hooked) == outcome(run(spans))
+
+
+@compares_both_paths
+def test_the_span_hook_leaks_nothing() -> None:
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    a.turn(search("refund status", "a"))  # a repeated call: fed
+    recorder = _recorded(by_end(a.done()))
+    evaluator = LoopEvaluator()
+    hook: Any = evaluator.on_span
+    info = TraceInfo("t")
+
+    def call() -> None:
+        state = evaluator.start_trace(info)
+        for span, steps in recorder.spans:
+            hook(state, span, steps, info)
+
+    watched: list[object] = [span for span, _ in recorder.spans]
+    watched += [step for _, steps in recorder.spans for step in steps]
+    assert_leak_free(call, watched, n=2_000)
+    span, steps = recorder.spans[0]
+
+    def failing() -> None:
+        state = evaluator.start_trace(info)
+        state.parts = ()  # the accelerator raises: `fed` is dropped, as on_span does
+        try:
+            hook(state, span, steps, info)
+        finally:
+            assert state.fed is None
+
+    assert_leak_free(expecting(failing, TypeError), [span], n=2_000)
+    assert_leak_free(expecting(lambda: hook(1, 2), TypeError), [], n=2_000)
+
+
 _HEAD_ALPHABET = st.sampled_from(
     [
         *"abcXYZ019.,-'",
@@ -1792,7 +1853,15 @@ def test_the_accelerators_head_takes_the_usual_outputs() -> None:
     assert head(dots) == loops._head(dots) == "a a a a a a a a"
     dots = "a " * 2 + "\u2026" * 20 + " b" * 5 + " c" * 60  # an ellipsis is three dots
     assert head(dots) == loops._head(dots) == "a a " + "." * 60 + " b b b b b"
-    assert head("short text") is None  # fewer words than a head: folded whole
+    assert head("Short  text") == loops._head("Short  text") == "short text"  # all its words
+    assert head("") == loops._head("") == ""
+    few = "Coroutine function definition " + "-" * 60 + " f ::= [d] \u201casync\u201d def x" * 30
+    assert (
+        head(few)
+        == loops._head(few)
+        == "coroutine function definition " + "-" * 60 + " f ::= [d] async"
+    )
+    assert head("a" * 1000 + " b") is None  # a head longer than the accelerator's buffer
     assert head("\u00e9t\u00e9 " * 40) is None
     with pytest.raises(TypeError):
         head(b"bytes")

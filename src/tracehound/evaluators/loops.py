@@ -58,6 +58,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import MethodType
 from typing import Any, Literal, get_args
 
 from tracehound import _wire, names
@@ -1503,6 +1504,18 @@ class LoopEvaluator(Evaluator):
             _head,
             _mode,
         )
+        self._hook()
+
+    def _hook(self) -> None:
+        """Makes the accelerator's `LoopsSpanHook` the instance's `on_span` (what the engine
+        calls), unless a subclass has its own."""
+        if _LoopsSpanHook is not None and type(self).on_span is LoopEvaluator.on_span:
+            vars(self)["on_span"] = _LoopsSpanHook(
+                globals(),
+                MethodType(LoopEvaluator.on_span, self),
+                self._held_results,
+                self._feed_span,
+            )
 
     def start_trace(self, trace: TraceInfo) -> _State:
         return _State(self.config, self._constants)
@@ -1519,15 +1532,25 @@ class LoopEvaluator(Evaluator):
                 state.fed = None  # as below: a feed failed half way
                 raise
             if start == len(steps):
-                modes = state.modes
-                if not modes:
-                    return ()
-                results = self._span_results(span.view.span_id, [], modes)
-                modes.clear()
-                return results
+                return self._held_results(state, span)
             # Else the steps from `start` on are taken below (the first may make the tracker),
             # after the span's bookkeeping done again, which changes nothing; -1: all of them.
             start = max(start, 0)
+        return self._feed_span(state, span, steps, start)
+
+    def _held_results(self, state: _State, span: NormalizedSpan) -> Sequence[EvaluationResult]:
+        """The results of a span whose steps were all held back: its failure modes."""
+        modes = state.modes
+        if not modes:
+            return ()
+        results = self._span_results(span.view.span_id, [], modes)
+        modes.clear()
+        return results
+
+    def _feed_span(
+        self, state: _State, span: NormalizedSpan, steps: Sequence[Step], start: int
+    ) -> Sequence[EvaluationResult]:
+        """`on_span` from its step `start` on, the span's bookkeeping done (again)."""
         view = span.view
         span_id = view.span_id
         parent = view.parent_span_id
@@ -1782,6 +1805,8 @@ _new_result = fields_maker(EvaluationResult)
 _loops_hold: Callable[[tuple[Any, ...], NormalizedSpan, Sequence[Step]], int] | None = getattr(
     _wire._native, "loops_hold", None
 )
+# `LoopEvaluator.on_span` without its frame while steps are held back (see `LoopEvaluator._hook`)
+_LoopsSpanHook: Callable[..., Any] | None = getattr(_wire._native, "LoopsSpanHook", None)
 
 
 def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
