@@ -19,6 +19,8 @@
  * C99, ordinary CPython API only. The GIL is held throughout.
  */
 #include "_speedups.h"
+#include <stddef.h>
+#include <structmember.h>
 
 enum {
     /* attributes */
@@ -27,6 +29,7 @@ enum {
     L_PARENT_SPAN_ID,
     L_OPERATION,
     L_ATTRIBUTES_SLOT,
+    L_PENDING_SLOT,
     L_ATTRIBUTES,
     L_FINISH_REASONS,
     L_END_NS,
@@ -39,6 +42,10 @@ enum {
     L_ERROR,
     L_FINISH_REASON,
     L_MAY_COMPLETE,
+    L_TRACKER,
+    L_FED,
+    L_PARTS,
+    L_LOOPS_HOLD,
     /* keys and values */
     L_ERROR_TYPE,
     L_ASSISTANT,
@@ -60,6 +67,7 @@ static const char *const LOOPS_STRING[L_COUNT] = {
     [L_PARENT_SPAN_ID] = "parent_span_id",
     [L_OPERATION] = "operation",
     [L_ATTRIBUTES_SLOT] = "_attributes",
+    [L_PENDING_SLOT] = "_pending",
     [L_ATTRIBUTES] = "attributes",
     [L_FINISH_REASONS] = "finish_reasons",
     [L_END_NS] = "end_ns",
@@ -72,6 +80,10 @@ static const char *const LOOPS_STRING[L_COUNT] = {
     [L_ERROR] = "error",
     [L_FINISH_REASON] = "finish_reason",
     [L_MAY_COMPLETE] = "may_complete",
+    [L_TRACKER] = "tracker",
+    [L_FED] = "fed",
+    [L_PARTS] = "parts",
+    [L_LOOPS_HOLD] = "_loops_hold",
     [L_ERROR_TYPE] = "error.type",
     [L_ASSISTANT] = "assistant",
     [L_TOOL_CALL] = "tool_call",
@@ -100,13 +112,23 @@ enum {
     P_HELD,
     P_KEYS,
     P_NEAR,
+    P_NEAR_TOOLS,
     P_RESULTS,
     P_HEADS,
     P_MODE_STEPS,
     P_CONSTANTS,
     P_COUNT
 };
-enum { C_NO_PROGRESS, C_OUTPUT_REPEAT, C_RESULT_KEY_CHARS, C_HEAD, C_MODE, C_COUNT };
+enum {
+    C_NO_PROGRESS,
+    C_OUTPUT_REPEAT,
+    C_RESULT_KEY_CHARS,
+    C_NEAR_THRESHOLD,
+    C_NEAR_HELD_CALLS,
+    C_HEAD,
+    C_MODE,
+    C_COUNT
+};
 
 #define HANDLED_NONE (-1) /* the span is left to the Python code whole */
 
@@ -114,6 +136,18 @@ static PyObject *
 slot(PyObject *obj, int which)
 {
     return tracehound_slot_get(&ls_slots[which], obj, ls[which]);
+}
+
+/* A slot's value (a new reference), or NULL: with an exception set, or without one when the
+ * attribute is not set (no AttributeError made for the usual unset slot). */
+static PyObject *
+slot_if_set(PyObject *obj, int which)
+{
+    PyObject *value = slot(obj, which);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    return value;
 }
 
 /* Two exact str objects equal? (A string's kind is the narrowest that holds it.) */
@@ -162,27 +196,22 @@ field(PyObject *values, PyObject *step, int which)
 
 /* _head(text) when the text's first words are ASCII and typographic punctuation (what _plain
  * folds): a new reference; NULL without an exception for a text left to the Python code (other
- * characters there, fewer than HEAD_WORDS + 1 words in the part read). */
+ * characters before the end of its HEAD_WORDS words, or words too long for the buffer).
+ *
+ * The text is read up to the first character of its word HEAD_WORDS + 1, or whole: that
+ * character is ASCII (or an ellipsis, which NFKC makes ASCII), a starter that composes with
+ * nothing before it, so the folded text begins with the words read (see loops._head). */
 static PyObject *
 ascii_head(PyObject *text)
 {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t length = PyUnicode_GET_LENGTH(text), cut = HEAD_CHARS, stop, i, size = 0;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(text), i, size = 0;
     int words = 0, in_word = 0;
-    /* the part read is shorter than 2 * HEAD_CHARS characters, each at most three (an
-     * ellipsis), and HEAD_WORDS - 1 spaces */
-    char out[3 * 2 * HEAD_CHARS + HEAD_WORDS];
+    char out[3 * 2 * HEAD_CHARS + HEAD_WORDS]; /* longer heads are the Python code's */
     PyObject *head;
 
-    stop = length < 2 * HEAD_CHARS ? length : 2 * HEAD_CHARS;
-    while (cut < stop && PyUnicode_READ(kind, data, cut) >= 128) {
-        cut++;
-    }
-    if (cut >= stop) {
-        return NULL;
-    }
-    for (i = 0; i < cut; i++) {
+    for (i = 0; i < length; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         int space;
         if (c < 128) {
@@ -201,11 +230,14 @@ ascii_head(PyObject *text)
             in_word = 0;
             continue;
         }
+        if (!in_word && words == HEAD_WORDS) {
+            break; /* a word after the last one taken: those are the head */
+        }
+        if (size + 4 > (Py_ssize_t)sizeof(out)) {
+            return NULL; /* (a space and an ellipsis' three characters) */
+        }
         if (!in_word) {
             in_word = 1;
-            if (words == HEAD_WORDS) {
-                break; /* a word after the last one taken: those are the head */
-            }
             if (words++) {
                 out[size++] = ' ';
             }
@@ -218,9 +250,6 @@ ascii_head(PyObject *text)
         else {
             out[size++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
         }
-    }
-    if (i == cut) {
-        return NULL; /* not HEAD_WORDS + 1 words: the whole text is folded */
     }
     head = PyUnicode_New(size, 127);
     if (head != NULL) {
@@ -309,6 +338,46 @@ finish_mode(PyObject *const *parts, PyObject *values, PyObject *step, int check_
         return -1;
     }
     return PyList_Append(parts[P_MODE_STEPS], step);
+}
+
+/* _HeldNear.may_complete(tool, arguments): 1, 0 with the call recorded, -1 with an exception
+ * set. The calls of a tool fewer than the threshold are only recorded, here; the Python method
+ * does the rest. */
+static int
+may_complete(PyObject *const *parts, Py_ssize_t const *limits, PyObject *tool,
+             PyObject *arguments)
+{
+    PyObject *tools = parts[P_NEAR_TOOLS], *entries, *near;
+    Py_ssize_t n;
+    int found;
+
+    entries = PyDict_GetItemWithError(tools, tool);
+    if (entries == NULL) {
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        entries = PyList_New(1);
+        if (entries == NULL) {
+            return -1;
+        }
+        PyList_SET_ITEM(entries, 0, Py_NewRef(arguments));
+        found = PyDict_SetItem(tools, tool, entries);
+        Py_DECREF(entries);
+        return found;
+    }
+    if (PyList_CheckExact(entries)) {
+        n = PyList_GET_SIZE(entries);
+        if (n < limits[C_NEAR_HELD_CALLS] && n + 1 < limits[C_NEAR_THRESHOLD]) {
+            return PyList_Append(entries, arguments);
+        }
+    }
+    near = PyObject_CallMethodObjArgs(parts[P_NEAR], ls[L_MAY_COMPLETE], tool, arguments, NULL);
+    if (near == NULL) {
+        return -1;
+    }
+    found = PyObject_IsTrue(near);
+    Py_DECREF(near);
+    return found;
 }
 
 enum { HOLD_ERROR = -1, HOLD_DONE = 0, HOLD_NOT = 1 };
@@ -405,14 +474,8 @@ hold_step(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const *
                 goto done;
             }
             found = PySet_Contains(parts[P_KEYS], key);
-            if (found == 0) { /* _HeldNear.may_complete, which records the call when not */
-                PyObject *near = PyObject_CallMethodObjArgs(parts[P_NEAR], ls[L_MAY_COMPLETE],
-                                                            tool, arguments, NULL);
-                if (near == NULL) {
-                    goto done;
-                }
-                found = PyObject_IsTrue(near);
-                Py_DECREF(near);
+            if (found == 0) {
+                found = may_complete(parts, limits, tool, arguments);
             }
             if (found < 0) {
                 goto done;
@@ -627,46 +690,47 @@ run_of(PyObject *const *parts, PyObject *span_id, PyObject *parent)
     return current;
 }
 
-static PyObject *
-loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+#define HOLD_SPAN_ERROR PY_SSIZE_T_MIN
+
+/* loops_hold(parts, span, steps): how many steps were taken (HANDLED_NONE: none, nothing
+ * changed), or HOLD_SPAN_ERROR with an exception set. */
+static Py_ssize_t
+hold_span(PyObject *parts_tuple, PyObject *span, PyObject *steps)
 {
     PyObject *const *parts, *const *constants;
-    PyObject *span, *steps, *view = NULL, *span_id = NULL, *parent = NULL, *operation = NULL;
-    PyObject *attributes = NULL, *reasons = NULL, *end_ns = NULL, *run, *result = NULL;
-    Py_ssize_t limits[C_COUNT], i, taken = HANDLED_NONE;
-    int overflows = 0, is_agent = 0, is_tool = 0;
+    PyObject *view = NULL, *span_id = NULL, *parent = NULL, *operation = NULL;
+    PyObject *attributes = NULL, *reasons = NULL, *end_ns = NULL, *run;
+    Py_ssize_t limits[C_COUNT], i, taken = HANDLED_NONE, result = HOLD_SPAN_ERROR;
+    int overflows = 0, is_agent = 0, is_tool = 0, pending = 0;
 
-    (void)module;
-    if (nargs != 3 || !PyTuple_CheckExact(args[0]) || PyTuple_GET_SIZE(args[0]) != P_COUNT) {
+    if (!PyTuple_CheckExact(parts_tuple) || PyTuple_GET_SIZE(parts_tuple) != P_COUNT) {
         PyErr_SetString(PyExc_TypeError, "loops_hold(parts, span, steps): parts is a tuple");
-        return NULL;
+        return HOLD_SPAN_ERROR;
     }
-    parts = &PyTuple_GET_ITEM(args[0], 0);
+    parts = &PyTuple_GET_ITEM(parts_tuple, 0);
     if (!PyDict_CheckExact(parts[P_PARENTS]) || !PyAnySet_CheckExact(parts[P_AGENTS]) ||
         !PyAnySet_CheckExact(parts[P_OVERFLOW]) || !PyAnySet_CheckExact(parts[P_MODES]) ||
         !PyDict_CheckExact(parts[P_EXEC_END]) || !PyList_CheckExact(parts[P_HELD]) ||
-        !PyAnySet_CheckExact(parts[P_KEYS]) ||
+        !PyAnySet_CheckExact(parts[P_KEYS]) || !PyDict_CheckExact(parts[P_NEAR_TOOLS]) ||
         !PyDict_CheckExact(parts[P_RESULTS]) || !PyDict_CheckExact(parts[P_HEADS]) ||
         !PyList_CheckExact(parts[P_MODE_STEPS]) || !PyTuple_CheckExact(parts[P_CONSTANTS]) ||
         PyTuple_GET_SIZE(parts[P_CONSTANTS]) != C_COUNT) {
         PyErr_SetString(PyExc_TypeError, "loops_hold: parts of unexpected types");
-        return NULL;
+        return HOLD_SPAN_ERROR;
     }
     constants = &PyTuple_GET_ITEM(parts[P_CONSTANTS], 0);
-    for (i = C_NO_PROGRESS; i <= C_RESULT_KEY_CHARS; i++) {
+    for (i = C_NO_PROGRESS; i <= C_NEAR_HELD_CALLS; i++) {
         limits[i] = PyLong_AsSsize_t(constants[i]);
         if (limits[i] == -1 && PyErr_Occurred()) {
-            return NULL;
+            return HOLD_SPAN_ERROR;
         }
     }
-    span = args[1];
-    steps = args[2];
 
     /* Everything read before anything is changed: a span left to the Python code is left
      * whole. */
     view = slot(span, L_VIEW);
     if (view == NULL) {
-        return NULL;
+        return HOLD_SPAN_ERROR;
     }
     span_id = slot(view, L_SPAN_ID);
     if (span_id == NULL) {
@@ -686,21 +750,32 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     is_agent = str_eq(operation, ls[L_AGENT]);
     is_tool = !is_agent && str_eq(operation, ls[L_TOOL]);
-    /* the view's attributes: its decoded dict when it has one, else through the property */
-    attributes = slot(view, L_ATTRIBUTES_SLOT);
+    /* `error.type` of the view's attributes, without decoding them when they are not yet: the
+     * dict normalization decoded (the `_pending` slot's first item) holds every key, a None
+     * where a string is left on the wire. Else through the property. */
+    attributes = slot_if_set(view, L_ATTRIBUTES_SLOT);
     if (attributes == NULL || !PyDict_CheckExact(attributes)) {
-        if (attributes == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                goto done;
-            }
-            PyErr_Clear();
-        }
-        Py_XSETREF(attributes, PyObject_GetAttr(view, ls[L_ATTRIBUTES]));
-        if (attributes == NULL) {
+        if (attributes == NULL && PyErr_Occurred()) {
             goto done;
         }
-        if (!PyDict_CheckExact(attributes)) {
-            goto unhandled;
+        Py_XSETREF(attributes, slot_if_set(view, L_PENDING_SLOT));
+        if (attributes != NULL && PyTuple_CheckExact(attributes) &&
+            PyTuple_GET_SIZE(attributes) > 0 &&
+            PyDict_CheckExact(PyTuple_GET_ITEM(attributes, 0))) {
+            Py_SETREF(attributes, Py_NewRef(PyTuple_GET_ITEM(attributes, 0)));
+            pending = 1;
+        }
+        else {
+            if (attributes == NULL && PyErr_Occurred()) {
+                goto done;
+            }
+            Py_XSETREF(attributes, PyObject_GetAttr(view, ls[L_ATTRIBUTES]));
+            if (attributes == NULL) {
+                goto done;
+            }
+            if (!PyDict_CheckExact(attributes)) {
+                goto unhandled;
+            }
         }
     }
     {
@@ -708,7 +783,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (error_type == NULL && PyErr_Occurred()) {
             goto done;
         }
-        if (error_type != NULL && PyUnicode_Check(error_type)) {
+        if (error_type != NULL && (PyUnicode_Check(error_type) || (pending && error_type == Py_None))) {
             goto unhandled; /* its text is read by _overflow_text */
         }
     }
@@ -730,13 +805,10 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
     }
     if (is_tool) { /* the view's end when it has read it, else through the property */
-        end_ns = slot(view, L_END_NS_SLOT);
+        end_ns = slot_if_set(view, L_END_NS_SLOT);
         if (end_ns == NULL || !PyLong_CheckExact(end_ns)) {
-            if (end_ns == NULL) {
-                if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
-                    goto done;
-                }
-                PyErr_Clear();
+            if (end_ns == NULL && PyErr_Occurred()) {
+                goto done;
             }
             Py_XSETREF(end_ns, PyObject_GetAttr(view, ls[L_END_NS]));
             if (end_ns == NULL) {
@@ -776,7 +848,7 @@ loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
 unhandled:
-    result = PyLong_FromSsize_t(taken);
+    result = taken;
 done:
     Py_XDECREF(view);
     Py_XDECREF(span_id);
@@ -786,6 +858,19 @@ done:
     Py_XDECREF(reasons);
     Py_XDECREF(end_ns);
     return result;
+}
+
+static PyObject *
+loops_hold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_ssize_t taken;
+    (void)module;
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "loops_hold(parts, span, steps) takes 3 arguments");
+        return NULL;
+    }
+    taken = hold_span(args[0], args[1], args[2]);
+    return taken == HOLD_SPAN_ERROR ? NULL : PyLong_FromSsize_t(taken);
 }
 
 /* The fields the held steps are compared on, by kind (loops._HELD_FIELDS), L_COUNT-ended. */
@@ -811,12 +896,47 @@ held_fields(int which)
     }
 }
 
-/* The held step of kind `which` and the final one equal in its kind and its held_fields: 1, 0,
- * or -1 with an exception set. */
+/* A field of two steps, each its instance dict's value, else its class's (the dataclass
+ * default): equal? 1, 0, or -1 with an exception set. */
 static int
-same_fields(PyObject *step, PyObject *final, int which)
+same_field(PyObject *a_values, PyObject *step, PyObject *b_values, PyObject *final, int which)
 {
-    PyObject *a_values, *b_values, *kind;
+    PyObject *a = PyDict_GetItemWithError(a_values, ls[which]), *b;
+    int same;
+    if (a == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    b = PyDict_GetItemWithError(b_values, ls[which]);
+    if (b == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    if (a != NULL && b != NULL) {
+        return PyObject_RichCompareBool(a, b, Py_EQ); /* a is b, or a == b */
+    }
+    if (a == NULL && b == NULL && Py_IS_TYPE(step, Py_TYPE(final))) {
+        return 1; /* both the class's value */
+    }
+    a = field(a_values, step, which);
+    if (a == NULL) {
+        return -1;
+    }
+    b = field(b_values, final, which);
+    if (b == NULL) {
+        Py_DECREF(a);
+        return -1;
+    }
+    same = PyObject_RichCompareBool(a, b, Py_EQ);
+    Py_DECREF(a);
+    Py_DECREF(b);
+    return same;
+}
+
+/* The held step of kind `which` and the final one (whose fields are `b_values`) equal in its
+ * kind and its held_fields: 1, 0, or -1 with an exception set. */
+static int
+same_fields(PyObject *step, PyObject *final, PyObject *b_values, int which)
+{
+    PyObject *a_values, *kind;
     const int *names;
     int same;
 
@@ -827,42 +947,22 @@ same_fields(PyObject *step, PyObject *final, int which)
     if (a_values == NULL) {
         return -1;
     }
-    b_values = PyObject_GenericGetDict(final, NULL);
-    if (b_values == NULL) {
+    if (!PyDict_CheckExact(a_values)) {
+        PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
         Py_DECREF(a_values);
         return -1;
     }
-    if (!PyDict_CheckExact(a_values) || !PyDict_CheckExact(b_values)) {
-        PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
-        same = -1;
-        goto done;
-    }
     kind = field(a_values, step, L_KIND);
     if (kind == NULL) {
-        same = -1;
-        goto done;
+        Py_DECREF(a_values);
+        return -1;
     }
     same = PyObject_RichCompareBool(kind, ls[which], Py_EQ);
     Py_DECREF(kind);
     for (names = held_fields(which); same == 1 && *names != L_COUNT; names++) {
-        PyObject *a = field(a_values, step, *names), *b;
-        if (a == NULL) {
-            same = -1;
-            break;
-        }
-        b = field(b_values, final, *names);
-        if (b == NULL) {
-            Py_DECREF(a);
-            same = -1;
-            break;
-        }
-        same = PyObject_RichCompareBool(a, b, Py_EQ); /* a is b, or a == b */
-        Py_DECREF(a);
-        Py_DECREF(b);
+        same = same_field(a_values, step, b_values, final, *names);
     }
-done:
     Py_DECREF(a_values);
-    Py_DECREF(b_values);
     return same;
 }
 
@@ -883,29 +983,46 @@ loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     steps = args[1];
     n_steps = PyTuple_GET_SIZE(steps);
     for (i = 0; i < n_steps; i++) {
-        PyObject *final = PyTuple_GET_ITEM(steps, i), *entry;
-        kind = PyObject_GetAttr(final, ls[L_KIND]);
+        PyObject *final = PyTuple_GET_ITEM(steps, i), *entry, *values;
+        values = PyObject_GenericGetDict(final, NULL); /* its fields (a Step's dict) */
+        if (values == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                return NULL;
+            }
+            PyErr_Clear();
+        }
+        else if (!PyDict_CheckExact(values)) {
+            Py_CLEAR(values);
+        }
+        kind = values != NULL ? field(values, final, L_KIND) : PyObject_GetAttr(final, ls[L_KIND]);
         if (kind == NULL) {
+            Py_XDECREF(values);
             return NULL;
         }
         if (!PyUnicode_CheckExact(kind)) {
             Py_DECREF(kind);
+            Py_XDECREF(values);
             Py_RETURN_NONE; /* a kind of another type: the re-feed decides */
         }
         which = fed_kind(kind);
         Py_DECREF(kind);
         if (which < 0) {
+            Py_XDECREF(values);
             continue;
         }
         if (j == PyList_GET_SIZE(held)) {
+            Py_XDECREF(values);
             Py_RETURN_NONE;
         }
         entry = PyList_GET_ITEM(held, j++);
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
-            PyErr_SetString(PyExc_TypeError, "loops_held_steps: held entries are 3-tuples");
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 || values == NULL) {
+            Py_XDECREF(values);
+            PyErr_SetString(PyExc_TypeError,
+                            "loops_held_steps: held entries are 3-tuples of steps with a dict");
             return NULL;
         }
-        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, which);
+        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, values, which);
+        Py_DECREF(values);
         if (same <= 0) {
             if (same < 0) {
                 return NULL;
@@ -962,9 +1079,213 @@ static PyMethodDef loops_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* --- LoopsSpanHook --------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *globals;      /* the loops module's: its `_loops_hold` says whether to hold here */
+    PyObject *on_span;      /* LoopEvaluator.on_span, bound: the reference */
+    PyObject *held_results; /* LoopEvaluator._held_results, bound */
+    PyObject *feed_span;    /* LoopEvaluator._feed_span, bound */
+    vectorcallfunc vectorcall;
+} LoopsSpanHook;
+
+/* state.fed = None with the exception being raised kept. */
+static void
+drop_fed(PyObject *state)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    if (tracehound_slot_set(&ls_slots[L_FED], state, ls[L_FED], Py_None) < 0) {
+        PyErr_Clear();
+    }
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (tracehound_slot_set(&ls_slots[L_FED], state, ls[L_FED], Py_None) < 0) {
+        PyErr_Clear();
+    }
+    PyErr_Restore(type, value, tb);
+#endif
+}
+
+/* LoopEvaluator.on_span(state, span, steps, trace), its loops_hold part here. */
+static PyObject *
+hook_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    LoopsSpanHook *self = (LoopsSpanHook *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), taken, count;
+    PyObject *hold, *state, *tracker, *fed, *parts, *feed_args[4], *start, *result;
+    int held;
+
+    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        return PyObject_Vectorcall(self->on_span, args, nargsf, kwnames);
+    }
+    hold = PyDict_GetItemWithError(self->globals, ls[L_LOOPS_HOLD]);
+    if (hold == NULL || !PyCFunction_Check(hold) ||
+        PyCFunction_GET_FUNCTION(hold) != (PyCFunction)(void (*)(void))loops_hold) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        return PyObject_Vectorcall(self->on_span, args, 4, NULL); /* the accelerator is off */
+    }
+    state = args[0];
+    tracker = slot(state, L_TRACKER);
+    if (tracker == NULL) {
+        return NULL;
+    }
+    fed = slot(state, L_FED);
+    if (fed == NULL) {
+        Py_DECREF(tracker);
+        return NULL;
+    }
+    held = tracker == Py_None && fed != Py_None;
+    Py_DECREF(tracker);
+    Py_DECREF(fed);
+    taken = 0;
+    if (held) {
+        parts = slot(state, L_PARTS);
+        if (parts == NULL) {
+            return NULL;
+        }
+        taken = hold_span(parts, args[1], args[2]);
+        if (taken == HOLD_SPAN_ERROR) {
+            Py_DECREF(parts);
+            drop_fed(state); /* as on_span: a feed failed half way */
+            return NULL;
+        }
+        count = PyObject_Size(args[2]);
+        if (count < 0) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+        if (taken == count) { /* (hold_span checked the parts) */
+            held = PySet_GET_SIZE(PyTuple_GET_ITEM(parts, P_MODES)) == 0;
+            Py_DECREF(parts);
+            if (held) {
+                return PyTuple_New(0); /* no failure mode: no result */
+            }
+            return PyObject_Vectorcall(self->held_results, args, 2, NULL);
+        }
+        Py_DECREF(parts);
+        if (taken < 0) {
+            taken = 0;
+        }
+    }
+    start = PyLong_FromSsize_t(taken);
+    if (start == NULL) {
+        return NULL;
+    }
+    feed_args[0] = args[0];
+    feed_args[1] = args[1];
+    feed_args[2] = args[2];
+    feed_args[3] = start;
+    result = PyObject_Vectorcall(self->feed_span, feed_args, 4, NULL);
+    Py_DECREF(start);
+    return result;
+}
+
+static PyObject *
+hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *globals, *on_span, *held_results, *feed_span;
+    LoopsSpanHook *self;
+
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "LoopsSpanHook() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O!OOO:LoopsSpanHook", &PyDict_Type, &globals, &on_span,
+                          &held_results, &feed_span)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(on_span) || !PyCallable_Check(held_results) ||
+        !PyCallable_Check(feed_span)) {
+        PyErr_SetString(PyExc_TypeError, "LoopsSpanHook() takes three callables");
+        return NULL;
+    }
+    self = (LoopsSpanHook *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->globals = Py_NewRef(globals);
+    self->on_span = Py_NewRef(on_span);
+    self->held_results = Py_NewRef(held_results);
+    self->feed_span = Py_NewRef(feed_span);
+    self->vectorcall = hook_call;
+    return (PyObject *)self;
+}
+
+static int
+hook_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    LoopsSpanHook *self = (LoopsSpanHook *)obj;
+    Py_VISIT(Py_TYPE(obj));
+    Py_VISIT(self->globals);
+    Py_VISIT(self->on_span);
+    Py_VISIT(self->held_results);
+    Py_VISIT(self->feed_span);
+    return 0;
+}
+
+static int
+hook_clear(PyObject *obj)
+{
+    LoopsSpanHook *self = (LoopsSpanHook *)obj;
+    Py_CLEAR(self->globals);
+    Py_CLEAR(self->on_span);
+    Py_CLEAR(self->held_results);
+    Py_CLEAR(self->feed_span);
+    return 0;
+}
+
+static void
+hook_dealloc(PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
+    hook_clear(obj);
+    type->tp_free(obj);
+    Py_DECREF(type);
+}
+
+static PyMemberDef hook_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(LoopsSpanHook, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyDoc_STRVAR(hook_doc,
+             "LoopsSpanHook(globals, on_span, held_results, feed_span, /)\n--\n\n"
+             "A callable (state, span, steps, trace) that is LoopEvaluator.on_span (`on_span`,\n"
+             "bound) without its Python frame while steps are held back: loops_hold of the\n"
+             "span, then held_results(state, span) when it took every step, else\n"
+             "feed_span(state, span, steps, start) from the first step it did not take. When\n"
+             "`globals['_loops_hold']` is not loops_hold (the accelerator turned off), on_span.");
+
+static PyType_Slot hook_slots[] = {
+    {Py_tp_new, hook_new},
+    {Py_tp_dealloc, hook_dealloc},
+    {Py_tp_traverse, hook_traverse},
+    {Py_tp_clear, hook_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_members, hook_members},
+    {Py_tp_doc, (void *)hook_doc},
+    {0, NULL},
+};
+
+static PyType_Spec hook_spec = {
+    "tracehound._speedups.LoopsSpanHook",
+    sizeof(LoopsSpanHook),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    hook_slots,
+};
+
 int
 tracehound_add_loops(PyObject *module)
 {
+    PyObject *type;
     int i;
     for (i = 0; i < L_COUNT; i++) {
         if (ls[i] == NULL) {
@@ -973,6 +1294,14 @@ tracehound_add_loops(PyObject *module)
                 return -1;
             }
         }
+    }
+    type = PyType_FromModuleAndSpec(module, &hook_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "LoopsSpanHook", type) < 0) {
+        Py_DECREF(type);
+        return -1;
     }
     return PyModule_AddFunctions(module, loops_methods);
 }

@@ -1349,7 +1349,9 @@ def test_long_outputs_that_begin_alike_are_told_apart_by_their_whole_text() -> N
 # --- arguments flattened when compared -----------------------------------------------------------
 
 
-def test_a_tool_called_once_in_a_run_is_never_flattened(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tool_called_fewer_times_than_the_threshold_is_never_flattened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     flattened: list[Any] = []
     real = loops._Flat
 
@@ -1362,11 +1364,100 @@ def test_a_tool_called_once_in_a_run_is_never_flattened(monkeypatch: pytest.Monk
     a.turn(Call("plan", {"goal": "x"}, "ok"))
     a.turn(Call("read", {"path": "/a.txt"}, "a"))
     a.turn(Call("write", {"path": "/b.txt"}, "ok"))
+    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # two calls of `read`: no group of three
     run(a.done())
     assert flattened == []
-    a.turn(Call("read", {"path": "/c.txt"}, "c"))  # a second call of `read`: both compared
+    a.turn(Call("read", {"path": "/d.txt"}, "d"))  # a third call of `read`: all compared
     run(a.done())
-    assert flattened == [{"path": "/a.txt"}, {"path": "/c.txt"}]
+    assert flattened == [{"path": "/a.txt"}, {"path": "/c.txt"}, {"path": "/d.txt"}]
+
+
+class _EagerHeldNear:
+    """`_HeldNear` as it was before calls were only recorded below the threshold: every call
+    of a tool after its first flattened and compared as it comes."""
+
+    def __init__(self, config: LoopConfig, cache: Any) -> None:
+        self.config = config
+        self.cache = cache
+        self.tools: dict[str, Any] = {}
+
+    def may_complete(self, tool: str, arguments: str) -> bool:
+        config, cache = self.config, self.cache
+        entries = self.tools.get(tool)
+        if entries is None:
+            self.tools[tool] = arguments
+            return False
+        if isinstance(entries, str):
+            entries = [[loops._flat_of(entries, cache, config), 0]]
+        elif len(entries) >= loops._NEAR_HELD_CALLS:
+            return True
+        flat = loops._flat_of(arguments, cache, config)
+        joined: set[int] = set()
+        if flat is not None:
+            for other, component in entries:
+                if (
+                    component not in joined
+                    and other is not None
+                    and loops._near_flat(other, flat, config)
+                ):
+                    joined.add(component)
+        size = 1 + sum(1 for _, component in entries if component in joined)
+        if size >= config.near_duplicate_threshold:
+            return True
+        new = len(entries)
+        for entry in entries:
+            if entry[1] in joined:
+                entry[1] = new
+        entries.append([flat, new])
+        self.tools[tool] = entries
+        return False
+
+
+_NEAR_ARGUMENTS = st.sampled_from(
+    [
+        '{"q":"refund status"}',
+        '{"q":"Refund  status"}',
+        '{"q":"REFUND STATUS!"}',
+        '{"q":"refnud status"}',
+        '{"q":"shipping address"}',
+        '{"q":"order 1001"}',
+        '{"q":"order 1002"}',
+        '{"from":"2024-01-01","to":"2024-01-07"}',
+        '{"from":"2024-01-02","to":"2024-01-08"}',
+        '{"from":"2024-03-01","to":"2024-03-02"}',
+        '{"x":1.0}',
+        '{"x":1.01}',
+        '{"x":1.5}',
+        "[1,2]",
+        "not json",
+        '{"q":',
+        "",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.sampled_from(["a", "b", ""]), _NEAR_ARGUMENTS), max_size=40),
+    threshold=st.integers(2, 5),
+)
+def test_held_calls_recorded_below_the_threshold_answer_as_compared_at_once(
+    calls: list[tuple[str, str]], threshold: int
+) -> None:
+    """Comparing a tool's calls only once it has `near_duplicate_threshold` of them answers
+    each call as comparing every call as it comes does (the components are the same)."""
+    config = LoopConfig(near_duplicate_threshold=threshold)
+    near = loops._HeldNear(config, loops._Cache())
+    eager = _EagerHeldNear(config, loops._Cache())
+    seen: set[tuple[str, str]] = set()
+    for tool, arguments in calls:
+        if (tool, arguments) in seen:
+            continue  # `_State.hold` asks only for a call with new arguments
+        seen.add((tool, arguments))
+        expected = eager.may_complete(tool, arguments)
+        assert near.may_complete(tool, arguments) == expected
+        if expected:
+            break
 
 
 _JSON = st.recursive(
@@ -1486,11 +1577,10 @@ def _snapshot(state: loops._State) -> tuple[Any, ...]:
         list(state.fed_calls),
         [(id(step), run, end) for step, run, end in state.held],
         set(state.keys),
+        {tool: list(texts) for tool, texts in state.near.tools.items()},
         {
-            tool: entries
-            if isinstance(entries, str)
-            else [(None if f is None else (f.shape, f.leaves), c) for f, c in entries]
-            for tool, entries in state.near.tools.items()
+            tool: [(None if f is None else (f.shape, f.leaves), c) for f, c in entries]
+            for tool, entries in state.near.components.items()
         },
         dict(state.results),
         dict(state.heads),
@@ -1661,6 +1751,67 @@ def test_loops_hold_leaks_nothing() -> None:
     assert_leak_free(no_steps, [span], n=5_000)
 
 
+@compares_both_paths
+def test_the_engine_calls_the_accelerators_span_hook() -> None:
+    """The evaluator's `on_span` is the accelerator's hook (no Python frame per span while
+    steps are held back), unless a subclass has its own; it gives `on_span`'s results."""
+    evaluator = LoopEvaluator()
+    assert isinstance(evaluator.on_span, loops._wire._native.LoopsSpanHook)
+
+    class Own(LoopEvaluator):
+        def on_span(
+            self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+        ) -> Sequence[EvaluationResult]:
+            return super().on_span(state, span, steps, trace)
+
+    assert not isinstance(Own().on_span, loops._wire._native.LoopsSpanHook)
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    a.turn(search("refund status", "a"))
+    spans = by_end(a.done())
+    with mock.patch.object(
+        LoopEvaluator, "_feed_span", autospec=True, side_effect=LoopEvaluator._feed_span
+    ) as fed:
+        hooked = run(spans)
+    assert fed.call_count < len(spans)  # the spans whose steps were all held: not fed
+    with mock.patch.object(loops, "_LoopsSpanHook", None):
+        assert outcome(hooked) == outcome(run(spans))
+
+
+@compares_both_paths
+def test_the_span_hook_leaks_nothing() -> None:
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    a.turn(search("refund status", "a"))  # a repeated call: fed
+    recorder = _recorded(by_end(a.done()))
+    evaluator = LoopEvaluator()
+    hook: Any = evaluator.on_span
+    info = TraceInfo("t")
+
+    def call() -> None:
+        state = evaluator.start_trace(info)
+        for span, steps in recorder.spans:
+            hook(state, span, steps, info)
+
+    watched: list[object] = [span for span, _ in recorder.spans]
+    watched += [step for _, steps in recorder.spans for step in steps]
+    assert_leak_free(call, watched, n=2_000)
+    span, steps = recorder.spans[0]
+
+    def failing() -> None:
+        state = evaluator.start_trace(info)
+        state.parts = ()  # the accelerator raises: `fed` is dropped, as on_span does
+        try:
+            hook(state, span, steps, info)
+        finally:
+            assert state.fed is None
+
+    assert_leak_free(expecting(failing, TypeError), [span], n=2_000)
+    assert_leak_free(expecting(lambda: hook(1, 2), TypeError), [], n=2_000)
+
+
 _HEAD_ALPHABET = st.sampled_from(
     [
         *"abcXYZ019.,-'",
@@ -1702,7 +1853,15 @@ def test_the_accelerators_head_takes_the_usual_outputs() -> None:
     assert head(dots) == loops._head(dots) == "a a a a a a a a"
     dots = "a " * 2 + "\u2026" * 20 + " b" * 5 + " c" * 60  # an ellipsis is three dots
     assert head(dots) == loops._head(dots) == "a a " + "." * 60 + " b b b b b"
-    assert head("short text") is None  # fewer words than a head: folded whole
+    assert head("Short  text") == loops._head("Short  text") == "short text"  # all its words
+    assert head("") == loops._head("") == ""
+    few = "Coroutine function definition " + "-" * 60 + " f ::= [d] \u201casync\u201d def x" * 30
+    assert (
+        head(few)
+        == loops._head(few)
+        == "coroutine function definition " + "-" * 60 + " f ::= [d] async"
+    )
+    assert head("a" * 1000 + " b") is None  # a head longer than the accelerator's buffer
     assert head("\u00e9t\u00e9 " * 40) is None
     with pytest.raises(TypeError):
         head(b"bytes")
@@ -1769,3 +1928,91 @@ def test_loops_held_steps_leaks_nothing() -> None:
     assert_leak_free(lambda: native(state.held, steps), watched, n=20_000)
     assert_leak_free(lambda: native(state.held, fewer), watched, n=20_000)
     assert_leak_free(expecting(lambda: native([1], steps), TypeError), [], n=5_000)
+
+
+def _chat_request(error_types: list[str | None]) -> bytes:
+    """A request of chat spans (messages and a tool call in their attributes), one per entry of
+    `error_types` (its `error.type` attribute, if any), under one agent span."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    request = ExportTraceServiceRequest()
+    scope_spans = request.resource_spans.add().scope_spans.add()
+    scope_spans.scope.name = "openai"
+    trace_id = bytes(range(16))
+    agent = scope_spans.spans.add(
+        trace_id=trace_id, span_id=(99).to_bytes(8, "big"), name="invoke_agent a"
+    )
+    agent.start_time_unix_nano, agent.end_time_unix_nano = 1, 10_000
+    agent.attributes.add(key="gen_ai.operation.name").value.string_value = "invoke_agent"
+    for n, error_type in enumerate(error_types, 1):
+        span = scope_spans.spans.add(
+            trace_id=trace_id,
+            span_id=n.to_bytes(8, "big"),
+            parent_span_id=agent.span_id,
+            name="chat gpt-4.1",
+            start_time_unix_nano=100 * n,
+            end_time_unix_nano=100 * n + 50,
+        )
+        output = [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "text", "content": f"Looking up the order number {n}."},
+                    {"type": "tool_call", "id": f"c{n}", "name": "s", "arguments": {"q": n}},
+                ],
+                "finish_reason": "tool_call",
+            }
+        ]
+        for key, value in (
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.request.model", "gpt-4.1"),
+            ("gen_ai.input.messages", json.dumps([{"role": "user", "parts": []}])),
+            ("gen_ai.output.messages", json.dumps(output)),
+            ("error.type", error_type),
+        ):
+            if value is not None:
+                span.attributes.add(key=key).value.string_value = value
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "error_types",
+    [[None, None, None], [None, None, "context_length_exceeded"], [None, "RateLimitError", None]],
+)
+def test_the_accelerator_reads_error_type_without_decoding_the_attributes(
+    error_types: list[str | None],
+) -> None:
+    """`error.type` is looked up in what normalization decoded; the messages it left on the
+    wire stay there (nothing else reads them here). The results are those of the Python code."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from tracehound.spans import iter_proto_spans
+
+    raw = _chat_request(error_types)
+    outcomes = []
+    for native in (True, False):
+        views = list(iter_proto_spans(ExportTraceServiceRequest.FromString(raw), raw=raw))
+        with mock.patch.object(loops, "_loops_hold", loops._loops_hold if native else None):
+            engine = Engine([LoopEvaluator()])
+            per_span = [engine.add_span(view).results for view in views[1:]]
+            if native and loops._loops_hold is not None:
+                # the messages: still on the wire (but those of the first span, whose
+                # attributes the engine reads, and of a span with an `error.type` to read)
+                for view, error_type in list(zip(views[1:], error_types, strict=True))[1:]:
+                    if error_type is None:
+                        assert view._attributes is None and view._pending is not None
+            per_span.append(engine.add_span(views[0]).results)
+            finalized = [list(trace.results) for trace in engine.flush()]
+        outcomes.append((per_span, finalized))
+    assert outcomes[0] == outcomes[1]
+    (trace_modes,) = [r for r in outcomes[1][1][0] if r.name == N.EVAL_FAILURE_MODES]
+    expected = {  # (an `error.type` makes an error step)
+        None: [],
+        "context_length_exceeded": ["context_window_overflow"],
+        "RateLimitError": ["tool_call_error"],
+    }[max(error_types, key=bool)]
+    assert trace_modes.attributes[N.ATTR_FAILURE_MODES] == expected

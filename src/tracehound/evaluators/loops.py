@@ -58,6 +58,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from types import MethodType
 from typing import Any, Literal, get_args
 
 from tracehound import _wire, names
@@ -603,30 +604,50 @@ class _HeldNear:
     calls of different turns that do not overlap, within its window). A call that would make
     a component of `near_duplicate_threshold` calls may complete a loop; so may any call past
     `_NEAR_HELD_CALLS` of a tool (which bounds the comparisons).
+
+    No component can reach the threshold before the tool has that many calls: until then
+    their arguments are only recorded (most tools are called fewer times in a trace, and are
+    never flattened); the call that reaches it gets the components of the calls before it,
+    compared in order as they came, then its own.
     """
 
-    __slots__ = ("cache", "config", "tools")
+    __slots__ = ("cache", "components", "config", "tools")
 
     def __init__(self, config: LoopConfig, cache: _Cache) -> None:
         self.config = config
         self.cache = cache
-        # tool → its first call's arguments (a tool called once is never flattened), then
-        # [flattened arguments, component] of each call
-        self.tools: dict[str, str | list[list[Any]]] = {}
+        # tool → the arguments of its calls while they are fewer than the threshold (then no
+        # longer added to)
+        self.tools: dict[str, list[str]] = {}
+        # tool → [flattened arguments, component] of each call, from the threshold on
+        self.components: dict[str, list[list[Any]]] = {}
 
     def may_complete(self, tool: str, arguments: str) -> bool:
         """True, with nothing recorded, when a call of `tool` with `arguments` (none of its
         earlier calls had them) may complete a near-duplicate group; else records it."""
-        config, cache = self.config, self.cache
-        entries = self.tools.get(tool)
+        entries = self.components.get(tool)
         if entries is None:
-            self.tools[tool] = arguments
-            return False
-        if isinstance(entries, str):  # the second call: the first one is compared now
-            entries = [[_flat_of(entries, cache, config), 0]]
+            texts = self.tools.get(tool)
+            if texts is None:
+                self.tools[tool] = [arguments]
+                return False
+            if len(texts) >= _NEAR_HELD_CALLS:
+                return True
+            if len(texts) + 1 < self.config.near_duplicate_threshold:
+                texts.append(arguments)  # no component that large yet
+                return False
+            entries = self.components[tool] = []
+            for text in texts:  # components below the threshold (fewer calls than that)
+                self._join(entries, text)
         elif len(entries) >= _NEAR_HELD_CALLS:
             return True
-        flat = _flat_of(arguments, cache, config)
+        return self._join(entries, arguments)
+
+    def _join(self, entries: list[Any], arguments: str) -> bool:
+        """Records a call in the components of the earlier ones, `entries`; True instead when
+        its component would have `near_duplicate_threshold` calls."""
+        config = self.config
+        flat = _flat_of(arguments, self.cache, config)
         joined: set[int] = set()  # the components it is near a call of
         if flat is not None:
             for other, component in entries:
@@ -647,7 +668,6 @@ class _HeldNear:
             if entry[1] in joined:
                 entry[1] = new
         entries.append([flat, new])
-        self.tools[tool] = entries
         return False
 
 
@@ -1382,6 +1402,7 @@ class _State:
             self.held,
             self.keys,
             self.near,
+            self.near.tools,
             self.results,
             self.heads,
             self.mode_steps,
@@ -1478,9 +1499,23 @@ class LoopEvaluator(Evaluator):
             config.no_progress_threshold,
             config.output_repeat_threshold,
             _RESULT_KEY_CHARS,
+            config.near_duplicate_threshold,
+            _NEAR_HELD_CALLS,
             _head,
             _mode,
         )
+        self._hook()
+
+    def _hook(self) -> None:
+        """Makes the accelerator's `LoopsSpanHook` the instance's `on_span` (what the engine
+        calls), unless a subclass has its own."""
+        if _LoopsSpanHook is not None and type(self).on_span is LoopEvaluator.on_span:
+            vars(self)["on_span"] = _LoopsSpanHook(
+                globals(),
+                MethodType(LoopEvaluator.on_span, self),
+                self._held_results,
+                self._feed_span,
+            )
 
     def start_trace(self, trace: TraceInfo) -> _State:
         return _State(self.config, self._constants)
@@ -1497,15 +1532,25 @@ class LoopEvaluator(Evaluator):
                 state.fed = None  # as below: a feed failed half way
                 raise
             if start == len(steps):
-                modes = state.modes
-                if not modes:
-                    return ()
-                results = self._span_results(span.view.span_id, [], modes)
-                modes.clear()
-                return results
+                return self._held_results(state, span)
             # Else the steps from `start` on are taken below (the first may make the tracker),
             # after the span's bookkeeping done again, which changes nothing; -1: all of them.
             start = max(start, 0)
+        return self._feed_span(state, span, steps, start)
+
+    def _held_results(self, state: _State, span: NormalizedSpan) -> Sequence[EvaluationResult]:
+        """The results of a span whose steps were all held back: its failure modes."""
+        modes = state.modes
+        if not modes:
+            return ()
+        results = self._span_results(span.view.span_id, [], modes)
+        modes.clear()
+        return results
+
+    def _feed_span(
+        self, state: _State, span: NormalizedSpan, steps: Sequence[Step], start: int
+    ) -> Sequence[EvaluationResult]:
+        """`on_span` from its step `start` on, the span's bookkeeping done (again)."""
         view = span.view
         span_id = view.span_id
         parent = view.parent_span_id
@@ -1760,6 +1805,8 @@ _new_result = fields_maker(EvaluationResult)
 _loops_hold: Callable[[tuple[Any, ...], NormalizedSpan, Sequence[Step]], int] | None = getattr(
     _wire._native, "loops_hold", None
 )
+# `LoopEvaluator.on_span` without its frame while steps are held back (see `LoopEvaluator._hook`)
+_LoopsSpanHook: Callable[..., Any] | None = getattr(_wire._native, "LoopsSpanHook", None)
 
 
 def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
