@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -30,9 +31,27 @@ from tracehound.spans import LogView, SpanView
 from tracehound.steps import Step, Trajectory, TrajectoryBuilder
 from tracehound.text import TextCache
 
-__all__ = ["Engine", "EngineConfig", "EngineStats", "FinalizedTrace", "SpanOutcome"]
+__all__ = [
+    "SPAN_DUPLICATE",
+    "SPAN_LATE",
+    "SPAN_PLAIN",
+    "Engine",
+    "EngineConfig",
+    "EngineStats",
+    "FinalizedTrace",
+    "SpanOutcome",
+]
 
 FinalizeReason = Literal["quiet", "timeout", "max_traces", "flush"]
+
+# `Engine.take_span`'s answers for a span that is not evaluated as GenAI (a GenAI span's answer
+# is its results, a tuple)
+SPAN_PLAIN = 0
+"""Not GenAI (or past the trace's span limit): the span passes through."""
+SPAN_LATE = 1
+"""Its trace was finalized already (`SpanOutcome.late`)."""
+SPAN_DUPLICATE = 2
+"""Its trace had a span with its id (`SpanOutcome.duplicate`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +206,19 @@ class _TraceState:
 class Engine:
     """Per-trace state and evaluator dispatch. Not thread-safe: one owner thread."""
 
+    # slots: read per span, by the accelerator too (`span_taker`)
+    __slots__ = (
+        "_clock",
+        "_evaluators",
+        "_finalized",
+        "_late_by_trace",
+        "_ready",
+        "_span_hook_positions",
+        "_traces",
+        "config",
+        "stats",
+    )
+
     def __init__(
         self,
         evaluators: Sequence[Evaluator] = (),
@@ -285,6 +317,26 @@ class Engine:
         return _new_outcome(
             trace_id, span_id, True, steps, tuple(results) if results else (), False, False, True
         )
+
+    def take_span(self, view: SpanView) -> tuple[EvaluationResult, ...] | int:
+        """`add_span` for a caller that reads only what the outcome says of the span: its
+        results (a tuple, maybe empty) when it is GenAI, else `SPAN_LATE`, `SPAN_DUPLICATE` or
+        `SPAN_PLAIN` — the same work, without the `SpanOutcome` (the accelerator does it all
+        in one call, `span_taker`)."""
+        outcome = self.add_span(view)
+        if outcome.genai:
+            return outcome.results
+        if outcome.late:
+            return SPAN_LATE
+        return SPAN_DUPLICATE if outcome.duplicate else SPAN_PLAIN
+
+    def span_taker(self) -> Callable[[SpanView], tuple[EvaluationResult, ...] | int]:
+        """`take_span`, bound: the accelerator's `engine_take_span` for this engine when it is
+        loaded (for a caller that feeds many spans)."""
+        native = _wire._native
+        if native is None:
+            return self.take_span
+        return partial(native.engine_take_span, self)
 
     def _start_evaluators(self, state: _TraceState) -> list[tuple[int, Any, Any]]:
         """Start the evaluators on the trace's first GenAI span; return its span hooks: (position,
