@@ -344,7 +344,7 @@ class Engine:
         a state (not broken by a failed `start_trace`)."""
         info = state.info
         evaluators = self._evaluators
-        eval_states = state.eval_states = [e.start_trace(info) for e in evaluators]
+        eval_states = state.eval_states = _started(evaluators, info)
         broken = SafeEvaluator.BROKEN
         hooks = state.span_hooks = [
             (i, evaluators[i].inner.on_span, eval_states[i])
@@ -465,7 +465,7 @@ class Engine:
         eval_states = state.eval_states
         info = state.info
         if eval_states is None and trajectory.steps:  # GenAI only once its late logs joined
-            eval_states = [e.start_trace(info) for e in self._evaluators]
+            eval_states = _started(self._evaluators, info)
         if eval_states is not None:
             # `SafeEvaluator.finish_trace` of each, without its frame when the state is sound
             broken = SafeEvaluator.BROKEN
@@ -489,8 +489,21 @@ class Engine:
         placed: list[EvaluationResult] = []
         for result in results:
             span_id = result.span_id
-            if span_id is None:
-                result = _at_span(result, root)
+            if span_id is None:  # `_at_span(result, root)`, without its frame for the usual class
+                if type(result) is EvaluationResult:
+                    result = _new_result(
+                        result.name,
+                        result.evaluator,
+                        result.evaluator_version,
+                        root,
+                        result.score_value,
+                        result.score_label,
+                        result.explanation,
+                        result.attributes,
+                        result.error_type,
+                    )
+                else:
+                    result = _at_span(result, root)
                 span_id = root
             if span_id == root:
                 attributes.update(result.attributes)
@@ -530,6 +543,19 @@ class Engine:
                 if fresh is not None:
                     builder.add(fresh)
         return builder
+
+
+def _started(evaluators: list[SafeEvaluator], info: TraceInfo) -> list[Any]:
+    """`[e.start_trace(info) for e in evaluators]`, each evaluator's own `start_trace` called
+    directly (no `SafeEvaluator` frame per evaluator per trace) and a failure handed to
+    `SafeEvaluator.start_failed`, which answers as its `start_trace` does."""
+    states: list[Any] = []
+    for evaluator in evaluators:
+        try:
+            states.append(evaluator.inner.start_trace(info))
+        except Exception as exc:
+            states.append(evaluator.start_failed(exc))
+    return states
 
 
 def _has_span_hook(evaluator: Evaluator) -> bool:

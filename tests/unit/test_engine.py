@@ -492,6 +492,7 @@ def test_the_engine_calls_hooks_without_safe_evaluator_per_span(
     def refuse(*args: Any) -> Any:
         raise AssertionError("SafeEvaluator.on_span should only run after a failure")
 
+    monkeypatch.setattr(SafeEvaluator, "start_trace", refuse)
     monkeypatch.setattr(SafeEvaluator, "on_span", refuse)
     monkeypatch.setattr(SafeEvaluator, "finish_trace", refuse)
     recorder = Recorder()

@@ -972,39 +972,53 @@ class Pipeline:
         if not traces:
             return
         recorder = self._recorder
-        for trace in traces:
-            trace_id = trace.trace_id
-            self.stats.traces_finalized += 1
-            held = self._held.pop(trace_id, ())
-            resource = self._trace_resource.pop(trace_id, None)
-            genai = bool(trace.trajectory.steps)
-            if recorder is not None:
-                recorder.add(
-                    names.METRIC_TRACES_FINALIZED,
-                    1,
-                    {names.METRIC_ATTR_FINALIZE_REASON: trace.reason},
-                )
-                if trace.reason == "max_traces":
-                    recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
-            if genai:
-                agent = trace_agent(trace) if recorder is not None else None  # a metric attribute
-                self._emit(trace.results, trace_id, trace.root_span_id, resource, agent)
-            for item in held:
-                if item.span is None:  # cut but never copied: an internal error
-                    continue
-                if genai and item.span_id == trace.root_span_id:
-                    results = item.results
-                    if self._span_events:  # the events of the root's own and the trace results
-                        results = (
-                            *results,
-                            *(r for r in trace.results if r.span_id in (None, item.span_id)),
-                        )
-                    self._write_held(item, root_attributes(trace, item.results), results)
-                elif item.results:
-                    self._write_held(item, span_attributes(item.results), item.results)
-                if self._redact and not isinstance(item.span, bytes):
-                    redact_span(item.span)
-                self._released.append(item)
+        # (results, trace id, root span id) of the traces since the last `_emit_spans`, whose
+        # resource is `emitting` (without a recorder: its metrics need each trace's agent)
+        emitted: list[tuple[tuple[EvaluationResult, ...], str, str]] = []
+        emitting: tuple[bytes] | None = None
+        try:
+            for trace in traces:
+                trace_id = trace.trace_id
+                self.stats.traces_finalized += 1
+                held = self._held.pop(trace_id, ())
+                resource = self._trace_resource.pop(trace_id, None)
+                genai = bool(trace.trajectory.steps)
+                if recorder is not None:
+                    recorder.add(
+                        names.METRIC_TRACES_FINALIZED,
+                        1,
+                        {names.METRIC_ATTR_FINALIZE_REASON: trace.reason},
+                    )
+                    if trace.reason == "max_traces":
+                        recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
+                if genai:
+                    if recorder is not None:  # the agent: a metric attribute
+                        agent = trace_agent(trace)
+                        self._emit(trace.results, trace_id, trace.root_span_id, resource, agent)
+                    else:  # `_emit`, for the traces with the same resource at once
+                        if resource is not emitting:
+                            self._emit_spans(emitted, emitting)
+                            emitted = []
+                            emitting = resource
+                        emitted.append((trace.results, trace_id, trace.root_span_id))
+                for item in held:
+                    if item.span is None:  # cut but never copied: an internal error
+                        continue
+                    if genai and item.span_id == trace.root_span_id:
+                        results = item.results
+                        if self._span_events:  # the events of the root's own and the trace's
+                            results = (
+                                *results,
+                                *(r for r in trace.results if r.span_id in (None, item.span_id)),
+                            )
+                        self._write_held(item, root_attributes(trace, item.results), results)
+                    elif item.results:
+                        self._write_held(item, span_attributes(item.results), item.results)
+                    if self._redact and not isinstance(item.span, bytes):
+                        redact_span(item.span)
+                    self._released.append(item)
+        finally:  # the records of the traces finalized, also when a later one failed
+            self._emit_spans(emitted, emitting)
 
     def _write_held(
         self,
@@ -1049,7 +1063,8 @@ class Pipeline:
         self, spans: list[tuple[tuple[EvaluationResult, ...], str, str]], resource: Any
     ) -> None:
         """`_emit(results, trace_id, span_id, resource, None)` of each (results, trace_id,
-        span_id) of `spans` (one request's spans whose traces have `resource`), in one call."""
+        span_id) of `spans` (one request's spans, or traces finalized at once, whose traces have
+        `resource`), in one call."""
         if not spans:
             return
         recorder = self._recorder
