@@ -774,15 +774,38 @@ static PyObject *str_normalize, *str_span, *str_steps, *str_results;
 static PyObject *engine_globals; /* tracehound.engine's dict: its `normalize` read per call */
 static PyObject *text_size_fn;   /* the module's text_size */
 
+/* The slot's address in obj when the cache knows obj's class (else NULL): the check of
+ * tracehound_slot_get's cache, inlined (read per span, some 20 times). A cache holds an offset
+ * only for a version tag that was valid, and tags are never reused. */
+static ALWAYS_INLINE PyObject **
+cached_slot(slot_cache *cache, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (cache->type == type && cache->offset != 0 && cache->tag == type->tp_version_tag) {
+        return (PyObject **)((char *)obj + cache->offset);
+    }
+    return NULL;
+}
+
 static PyObject *
 take_get(PyObject *obj, int which)
 {
+    PyObject **slot = cached_slot(&take_slots[which], obj);
+    if (slot != NULL && *slot != NULL) {
+        return Py_NewRef(*slot);
+    }
     return tracehound_slot_get(&take_slots[which], obj, take_str[which]);
 }
 
 static int
 take_set(PyObject *obj, int which, PyObject *value)
 {
+    PyObject **slot = cached_slot(&take_slots[which], obj);
+    if (slot != NULL && value != NULL) {
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
     return tracehound_slot_set(&take_slots[which], obj, take_str[which], value);
 }
 
