@@ -581,41 +581,57 @@ PyDoc_STRVAR(call_span_hooks_doc,
 "called. Other exceptions (KeyboardInterrupt, ...) propagate.");
 
 static PyObject *
-call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+call_hooks(PyObject *hooks, PyObject *span, PyObject *steps, PyObject *trace)
 {
-    PyObject *hooks, *results, *answer;
+    /* The results so far: `only` (a tuple) while one hook answered any, then the list
+     * `results` (the usual span has one result: no list made for it) */
+    PyObject *results = NULL, *only = NULL, *answer;
     Py_ssize_t i;
 
-    (void)module;
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "call_span_hooks() takes 4 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    hooks = args[0];
-    if (!PyList_CheckExact(hooks)) {
-        PyErr_SetString(PyExc_TypeError, "call_span_hooks() hooks must be a list");
-        return NULL;
-    }
-    results = PyList_New(0);
-    if (results == NULL) {
-        return NULL;
-    }
     for (i = 0; i < PyList_GET_SIZE(hooks); i++) {
         PyObject *hook = PyList_GET_ITEM(hooks, i), *call_args[4], *span_results, *extended;
         PyObject *position, *exc;
         if (!PyTuple_CheckExact(hook) || PyTuple_GET_SIZE(hook) != 3) {
             PyErr_SetString(PyExc_TypeError,
                             "call_span_hooks() hooks must hold (position, on_span, state)");
-            Py_DECREF(results);
+            Py_XDECREF(only);
+            Py_XDECREF(results);
             return NULL;
         }
         Py_INCREF(hook);
         call_args[0] = PyTuple_GET_ITEM(hook, 2);
-        call_args[1] = args[1];
-        call_args[2] = args[2];
-        call_args[3] = args[3];
+        call_args[1] = span;
+        call_args[2] = steps;
+        call_args[3] = trace;
         span_results = PyObject_Vectorcall(PyTuple_GET_ITEM(hook, 1), call_args, 4, NULL);
         extended = NULL;
+        if (span_results != NULL && results == NULL &&
+            (PyTuple_CheckExact(span_results) || PyList_CheckExact(span_results))) {
+            if (Py_SIZE(span_results) == 0) {
+                Py_DECREF(span_results);
+                Py_DECREF(hook);
+                continue;
+            }
+            if (only == NULL) { /* a copy of a list, as `results +=` would take its items */
+                only = PyTuple_CheckExact(span_results) ? Py_NewRef(span_results)
+                                                        : PyList_AsTuple(span_results);
+                Py_DECREF(span_results);
+                Py_DECREF(hook);
+                if (only == NULL) {
+                    return NULL;
+                }
+                continue;
+            }
+        }
+        if (span_results != NULL && results == NULL) { /* the list, from here on */
+            results = only != NULL ? PySequence_List(only) : PyList_New(0);
+            Py_CLEAR(only);
+            if (results == NULL) {
+                Py_DECREF(span_results);
+                Py_DECREF(hook);
+                return NULL;
+            }
+        }
         if (span_results != NULL) { /* results += span_results */
             extended = PySequence_InPlaceConcat(results, span_results);
             Py_DECREF(span_results);
@@ -627,7 +643,8 @@ call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (!PyErr_ExceptionMatches(PyExc_Exception)) {
             Py_DECREF(hook);
-            Py_DECREF(results);
+            Py_XDECREF(only);
+            Py_XDECREF(results);
             return NULL;
         }
 #if PY_VERSION_HEX >= 0x030C0000
@@ -644,8 +661,12 @@ call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(tb);
         }
 #endif
+        if (results == NULL) {
+            results = only != NULL ? PySequence_List(only) : PyList_New(0);
+            Py_CLEAR(only);
+        }
         position = PyTuple_GET_ITEM(hook, 0);
-        answer = exc == NULL ? NULL : PyList_New(3);
+        answer = exc == NULL || results == NULL ? NULL : PyList_New(3);
         if (answer != NULL) {
             PyList_SET_ITEM(answer, 0, results);
             Py_INCREF(position);
@@ -656,17 +677,609 @@ call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_XDECREF(exc);
         Py_DECREF(hook);
-        Py_DECREF(results);
+        Py_XDECREF(results);
         return NULL;
+    }
+    if (only != NULL) {
+        return only;
+    }
+    if (results == NULL) {
+        return PyTuple_New(0);
     }
     answer = PyList_GET_SIZE(results) ? PyList_AsTuple(results) : PyTuple_New(0);
     Py_DECREF(results);
     return answer;
 }
 
+static PyObject *
+call_span_hooks(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "call_span_hooks() takes 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (!PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "call_span_hooks() hooks must be a list");
+        return NULL;
+    }
+    return call_hooks(args[0], args[1], args[2], args[3]);
+}
+
+/* --- engine_take_span ------------------------------------------------------------------------ */
+
+/* The attributes engine_take_span reads and writes, each with its own cache (one class each). */
+enum {
+    A_STATS,
+    A_FINALIZED,
+    A_LATE_BY_TRACE,
+    A_CLOCK,
+    A_TRACES,
+    A_CONFIG,
+    A_NEW_TRACE,
+    A_START_EVALUATORS,
+    A_ISOLATE,
+    A_CHARGE_TEXT,
+    A_TRACE_ID,
+    A_SPAN_ID,
+    A_PARENT_SPAN_ID,
+    A_NAME,
+    A_PARENT_IS_REMOTE,
+    A_VIEW_SERVICE_NAME,
+    A_PARENTS,
+    A_NAMES,
+    A_VIEWS,
+    A_LOGS,
+    A_MESSAGES_MEMO,
+    A_LAST_SEEN,
+    A_ROOT_ENDED,
+    A_INFO,
+    A_SPAN_COUNT,
+    A_TEXT_BYTES,
+    A_BUILDER,
+    A_SPAN_HOOKS,
+    A_INFO_SERVICE_NAME,
+    A_TRUNCATED,
+    A_SPANS_RECEIVED,
+    A_LATE_SPANS,
+    A_SPANS_DUPLICATE,
+    A_SPANS_OVER_LIMIT,
+    A_SPANS_GENAI,
+    A_MAPPING_PROBLEMS,
+    A_MAX_SPANS,
+    A_MAX_TEXT_BYTES,
+    A_PROBLEMS,
+    A_SPAN_TEXT_BYTES,
+    A_ADD,
+    A_COUNT
+};
+
+static const char *const TAKE_NAMES[A_COUNT] = {
+    "stats",          "_finalized",     "_late_by_trace",  "_clock",
+    "_traces",        "config",         "_new_trace",      "_start_evaluators",
+    "_isolate",       "_charge_text",   "trace_id",        "span_id",
+    "parent_span_id", "name",           "parent_is_remote", "service_name",
+    "parents",        "names",          "views",           "logs",
+    "messages_memo",  "last_seen",      "root_ended",      "info",
+    "span_count",     "text_bytes",     "builder",         "span_hooks",
+    "service_name",   "truncated",      "spans_received",  "late_spans",
+    "spans_duplicate", "spans_over_limit", "spans_genai",  "mapping_problems",
+    "max_spans_per_trace", "max_text_bytes_per_trace", "problems", "text_bytes",
+    "add",
+};
+
+static PyObject *take_str[A_COUNT];
+static slot_cache take_slots[A_COUNT];
+static PyObject *str_normalize, *str_span, *str_steps, *str_results;
+static PyObject *engine_globals; /* tracehound.engine's dict: its `normalize` read per call */
+static PyObject *text_size_fn;   /* the module's text_size */
+
+/* The slot's address in obj when the cache knows obj's class (else NULL): the check of
+ * tracehound_slot_get's cache, inlined (read per span, some 20 times). A cache holds an offset
+ * only for a version tag that was valid, and tags are never reused. */
+static ALWAYS_INLINE PyObject **
+cached_slot(slot_cache *cache, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (cache->type == type && cache->offset != 0 && cache->tag == type->tp_version_tag) {
+        return (PyObject **)((char *)obj + cache->offset);
+    }
+    return NULL;
+}
+
+static PyObject *
+take_get(PyObject *obj, int which)
+{
+    PyObject **slot = cached_slot(&take_slots[which], obj);
+    if (slot != NULL && *slot != NULL) {
+        return Py_NewRef(*slot);
+    }
+    return tracehound_slot_get(&take_slots[which], obj, take_str[which]);
+}
+
+static int
+take_set(PyObject *obj, int which, PyObject *value)
+{
+    PyObject **slot = cached_slot(&take_slots[which], obj);
+    if (slot != NULL && value != NULL) {
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return tracehound_slot_set(&take_slots[which], obj, take_str[which], value);
+}
+
+/* obj.<which> += n */
+static int
+take_add(PyObject *obj, int which, PyObject *n)
+{
+    PyObject *value = take_get(obj, which), *sum;
+    int rc;
+    if (value == NULL) {
+        return -1;
+    }
+    sum = PyNumber_InPlaceAdd(value, n);
+    Py_DECREF(value);
+    if (sum == NULL) {
+        return -1;
+    }
+    rc = take_set(obj, which, sum);
+    Py_DECREF(sum);
+    return rc;
+}
+
+/* obj.<which> += 1 */
+static int
+take_increment(PyObject *obj, int which)
+{
+    PyObject *one = PyLong_FromLong(1);
+    int rc;
+    if (one == NULL) {
+        return -1;
+    }
+    rc = take_add(obj, which, one);
+    Py_DECREF(one);
+    return rc;
+}
+
+/* A method of obj called with n arguments: a new reference, or NULL. */
+static PyObject *
+take_call(PyObject *obj, int which, PyObject *const *args, Py_ssize_t n)
+{
+    PyObject *method = take_get(obj, which), *out;
+    if (method == NULL) {
+        return NULL;
+    }
+    out = PyObject_Vectorcall(method, args, (size_t)n, NULL);
+    Py_DECREF(method);
+    return out;
+}
+
+/* The loop of call_span_hooks (below); hooks a list. */
+static PyObject *call_hooks(PyObject *hooks, PyObject *span, PyObject *steps, PyObject *trace);
+
+PyDoc_STRVAR(engine_take_span_doc,
+"engine_take_span($module, engine, view, /)\n"
+"--\n"
+"\n"
+"tracehound.engine.Engine.take_span: what Engine.add_span does with one span, answered as\n"
+"take_span answers (the span's results, a tuple, for a GenAI span; SPAN_LATE, SPAN_DUPLICATE\n"
+"or SPAN_PLAIN otherwise), without the SpanOutcome. The engine's own methods are called for\n"
+"what is not per span (a new trace, starting the evaluators, text over the budget, a failed\n"
+"evaluator).");
+
+static PyObject *
+engine_take_span(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *engine, *view, *stats = NULL, *trace_id = NULL, *span_id = NULL, *answer = NULL;
+    PyObject *finalized = NULL, *traces = NULL, *now = NULL, *state = NULL, *parent = NULL;
+    PyObject *value = NULL, *info = NULL, *normalized = NULL, *steps = NULL, *hooks = NULL;
+    PyObject *config = NULL, *size = NULL;
+    int found;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "engine_take_span() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    engine = args[0];
+    view = args[1];
+    if (engine_globals == NULL) {
+        PyObject *engine_module = PyImport_ImportModule("tracehound.engine");
+        if (engine_module == NULL) {
+            return NULL;
+        }
+        engine_globals = PyModule_GetDict(engine_module);
+        Py_XINCREF(engine_globals);
+        Py_DECREF(engine_module);
+        if (engine_globals == NULL) {
+            return NULL;
+        }
+    }
+    if (text_size_fn == NULL) {
+        text_size_fn = PyObject_GetAttrString(module, "text_size");
+        if (text_size_fn == NULL) {
+            return NULL;
+        }
+    }
+    /* stats.spans_received += 1; the ids */
+    if ((stats = take_get(engine, A_STATS)) == NULL ||
+        take_increment(stats, A_SPANS_RECEIVED) < 0 ||
+        (trace_id = take_get(view, A_TRACE_ID)) == NULL ||
+        (span_id = take_get(view, A_SPAN_ID)) == NULL ||
+        (finalized = take_get(engine, A_FINALIZED)) == NULL) {
+        goto done;
+    }
+    found = PySequence_Contains(finalized, trace_id);
+    if (found < 0) {
+        goto done;
+    }
+    if (found) { /* a late span */
+        PyObject *late = NULL, *count, *one;
+        if (take_increment(stats, A_LATE_SPANS) < 0 ||
+            (late = take_get(engine, A_LATE_BY_TRACE)) == NULL) {
+            Py_XDECREF(late);
+            goto done;
+        }
+        count = PyObject_GetItem(late, trace_id);
+        if (count == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                Py_DECREF(late);
+                goto done;
+            }
+            PyErr_Clear();
+            count = PyLong_FromLong(1);
+        }
+        else {
+            one = PyLong_FromLong(1);
+            Py_SETREF(count, one == NULL ? NULL : PyNumber_Add(count, one));
+            Py_XDECREF(one);
+        }
+        if (count != NULL && PyObject_SetItem(late, trace_id, count) == 0) {
+            answer = PyLong_FromLong(1); /* SPAN_LATE */
+        }
+        Py_XDECREF(count);
+        Py_DECREF(late);
+        goto done;
+    }
+    if ((value = take_get(engine, A_CLOCK)) == NULL) {
+        goto done;
+    }
+    now = PyObject_CallNoArgs(value);
+    Py_CLEAR(value);
+    if (now == NULL || (traces = take_get(engine, A_TRACES)) == NULL) {
+        goto done;
+    }
+    if (PyDict_Check(traces)) {
+        state = PyDict_GetItemWithError(traces, trace_id);
+        Py_XINCREF(state);
+        if (state == NULL && PyErr_Occurred()) {
+            goto done;
+        }
+    }
+    else {
+        PyErr_SetString(PyExc_TypeError, "engine_take_span() the engine's traces must be a dict");
+        goto done;
+    }
+    if (state == NULL) {
+        PyObject *call_args[2] = {trace_id, now};
+        if ((state = take_call(engine, A_NEW_TRACE, call_args, 2)) == NULL) {
+            goto done;
+        }
+    }
+    else {
+        if ((value = take_get(state, A_PARENTS)) == NULL) {
+            goto done;
+        }
+        found = PySequence_Contains(value, span_id);
+        Py_CLEAR(value);
+        if (found < 0) {
+            goto done;
+        }
+        if (found) {
+            if (take_increment(stats, A_SPANS_DUPLICATE) == 0) {
+                answer = PyLong_FromLong(2); /* SPAN_DUPLICATE */
+            }
+            goto done;
+        }
+    }
+    /* state.last_seen = now; its parent and name; the root's end */
+    if (take_set(state, A_LAST_SEEN, now) < 0 ||
+        (parent = take_get(view, A_PARENT_SPAN_ID)) == NULL ||
+        (value = take_get(state, A_PARENTS)) == NULL ||
+        PyObject_SetItem(value, span_id, parent) < 0) {
+        goto done;
+    }
+    Py_CLEAR(value);
+    if ((value = take_get(view, A_NAME)) == NULL) {
+        goto done;
+    }
+    {
+        PyObject *names_of = take_get(state, A_NAMES);
+        int rc = names_of == NULL ? -1 : PyObject_SetItem(names_of, span_id, value);
+        Py_XDECREF(names_of);
+        Py_CLEAR(value);
+        if (rc < 0) {
+            goto done;
+        }
+    }
+    found = PyObject_IsTrue(parent);
+    if (found < 0) {
+        goto done;
+    }
+    if (found) {
+        if ((value = take_get(view, A_PARENT_IS_REMOTE)) == NULL) {
+            goto done;
+        }
+        found = PyObject_IsTrue(value);
+        Py_CLEAR(value);
+        if (found < 0) {
+            goto done;
+        }
+        found = !found;
+    }
+    if ((info = take_get(state, A_INFO)) == NULL) {
+        goto done;
+    }
+    if (!found) { /* a local root */
+        if (take_set(state, A_ROOT_ENDED, now) < 0 ||
+            (value = take_get(info, A_INFO_SERVICE_NAME)) == NULL) {
+            goto done;
+        }
+        found = PyObject_IsTrue(value);
+        Py_CLEAR(value);
+        if (found < 0) {
+            goto done;
+        }
+        if (!found) {
+            if ((value = PyObject_GetAttr(view, take_str[A_VIEW_SERVICE_NAME])) == NULL ||
+                take_set(info, A_INFO_SERVICE_NAME, value) < 0) {
+                goto done;
+            }
+            Py_CLEAR(value);
+        }
+    }
+    if (take_increment(state, A_SPAN_COUNT) < 0 ||
+        (config = take_get(engine, A_CONFIG)) == NULL ||
+        (value = take_get(state, A_SPAN_COUNT)) == NULL) {
+        goto done;
+    }
+    {
+        PyObject *limit = take_get(config, A_MAX_SPANS);
+        found = limit == NULL ? -1 : PyObject_RichCompareBool(value, limit, Py_GT);
+        Py_XDECREF(limit);
+        Py_CLEAR(value);
+        if (found < 0) {
+            goto done;
+        }
+    }
+    if (found) { /* past the trace's span limit: not evaluated */
+        if (take_increment(stats, A_SPANS_OVER_LIMIT) == 0 &&
+            take_set(info, A_TRUNCATED, Py_True) == 0) {
+            answer = PyLong_FromLong(0); /* SPAN_PLAIN */
+        }
+        goto done;
+    }
+    /* normalize(view, state.logs.get(span_id), state.messages_memo) */
+    {
+        PyObject *normalize_fn, *logs, *memo, *span_logs, *call_args[3];
+        normalize_fn = PyDict_GetItemWithError(engine_globals, str_normalize);
+        if (normalize_fn == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_NameError, "name 'normalize' is not defined");
+            }
+            goto done;
+        }
+        Py_INCREF(normalize_fn);
+        if ((logs = take_get(state, A_LOGS)) == NULL) {
+            Py_DECREF(normalize_fn);
+            goto done;
+        }
+        if (PyDict_CheckExact(logs)) {
+            span_logs = PyDict_GetItemWithError(logs, span_id);
+            if (span_logs == NULL && PyErr_Occurred()) {
+                Py_DECREF(logs);
+                Py_DECREF(normalize_fn);
+                goto done;
+            }
+            if (span_logs == NULL) {
+                span_logs = Py_None;
+            }
+            Py_INCREF(span_logs);
+        }
+        else {
+            span_logs = PyObject_CallMethod(logs, "get", "O", span_id);
+        }
+        Py_DECREF(logs);
+        memo = span_logs == NULL ? NULL : take_get(state, A_MESSAGES_MEMO);
+        if (memo != NULL) {
+            call_args[0] = view;
+            call_args[1] = span_logs;
+            call_args[2] = memo;
+            normalized = PyObject_Vectorcall(normalize_fn, call_args, 3, NULL);
+        }
+        Py_XDECREF(memo);
+        Py_XDECREF(span_logs);
+        Py_DECREF(normalize_fn);
+        if (normalized == NULL) {
+            goto done;
+        }
+    }
+    if (normalized == Py_None) { /* not a GenAI span: most spans of an application */
+        answer = PyLong_FromLong(0);
+        goto done;
+    }
+    if (take_increment(stats, A_SPANS_GENAI) < 0 ||
+        (value = take_get(normalized, A_PROBLEMS)) == NULL) {
+        goto done;
+    }
+    found = PyObject_IsTrue(value);
+    if (found > 0) {
+        Py_ssize_t n = PyObject_Size(value);
+        PyObject *count = n < 0 ? NULL : PyLong_FromSsize_t(n);
+        found = count == NULL ? -1 : take_add(stats, A_MAPPING_PROBLEMS, count);
+        Py_XDECREF(count);
+    }
+    Py_CLEAR(value);
+    if (found < 0 || (value = take_get(state, A_VIEWS)) == NULL ||
+        PyObject_SetItem(value, span_id, view) < 0) {
+        goto done;
+    }
+    Py_CLEAR(value);
+    /* the text within the trace's budget, else `_charge_text` */
+    if ((size = PyObject_CallOneArg(text_size_fn, normalized)) == NULL) {
+        goto done;
+    }
+    found = 0;
+    if (size != Py_None) {
+        PyObject *total, *limit;
+        if ((value = take_get(state, A_TEXT_BYTES)) == NULL) {
+            goto done;
+        }
+        total = PyNumber_Add(value, size);
+        Py_CLEAR(value);
+        limit = total == NULL ? NULL : take_get(config, A_MAX_TEXT_BYTES);
+        found = limit == NULL ? -1 : PyObject_RichCompareBool(total, limit, Py_LE);
+        if (found > 0 && (take_set(normalized, A_SPAN_TEXT_BYTES, size) < 0 ||
+                          take_set(state, A_TEXT_BYTES, total) < 0)) {
+            found = -1;
+        }
+        Py_XDECREF(total);
+        Py_XDECREF(limit);
+        if (found < 0) {
+            goto done;
+        }
+    }
+    if (!found) {
+        PyObject *call_args[2] = {state, normalized};
+        if ((value = take_call(engine, A_CHARGE_TEXT, call_args, 2)) == NULL) {
+            goto done;
+        }
+        Py_CLEAR(value);
+    }
+    /* steps = tuple(state.builder.add(normalized)) */
+    {
+        PyObject *builder = take_get(state, A_BUILDER), *made;
+        if (builder == NULL) {
+            goto done;
+        }
+        {
+            PyObject *call_args[2] = {builder, normalized};
+            made = PyObject_VectorcallMethod(take_str[A_ADD], call_args,
+                                             2, NULL);
+        }
+        Py_DECREF(builder);
+        if (made == NULL) {
+            goto done;
+        }
+        steps = PySequence_Tuple(made);
+        Py_DECREF(made);
+        if (steps == NULL) {
+            goto done;
+        }
+    }
+    if ((hooks = take_get(state, A_SPAN_HOOKS)) == NULL) {
+        goto done;
+    }
+    if (hooks == Py_None) {
+        Py_SETREF(hooks, take_call(engine, A_START_EVALUATORS, &state, 1));
+        if (hooks == NULL) {
+            goto done;
+        }
+    }
+    found = PyObject_IsTrue(hooks);
+    if (found <= 0) {
+        answer = found < 0 ? NULL : PyTuple_New(0);
+        goto done;
+    }
+    if (!PyList_CheckExact(hooks)) {
+        PyErr_SetString(PyExc_TypeError, "engine_take_span() span hooks must be a list");
+        goto done;
+    }
+    answer = call_hooks(hooks, normalized, steps, info);
+    if (answer != NULL && !PyTuple_CheckExact(answer)) {
+        /* [results so far, position, exception]: `Engine._isolate`, then the results */
+        PyObject *failed = answer, *done_list = PyList_GET_ITEM(failed, 0), *isolated;
+        PyObject *kwnames = PyTuple_Pack(3, str_span, str_steps, str_results);
+        answer = NULL;
+        if (kwnames != NULL) { /* _isolate(state, failed, exc, span=, steps=, results=) */
+            PyObject *method = take_get(engine, A_ISOLATE);
+            PyObject *call_args[6] = {state,      PyList_GET_ITEM(failed, 1),
+                                      PyList_GET_ITEM(failed, 2), normalized,
+                                      steps,      done_list};
+            isolated = method == NULL ? NULL
+                                      : PyObject_Vectorcall(method, call_args, 3, kwnames);
+            Py_XDECREF(method);
+            Py_DECREF(kwnames);
+            if (isolated != NULL) {
+                Py_DECREF(isolated);
+                answer = PyList_AsTuple(done_list);
+            }
+        }
+        Py_DECREF(failed);
+    }
+done:
+    Py_XDECREF(stats);
+    Py_XDECREF(trace_id);
+    Py_XDECREF(span_id);
+    Py_XDECREF(finalized);
+    Py_XDECREF(traces);
+    Py_XDECREF(now);
+    Py_XDECREF(state);
+    Py_XDECREF(parent);
+    Py_XDECREF(value);
+    Py_XDECREF(info);
+    Py_XDECREF(normalized);
+    Py_XDECREF(steps);
+    Py_XDECREF(hooks);
+    Py_XDECREF(config);
+    Py_XDECREF(size);
+    return answer;
+}
+
+/* --- present_keys ---------------------------------------------------------------------------- */
+
+static PyObject *str_attributes_slot, *str_attribute_keys;
+static slot_cache attributes_slot;
+
+PyDoc_STRVAR(present_keys_doc,
+"present_keys($module, view, /)\n"
+"--\n"
+"\n"
+"tracehound.server._pipeline._present_keys: a container of the span view's attribute keys,\n"
+"frozenset(view.attribute_keys) -- or the view's attributes dict itself when it holds them\n"
+"decoded (the same keys, without reading them out).");
+
+static PyObject *
+present_keys(PyObject *module, PyObject *view)
+{
+    PyObject *attributes, *keys, *out;
+    (void)module;
+    attributes = tracehound_slot_get(&attributes_slot, view, str_attributes_slot);
+    if (attributes != NULL && PyDict_CheckExact(attributes)) {
+        return attributes;
+    }
+    Py_XDECREF(attributes);
+    if (attributes == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return NULL;
+        }
+        PyErr_Clear(); /* not decoded yet */
+    }
+    keys = PyObject_GetAttr(view, str_attribute_keys);
+    if (keys == NULL) {
+        return NULL;
+    }
+    out = PyFrozenSet_New(keys);
+    Py_DECREF(keys);
+    return out;
+}
+
 static PyMethodDef engine_methods[] = {
     {"call_span_hooks", (PyCFunction)(void (*)(void))call_span_hooks, METH_FASTCALL,
      call_span_hooks_doc},
+    {"engine_take_span", (PyCFunction)(void (*)(void))engine_take_span, METH_FASTCALL,
+     engine_take_span_doc},
+    {"present_keys", present_keys, METH_O, present_keys_doc},
     {"encode_result_records", (PyCFunction)(void (*)(void))encode_result_records, METH_FASTCALL,
      encode_result_records_doc},
     {"encode_span_result_records", (PyCFunction)(void (*)(void))encode_span_result_records,
@@ -688,9 +1301,59 @@ tracehound_add_engine(PyObject *module)
             }
         }
     }
+    for (i = 0; i < A_COUNT; i++) {
+        if (take_str[i] == NULL) {
+            take_str[i] = PyUnicode_InternFromString(TAKE_NAMES[i]);
+            if (take_str[i] == NULL) {
+                return -1;
+            }
+        }
+    }
+    if (str_attributes_slot == NULL) {
+        str_attributes_slot = PyUnicode_InternFromString("_attributes");
+        str_attribute_keys = PyUnicode_InternFromString("attribute_keys");
+        if (str_attributes_slot == NULL || str_attribute_keys == NULL) {
+            return -1;
+        }
+    }
+    if (str_normalize == NULL) {
+        str_normalize = PyUnicode_InternFromString("normalize");
+        str_span = PyUnicode_InternFromString("span");
+        str_steps = PyUnicode_InternFromString("steps");
+        str_results = PyUnicode_InternFromString("results");
+        if (str_normalize == NULL || str_span == NULL || str_steps == NULL ||
+            str_results == NULL) {
+            return -1;
+        }
+    }
     if (encode_key_values_fn == NULL) {
         encode_key_values_fn = PyObject_GetAttrString(module, "encode_key_values");
-        if (encode_key_values_fn == NULL) {
+        for (i = 0; i < A_COUNT; i++) {
+        if (take_str[i] == NULL) {
+            take_str[i] = PyUnicode_InternFromString(TAKE_NAMES[i]);
+            if (take_str[i] == NULL) {
+                return -1;
+            }
+        }
+    }
+    if (str_attributes_slot == NULL) {
+        str_attributes_slot = PyUnicode_InternFromString("_attributes");
+        str_attribute_keys = PyUnicode_InternFromString("attribute_keys");
+        if (str_attributes_slot == NULL || str_attribute_keys == NULL) {
+            return -1;
+        }
+    }
+    if (str_normalize == NULL) {
+        str_normalize = PyUnicode_InternFromString("normalize");
+        str_span = PyUnicode_InternFromString("span");
+        str_steps = PyUnicode_InternFromString("steps");
+        str_results = PyUnicode_InternFromString("results");
+        if (str_normalize == NULL || str_span == NULL || str_steps == NULL ||
+            str_results == NULL) {
+            return -1;
+        }
+    }
+    if (encode_key_values_fn == NULL) {
             return -1;
         }
     }

@@ -27,14 +27,17 @@ The module also holds the other hot paths, each beside the Python code it stands
   span's trajectory drafts and tool-call arguments (`span_drafts`, `canonical_arguments`,
   `steps_from_drafts`, `step_from_fields`, `builder_add`, `tracehound.steps`), the span view's
   lazy fields read without a Python call (`SlotProperty`, `tracehound.spans`), the engine's text
-  budget (`text_size`), its evaluators' span hooks called in one loop (`call_span_hooks`) and
-  frozen slotted dataclasses made without their `__init__` (`slots_maker`, `fields_maker`).
+  budget (`text_size`), its evaluators' span hooks called in one loop (`call_span_hooks`), the
+  engine's whole per-span step for the sidecar, without a `SpanOutcome` (`engine_take_span`,
+  `tracehound.engine.Engine.span_taker`) and frozen slotted dataclasses made without their
+  `__init__` (`slots_maker`, `fields_maker`).
 - **The sidecar on bytes**: span views of a request read in one pass (`read_trace_views`,
   `read_trace_spans`), the request to forward spliced from the bytes received
   (`splice_trace_request`), result attributes and `gen_ai.evaluation.result` records written as
   protobuf (`encode_key_values`, `encode_log_record`, and straight from a span's results:
   `encode_result_attributes`, `encode_result_records`, `encode_span_result_records`;
-  `tracehound.server._otlp`).
+  `tracehound.server._otlp`), and the keys such a span is checked against taken from its decoded
+  attributes (`present_keys`, `tracehound.server._pipeline`).
 - **Text and evidence**: the tokenizer for mostly-ASCII text (`ascii_tokens`, `tracehound.text`),
   a text's normalized form and informative tokens (`text_tokens`), evidence units (`text_units`),
   and the evidence index (`EvidenceCore`, `tracehound.evaluators._evidence_index`), which also

@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -30,9 +31,27 @@ from tracehound.spans import LogView, SpanView
 from tracehound.steps import Step, Trajectory, TrajectoryBuilder
 from tracehound.text import TextCache
 
-__all__ = ["Engine", "EngineConfig", "EngineStats", "FinalizedTrace", "SpanOutcome"]
+__all__ = [
+    "SPAN_DUPLICATE",
+    "SPAN_LATE",
+    "SPAN_PLAIN",
+    "Engine",
+    "EngineConfig",
+    "EngineStats",
+    "FinalizedTrace",
+    "SpanOutcome",
+]
 
 FinalizeReason = Literal["quiet", "timeout", "max_traces", "flush"]
+
+# `Engine.take_span`'s answers for a span that is not evaluated as GenAI (a GenAI span's answer
+# is its results, a tuple)
+SPAN_PLAIN = 0
+"""Not GenAI (or past the trace's span limit): the span passes through."""
+SPAN_LATE = 1
+"""Its trace was finalized already (`SpanOutcome.late`)."""
+SPAN_DUPLICATE = 2
+"""Its trace had a span with its id (`SpanOutcome.duplicate`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +206,19 @@ class _TraceState:
 class Engine:
     """Per-trace state and evaluator dispatch. Not thread-safe: one owner thread."""
 
+    # slots: read per span, by the accelerator too (`span_taker`)
+    __slots__ = (
+        "_clock",
+        "_evaluators",
+        "_finalized",
+        "_late_by_trace",
+        "_ready",
+        "_span_hook_positions",
+        "_traces",
+        "config",
+        "stats",
+    )
+
     def __init__(
         self,
         evaluators: Sequence[Evaluator] = (),
@@ -286,13 +318,37 @@ class Engine:
             trace_id, span_id, True, steps, tuple(results) if results else (), False, False, True
         )
 
+    def take_span(self, view: SpanView) -> tuple[EvaluationResult, ...] | int:
+        """`add_span` for a caller that reads only what the outcome says of the span: its
+        results (a tuple, maybe empty) when it is GenAI, else `SPAN_LATE`, `SPAN_DUPLICATE` or
+        `SPAN_PLAIN` — the same work, without the `SpanOutcome` (the accelerator does it all
+        in one call; `span_taker` for many spans)."""
+        native = _wire._native
+        if native is not None:
+            answer: tuple[EvaluationResult, ...] | int = native.engine_take_span(self, view)
+            return answer
+        outcome = self.add_span(view)
+        if outcome.genai:
+            return outcome.results
+        if outcome.late:
+            return SPAN_LATE
+        return SPAN_DUPLICATE if outcome.duplicate else SPAN_PLAIN
+
+    def span_taker(self) -> Callable[[SpanView], tuple[EvaluationResult, ...] | int]:
+        """`take_span`, bound: the accelerator's `engine_take_span` for this engine when it is
+        loaded (for a caller that feeds many spans)."""
+        native = _wire._native
+        if native is None:
+            return self.take_span
+        return partial(native.engine_take_span, self)
+
     def _start_evaluators(self, state: _TraceState) -> list[tuple[int, Any, Any]]:
         """Start the evaluators on the trace's first GenAI span; return its span hooks: (position,
         the evaluator's `on_span`, its state) of each evaluator with an `on_span` of its own and
         a state (not broken by a failed `start_trace`)."""
         info = state.info
         evaluators = self._evaluators
-        eval_states = state.eval_states = [e.start_trace(info) for e in evaluators]
+        eval_states = state.eval_states = _started(evaluators, info)
         broken = SafeEvaluator.BROKEN
         hooks = state.span_hooks = [
             (i, evaluators[i].inner.on_span, eval_states[i])
@@ -413,7 +469,7 @@ class Engine:
         eval_states = state.eval_states
         info = state.info
         if eval_states is None and trajectory.steps:  # GenAI only once its late logs joined
-            eval_states = [e.start_trace(info) for e in self._evaluators]
+            eval_states = _started(self._evaluators, info)
         if eval_states is not None:
             # `SafeEvaluator.finish_trace` of each, without its frame when the state is sound
             broken = SafeEvaluator.BROKEN
@@ -437,8 +493,21 @@ class Engine:
         placed: list[EvaluationResult] = []
         for result in results:
             span_id = result.span_id
-            if span_id is None:
-                result = _at_span(result, root)
+            if span_id is None:  # `_at_span(result, root)`, without its frame for the usual class
+                if type(result) is EvaluationResult:
+                    result = _new_result(
+                        result.name,
+                        result.evaluator,
+                        result.evaluator_version,
+                        root,
+                        result.score_value,
+                        result.score_label,
+                        result.explanation,
+                        result.attributes,
+                        result.error_type,
+                    )
+                else:
+                    result = _at_span(result, root)
                 span_id = root
             if span_id == root:
                 attributes.update(result.attributes)
@@ -478,6 +547,19 @@ class Engine:
                 if fresh is not None:
                     builder.add(fresh)
         return builder
+
+
+def _started(evaluators: list[SafeEvaluator], info: TraceInfo) -> list[Any]:
+    """`[e.start_trace(info) for e in evaluators]`, each evaluator's own `start_trace` called
+    directly (no `SafeEvaluator` frame per evaluator per trace) and a failure handed to
+    `SafeEvaluator.start_failed`, which answers as its `start_trace` does."""
+    states: list[Any] = []
+    for evaluator in evaluators:
+        try:
+            states.append(evaluator.inner.start_trace(info))
+        except Exception as exc:
+            states.append(evaluator.start_failed(exc))
+    return states
 
 
 def _has_span_hook(evaluator: Evaluator) -> bool:

@@ -79,7 +79,7 @@ from tracehound.emit import (
     span_attributes,
     trace_agent,
 )
-from tracehound.engine import Engine, EngineConfig, FinalizedTrace
+from tracehound.engine import SPAN_LATE, SPAN_PLAIN, Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator
 from tracehound.spans import AttributeValue, LogView, SpanView
 
@@ -663,27 +663,28 @@ class TracehoundSpanProcessor(SpanProcessor):
             return
         started = time.perf_counter()
         try:
-            outcome = self._engine.add_span(view)
+            taken = self._engine.take_span(view)
         except Exception:
             self._internal_error("engine")
             self._forward(span, ())
             return
         trace_id = view.trace_id
-        if outcome.genai:
+        results: tuple[EvaluationResult, ...] = ()  # only a GenAI span has results
+        if type(taken) is tuple:
+            results = taken
             self._spans_evaluated += 1
             self._genai_traces.add(trace_id)
             if self._metrics is not None:
                 self._metrics.duration(time.perf_counter() - started, "span")
-        if outcome.late:
+        elif taken == SPAN_LATE:
             self._late_spans += 1
             if self._metrics is not None:
                 self._metrics.add(names.METRIC_LATE_SPANS, 1)
-        results = outcome.results
         for result in results:
             self._emit(result, trace_id, result.span_id or view.span_id, None)
         if self._exporter is None:
             return
-        if not (outcome.late or outcome.duplicate):
+        if type(taken) is tuple or taken == SPAN_PLAIN:  # neither late nor a duplicate
             is_root = not view.parent_span_id or view.parent_is_remote
             if self._forwarding == "hold" or (is_root and trace_id in self._genai_traces):
                 self._held.setdefault(trace_id, []).append((span, results))

@@ -6,14 +6,18 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _native import native_module, pure_python
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo, _wire
 from tracehound.conventions import NormalizedSpan, normalize
+from tracehound.engine import SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN
 from tracehound.evaluators.base import PluginError, SafeEvaluator, load_plugins
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
 from tracehound.spans import LogView, SpanView
@@ -488,6 +492,7 @@ def test_the_engine_calls_hooks_without_safe_evaluator_per_span(
     def refuse(*args: Any) -> Any:
         raise AssertionError("SafeEvaluator.on_span should only run after a failure")
 
+    monkeypatch.setattr(SafeEvaluator, "start_trace", refuse)
     monkeypatch.setattr(SafeEvaluator, "on_span", refuse)
     monkeypatch.setattr(SafeEvaluator, "finish_trace", refuse)
     recorder = Recorder()
@@ -606,3 +611,163 @@ def test_bad_plugins_fail_at_startup(
     _install_plugin(tmp_path, monkeypatch, target)
     with pytest.raises(PluginError, match=message):
         load_plugins(["bad"])
+
+
+# --- take_span: add_span without the SpanOutcome ----------------------------------------------
+
+_SPAN_IDS = [f"{i:016x}" for i in range(1, 7)]
+
+
+def _view(kind: int, trace: str, span_id: str, parent: str) -> SpanView:
+    """A span of one of the kinds the engine tells apart: plain, chat, tool, a big chat."""
+    if kind == 0:
+        return span(span_id, parent, trace=trace)
+    if kind == 1:
+        return chat(span_id, parent, 100, "q " + span_id, "a " + span_id, trace=trace)
+    if kind == 2:
+        return span(
+            span_id,
+            parent,
+            trace=trace,
+            name="execute_tool search",
+            attrs={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "search",
+                "gen_ai.tool.call.id": "c" + span_id,
+                "gen_ai.tool.call.result": "r" * 40,
+            },
+        )
+    return chat(span_id, parent, 100, "x" * 300, "y" * 300, trace=trace)
+
+
+# (trace, span, parent, kind, clock step) of each span fed
+_feeds = st.lists(
+    st.tuples(
+        st.sampled_from([TRACE, TRACE2]),
+        st.sampled_from(_SPAN_IDS),
+        st.sampled_from(["", *_SPAN_IDS[:2]]),
+        st.integers(0, 3),
+        st.sampled_from([0.0, 0.0, 1.0, 3.0, 40.0]),
+    ),
+    max_size=14,
+)
+
+
+def _fed(feeds: list[Any], failing: str | None, taker: bool) -> Any:
+    """What the engine makes of `feeds`: each span's answer (as `take_span` gives it), the
+    finalized traces and the stats; through `add_span` or the engine's `span_taker`."""
+    clock = FakeClock()
+    evaluators: list[Evaluator] = [_Flaky("a", "")]
+    if failing is not None:
+        evaluators.append(_Flaky("f", "on_span", {failing}))
+    evaluators.append(Recorder())
+    config = EngineConfig(
+        quiet_period=2.0,
+        trace_timeout=30.0,
+        max_traces=1,
+        max_spans_per_trace=4,
+        max_text_bytes_per_trace=900,
+        finalized_cache_size=1,
+    )
+    engine = Engine(evaluators, config, clock=clock)
+    take = engine.span_taker()
+    answers: list[Any] = []
+    done: list[Any] = []
+    for trace, span_id, parent, kind, step in feeds:
+        clock.now += step
+        view = _view(kind, trace, span_id, parent if parent != span_id else "")
+        if taker:
+            answers.append(take(view))
+        else:
+            outcome = engine.add_span(view)
+            answers.append(
+                outcome.results
+                if outcome.genai
+                else SPAN_LATE
+                if outcome.late
+                else SPAN_DUPLICATE
+                if outcome.duplicate
+                else SPAN_PLAIN
+            )
+        done += engine.poll()
+    done += engine.flush()
+    return (
+        [a if isinstance(a, int) else [_result_facts(r) for r in a] for a in answers],
+        [
+            (
+                t.trace_id,
+                t.root_span_id,
+                t.reason,
+                t.span_count,
+                t.truncated,
+                t.attributes,
+                [_result_facts(r) for r in t.results],
+                [(s.kind, s.span_id, s.text) for s in t.trajectory.steps],
+            )
+            for t in done
+        ],
+        engine.stats,
+    )
+
+
+def _result_facts(result: EvaluationResult) -> Any:
+    return (result.name, result.evaluator, result.span_id, result.score_value, result.error_type)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(feeds=_feeds, failing=st.sampled_from([None, *_SPAN_IDS[:3]]))
+def test_take_span_answers_what_add_span_says(feeds: list[Any], failing: str | None) -> None:
+    """The engine's `span_taker` (the accelerator's `engine_take_span`, when loaded) does what
+    `add_span` does: the same answers, finalized traces and counts, late, duplicate, over-limit
+    and over-budget spans and a failing evaluator included."""
+    expected = _fed(feeds, failing, taker=False)
+    assert _fed(feeds, failing, taker=True) == expected
+    with pure_python():
+        assert _fed(feeds, failing, taker=True) == expected
+
+
+@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
+def test_the_span_taker_is_the_accelerators() -> None:
+    engine = Engine([Recorder()])
+    take = engine.span_taker()
+    assert isinstance(take, partial) and take.func is _wire._native.engine_take_span  # type: ignore[union-attr]
+    [result] = take(chat("b" * 16, ROOT, 100, "hi", "hello"))  # type: ignore[misc]
+    assert result.name == "seen"
+    assert take(span("c" * 16, ROOT)) == SPAN_PLAIN
+    assert take(span("c" * 16, ROOT)) == SPAN_DUPLICATE
+    engine.flush()
+    assert take(span("d" * 16, ROOT)) == SPAN_LATE
+    assert engine.stats.late_spans == 1 and engine.late_spans_of(TRACE) == 1
+    with pure_python():
+        assert engine.span_taker() == engine.take_span
+
+
+@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
+def test_engine_take_span_leaks_nothing() -> None:
+    from _leaks import assert_leak_free
+
+    class Plain(_Flaky):
+        def on_span(self, *args: Any) -> Any:  # without recording the call
+            if args[1].span_id == "0000000000000002":
+                raise KeyError(args[1].span_id)
+            return (EvaluationResult(name="plain", evaluator=self.name, evaluator_version=""),)
+
+    engine = Engine([Plain("a", ""), Plain("b", "")], EngineConfig(finalized_cache_size=4))
+    take = engine.span_taker()
+    views = [chat(f"{i:016x}", ROOT, 100, "hi", "hello") for i in range(1, 4)]
+    plain = span(ROOT)
+    count = [0]
+
+    def call() -> None:
+        count[0] += 1
+        trace = f"{count[0]:032x}"
+        for view in views:
+            view.trace_id = trace
+            take(view)
+        plain.trace_id = trace
+        take(plain)
+        take(plain)  # a duplicate
+        engine.flush()
+        take(plain)  # late
+
+    assert_leak_free(call, [engine, views], n=2_000)

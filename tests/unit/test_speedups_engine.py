@@ -267,6 +267,30 @@ def test_call_span_hooks_is_the_engines_loop() -> None:
         call(((0, _hook("a"), "ok"),), "s", (), "t")
     with pytest.raises(TypeError):
         call([(0, _hook("a"))], "s", (), "t")
+    # one hook's results taken as they are when they are the only ones: a list still copied
+    # when it is returned (`results +=`), before the hooks after it run
+    kept: list[str] = []
+
+    def keeps(state: Any, span: Any, steps: Any, trace: Any) -> Any:
+        kept.append(state)
+        return kept
+
+    assert call([(0, keeps, "k"), (1, keeps, "l")], "s", (), "t") == ("k", "k", "l")
+    kept.clear()
+    assert call([(0, keeps, "k"), (1, _hook("b"), "generator"), (2, keeps, "m")], "s", (), "t") == (
+        "k",
+        "b",
+        "b",
+        "k",
+        "m",
+    )
+    kept.clear()
+    assert call([(0, keeps, "k"), (1, lambda *a: kept.append("x") or (), None)], "s", (), "t") == (
+        "k",
+    )
+    assert call([(0, _hook("a"), "bad")], "s", (), "t")[:2] == [[], 0]
+    done, position, _ = call([(0, keeps, "z"), (1, _hook("b"), "raise")], "s", (), "t")
+    assert (done, position) == (["k", "x", "z"], 1)
 
 
 @needs_native
@@ -280,3 +304,56 @@ def test_call_span_hooks_leaks_nothing() -> None:
         native.call_span_hooks(failing, "s", (), "t")
 
     assert_leak_free(call, [hooks, failing], n=20_000)
+
+
+def _json_view(keys: list[str]) -> Any:
+    from tracehound.spans import SpanView
+
+    return SpanView.from_json(
+        {
+            "traceId": "ab" * 16,
+            "spanId": "cd" * 8,
+            "name": "s",
+            "attributes": [{"key": k, "value": {"stringValue": "v"}} for k in keys],
+        }
+    )
+
+
+@needs_native
+@SETTINGS
+@given(keys=st.lists(st.text(max_size=8), max_size=6), decoded=st.booleans())
+def test_present_keys_are_the_views_keys(keys: list[str], decoded: bool) -> None:
+    """`present_keys` holds the keys `_present_keys` does: the view's attributes dict when it
+    holds them decoded, else the keys as a frozenset."""
+    from tracehound.server._pipeline import _present_keys
+
+    assert native is not None
+    view = _json_view(keys)
+    if decoded:
+        attributes = view.attributes
+        present = native.present_keys(view)
+        assert present is attributes
+    else:
+        present = native.present_keys(view)
+        assert type(present) is frozenset
+    assert set(present) == set(_present_keys(view)) == set(keys)
+
+
+@needs_native
+def test_present_keys_of_other_objects_and_leaks() -> None:
+    assert native is not None
+
+    class Keys:
+        attribute_keys = ("a", "b")
+
+    assert native.present_keys(Keys()) == frozenset({"a", "b"})
+    with pytest.raises(AttributeError):
+        native.present_keys(object())
+    view, decoded = _json_view(["a"]), _json_view(["b"])
+    assert decoded.attributes
+
+    def call() -> None:
+        native.present_keys(view)
+        native.present_keys(decoded)
+
+    assert_leak_free(call, [view, decoded], n=20_000)

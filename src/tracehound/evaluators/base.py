@@ -105,9 +105,10 @@ class SafeEvaluator:
     the rest of that trace. Failures are counted; the first one per evaluator is logged with its
     traceback, later ones are only counted (high-frequency events go to metrics, not logs).
 
-    The engine calls the evaluators' own `on_span` and `finish_trace` directly (one `try` for
-    all of a span's hooks, no frame of this class per evaluator per span) and hands a failure
-    to `span_failed` / `trace_failed`, which answer as these hooks do.
+    The engine calls the evaluators' own `start_trace`, `on_span` and `finish_trace` directly
+    (one `try` for all of a span's hooks, no frame of this class per evaluator per span or
+    trace) and hands a failure to `start_failed` / `span_failed` / `trace_failed`, which answer
+    as these hooks do.
     """
 
     __slots__ = ("_logged", "errors", "inner")
@@ -161,8 +162,13 @@ class SafeEvaluator:
         try:
             return self.inner.start_trace(trace)
         except Exception as exc:
-            self._failed(exc, "start_trace", None)
-            return self.BROKEN
+            return self.start_failed(exc)
+
+    def start_failed(self, exc: Exception) -> Any:
+        """`start_trace`'s answer to a failure of the evaluator's `start_trace`: the failure
+        counted (and logged, the first time), and the `BROKEN` state."""
+        self._failed(exc, "start_trace", None)
+        return self.BROKEN
 
     def on_span(
         self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo

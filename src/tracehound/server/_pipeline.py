@@ -75,7 +75,7 @@ from tracehound.emit import (
     span_attributes,
     trace_agent,
 )
-from tracehound.engine import Engine, FinalizedTrace
+from tracehound.engine import SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN, Engine, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator
 from tracehound.server._forward import Lane
 from tracehound.server._otlp import (
@@ -170,7 +170,7 @@ class _Held:
     span_id: str
     container: _Container
     results: tuple[EvaluationResult, ...]
-    present: frozenset[str] | None  # the span's attribute keys, for `_write`
+    present: Container[str] | None  # the span's attribute keys, for `_write`
     end_ns: int = 0  # of a span held as bytes (the time of its result events)
 
 
@@ -247,9 +247,9 @@ class Pipeline:
         self._known_limit = max(cache, 1)
         self._known: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()  # the dedupe window and the known traces
-        self._genai_traces: set[str] = set()
         self._held: dict[str, list[_Held]] = {}
-        # each GenAI trace's resource, serialized (in a 1-tuple: records are grouped by its id)
+        # each GenAI trace's resource, serialized (in a 1-tuple: records are grouped by its id);
+        # its keys are the traces with a GenAI span (whose root span is held)
         self._trace_resource: dict[str, tuple[bytes]] = {}
         self._released: list[_Held] = []
         # `gen_ai.evaluation.result` records by resource, until the next flush: [resource, the
@@ -682,7 +682,6 @@ class Pipeline:
                     trace_id = view.trace_id
                     if outcome.genai:
                         stats.spans_evaluated += 1
-                        self._genai_traces.add(trace_id)
                         if trace_id not in self._trace_resource:
                             if resource_copy is None:
                                 resource_copy = (rs.resource.SerializeToString(),)
@@ -701,7 +700,7 @@ class Pipeline:
                         continue
                     if not outcome.late:
                         is_root = not view.parent_span_id or view.parent_is_remote
-                        if hold_all or (is_root and trace_id in self._genai_traces):
+                        if hold_all or (is_root and trace_id in self._trace_resource):
                             if container is None:
                                 container = self._container(rs, ss)
                             # only a span written to later needs its keys (None: read then)
@@ -747,7 +746,6 @@ class Pipeline:
         known = self._known
         hold_all = self._hold
         recorder = self._recorder
-        genai_traces = self._genai_traces
         trace_resource = self._trace_resource
         span_events = self._span_events
         native = _wire._native
@@ -756,7 +754,8 @@ class Pipeline:
         edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
         removed = 0
         resources: dict[int, tuple[bytes]] = {}
-        add_span = engine.add_span
+        take_span = engine.span_taker()
+        key_set = native.present_keys if native is not None else _present_keys
         evaluated = 0
         # (results, trace id, span id) of the spans with results since the last `_emit_spans`,
         # whose traces' resource is `emitting`
@@ -804,19 +803,19 @@ class Pipeline:
                     if own:
                         continue
                     if recorder is None:
-                        outcome = add_span(view)
+                        taken = take_span(view)
                     else:
                         started = time.perf_counter()
-                        outcome = add_span(view)
-                        if outcome.genai:
+                        taken = take_span(view)
+                        if type(taken) is tuple:
                             recorder.duration(time.perf_counter() - started, "span")
-                        if outcome.late:
+                        elif taken == SPAN_LATE:
                             recorder.add(names.METRIC_LATE_SPANS, 1)
                     trace_id = view.trace_id
-                    results = outcome.results  # only a GenAI span has results
-                    if outcome.genai:
+                    results: tuple[EvaluationResult, ...]  # only a GenAI span has results
+                    if type(taken) is tuple:
+                        results = taken
                         evaluated += 1
-                        genai_traces.add(trace_id)
                         span_resource = trace_resource.setdefault(trace_id, resource)
                         if results:  # `_emit`, for the request's spans at once
                             if span_resource is not emitting:
@@ -824,41 +823,43 @@ class Pipeline:
                                 emitted = []
                                 emitting = span_resource
                             emitted.append((results, trace_id, view.span_id))
-                    elif outcome.duplicate:
+                    elif taken == SPAN_PLAIN:
+                        results = ()
+                    elif taken == SPAN_DUPLICATE:
                         stats.spans_duplicate += 1
                         edits[index] = None
                         removed += 1
                         continue
-                    if not outcome.late:
-                        is_root = not view.parent_span_id or view.parent_is_remote
-                        if hold_all or (is_root and trace_id in genai_traces):
-                            if container is None:
-                                container = _Container(
-                                    resource[0],
-                                    resource_schema_url,
-                                    raw[scope_start:scope_end],
-                                    scope_schema_url,
-                                )
-                            # only a span written to later needs its keys (None: read then)
-                            present = frozenset(view.attribute_keys) if results or is_root else None
-                            _, start, end = view.wire_range()
-                            held = _new_held(
-                                raw[start:end],
-                                view.span_id,
-                                container,
-                                results,
-                                present,
-                                view.end_ns,
+                    else:  # late: forwarded as it is
+                        continue
+                    is_root = not view.parent_span_id or view.parent_is_remote
+                    if hold_all or (is_root and trace_id in trace_resource):
+                        if container is None:
+                            container = _Container(
+                                resource[0],
+                                resource_schema_url,
+                                raw[scope_start:scope_end],
+                                scope_schema_url,
                             )
-                            held_here.append(held)
-                            self._held.setdefault(trace_id, []).append(held)
-                            stats.spans_held += 1
-                            edits[index] = None
-                            removed += 1
-                            continue
+                        # only a span written to later needs its keys (None: read then)
+                        present = key_set(view) if results or is_root else None
+                        _, start, end = view.wire_range()
+                        held = _new_held(
+                            raw[start:end],
+                            view.span_id,
+                            container,
+                            results,
+                            present,
+                            view.end_ns,
+                        )
+                        held_here.append(held)
+                        self._held.setdefault(trace_id, []).append(held)
+                        stats.spans_held += 1
+                        edits[index] = None
+                        removed += 1
+                        continue
                     if results:
-                        # the keys only: the message strings the views leave undecoded stay so
-                        span_keys = frozenset(view.attribute_keys)
+                        span_keys = key_set(view)
                         # the usual case: the attributes appended as they are (with span events,
                         # `_span_edit` encodes both); `encoded_result_attributes` without its frame
                         added: bytes | tuple[bytes] | None = None
@@ -971,40 +972,53 @@ class Pipeline:
         if not traces:
             return
         recorder = self._recorder
-        for trace in traces:
-            trace_id = trace.trace_id
-            self.stats.traces_finalized += 1
-            self._genai_traces.discard(trace_id)
-            held = self._held.pop(trace_id, ())
-            resource = self._trace_resource.pop(trace_id, None)
-            genai = bool(trace.trajectory.steps)
-            if recorder is not None:
-                recorder.add(
-                    names.METRIC_TRACES_FINALIZED,
-                    1,
-                    {names.METRIC_ATTR_FINALIZE_REASON: trace.reason},
-                )
-                if trace.reason == "max_traces":
-                    recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
-            if genai:
-                agent = trace_agent(trace) if recorder is not None else None  # a metric attribute
-                self._emit(trace.results, trace_id, trace.root_span_id, resource, agent)
-            for item in held:
-                if item.span is None:  # cut but never copied: an internal error
-                    continue
-                if genai and item.span_id == trace.root_span_id:
-                    results = item.results
-                    if self._span_events:  # the events of the root's own and the trace results
-                        results = (
-                            *results,
-                            *(r for r in trace.results if r.span_id in (None, item.span_id)),
-                        )
-                    self._write_held(item, root_attributes(trace, item.results), results)
-                elif item.results:
-                    self._write_held(item, span_attributes(item.results), item.results)
-                if self._redact and not isinstance(item.span, bytes):
-                    redact_span(item.span)
-                self._released.append(item)
+        # (results, trace id, root span id) of the traces since the last `_emit_spans`, whose
+        # resource is `emitting` (without a recorder: its metrics need each trace's agent)
+        emitted: list[tuple[tuple[EvaluationResult, ...], str, str]] = []
+        emitting: tuple[bytes] | None = None
+        try:
+            for trace in traces:
+                trace_id = trace.trace_id
+                self.stats.traces_finalized += 1
+                held = self._held.pop(trace_id, ())
+                resource = self._trace_resource.pop(trace_id, None)
+                genai = bool(trace.trajectory.steps)
+                if recorder is not None:
+                    recorder.add(
+                        names.METRIC_TRACES_FINALIZED,
+                        1,
+                        {names.METRIC_ATTR_FINALIZE_REASON: trace.reason},
+                    )
+                    if trace.reason == "max_traces":
+                        recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
+                if genai:
+                    if recorder is not None:  # the agent: a metric attribute
+                        agent = trace_agent(trace)
+                        self._emit(trace.results, trace_id, trace.root_span_id, resource, agent)
+                    else:  # `_emit`, for the traces with the same resource at once
+                        if resource is not emitting:
+                            self._emit_spans(emitted, emitting)
+                            emitted = []
+                            emitting = resource
+                        emitted.append((trace.results, trace_id, trace.root_span_id))
+                for item in held:
+                    if item.span is None:  # cut but never copied: an internal error
+                        continue
+                    if genai and item.span_id == trace.root_span_id:
+                        results = item.results
+                        if self._span_events:  # the events of the root's own and the trace's
+                            results = (
+                                *results,
+                                *(r for r in trace.results if r.span_id in (None, item.span_id)),
+                            )
+                        self._write_held(item, root_attributes(trace, item.results), results)
+                    elif item.results:
+                        self._write_held(item, span_attributes(item.results), item.results)
+                    if self._redact and not isinstance(item.span, bytes):
+                        redact_span(item.span)
+                    self._released.append(item)
+        finally:  # the records of the traces finalized, also when a later one failed
+            self._emit_spans(emitted, emitting)
 
     def _write_held(
         self,
@@ -1049,7 +1063,8 @@ class Pipeline:
         self, spans: list[tuple[tuple[EvaluationResult, ...], str, str]], resource: Any
     ) -> None:
         """`_emit(results, trace_id, span_id, resource, None)` of each (results, trace_id,
-        span_id) of `spans` (one request's spans whose traces have `resource`), in one call."""
+        span_id) of `spans` (one request's spans, or traces finalized at once, whose traces have
+        `resource`), in one call."""
         if not spans:
             return
         recorder = self._recorder
@@ -1118,6 +1133,13 @@ _SPAN_IDS = re.compile(rb"\x0a\x10(?:" + _SPAN_START + rb")(.{16})\x12\x08(.{8})
 
 _TRACE_PART = itemgetter(slice(0, 16))
 _ENDS_WITH_ZERO_SPAN = methodcaller("endswith", _ZERO_SPAN)
+
+
+def _present_keys(view: SpanView) -> Container[str]:
+    """The attribute keys of `view`, to check the keys written to its span against: the keys
+    only (the message strings the views leave undecoded stay so). The accelerator's
+    `present_keys` answers the view's attributes themselves when they are decoded."""
+    return frozenset(view.attribute_keys)
 
 
 def _checked_keys(keys: list[bytes], count: int) -> tuple[list[bytes], set[bytes]] | None:
