@@ -232,6 +232,59 @@ dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
     *xr = (d0 + d1) + (d2 + d3);
 }
 
+/* dot(a, a), dot(b, b) and dot(a, b) in one pass, the same sums. */
+VECTOR_CLONES static void
+dot_pair(const double *a, const double *b, Py_ssize_t start, Py_ssize_t stop, double *aa,
+         double *bb, double *ab)
+{
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    double b0 = 0.0, b1 = 0.0, b2 = 0.0, b3 = 0.0;
+    double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+    Py_ssize_t i = start;
+
+#if defined(__GNUC__)
+    {
+        v4d sa = {0.0, 0.0, 0.0, 0.0}, sb = {0.0, 0.0, 0.0, 0.0}, sd = {0.0, 0.0, 0.0, 0.0};
+
+        for (; i + 4 <= stop; i += 4) {
+            v4d ai, bi;
+
+            LOAD4(ai, a + i);
+            LOAD4(bi, b + i);
+            sa += ai * ai;
+            sb += bi * bi;
+            sd += ai * bi;
+        }
+        a0 = sa[0], a1 = sa[1], a2 = sa[2], a3 = sa[3];
+        b0 = sb[0], b1 = sb[1], b2 = sb[2], b3 = sb[3];
+        d0 = sd[0], d1 = sd[1], d2 = sd[2], d3 = sd[3];
+    }
+#else
+    for (; i + 4 <= stop; i += 4) {
+        a0 += a[i] * a[i];
+        a1 += a[i + 1] * a[i + 1];
+        a2 += a[i + 2] * a[i + 2];
+        a3 += a[i + 3] * a[i + 3];
+        b0 += b[i] * b[i];
+        b1 += b[i + 1] * b[i + 1];
+        b2 += b[i + 2] * b[i + 2];
+        b3 += b[i + 3] * b[i + 3];
+        d0 += a[i] * b[i];
+        d1 += a[i + 1] * b[i + 1];
+        d2 += a[i + 2] * b[i + 2];
+        d3 += a[i + 3] * b[i + 3];
+    }
+#endif
+    for (; i < stop; i++) {
+        a0 += a[i] * a[i];
+        b0 += b[i] * b[i];
+        d0 += a[i] * b[i];
+    }
+    *aa = (a0 + a1) + (a2 + a3);
+    *bb = (b0 + b1) + (b2 + b3);
+    *ab = (d0 + d1) + (d2 + d3);
+}
+
 /* dot(x, c) and dot(x, r) in one pass, the same sums (dot3 without dot(x, x)). */
 VECTOR_CLONES static void
 dot2(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssize_t stop,
@@ -1414,8 +1467,22 @@ PyDoc_STRVAR(recent_divergences_doc,
 "float64 buffer as long as `centroid`, tool shares a dict of str to float or None), more than\n"
 "256 summaries or 64 dimensions, non-finite divergences, and what the kernels leave to Python.");
 
+/* recent_divergences, with the blocks' norms of the centroid and of the run when the caller has
+ * them (NULL: computed here; the same values, from the same sums). */
+static PyObject *recent_divergences_with(PyObject *const *args, Py_ssize_t nargs,
+                                         const double *known_centroid_norms,
+                                         const double *known_run_norms);
+
 static PyObject *
 recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return recent_divergences_with(args, nargs, NULL, NULL);
+}
+
+static PyObject *
+recent_divergences_with(PyObject *const *args, Py_ssize_t nargs,
+                        const double *known_centroid_norms, const double *known_run_norms)
 {
     PyObject *recent, *run_shares, *out = NULL;
     double x[MAX_DIMS], sigma[MAX_DIMS], row[MAX_DIMS];
@@ -1429,7 +1496,6 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const double *c, *r = NULL;
     int has_run, handled = 0;
 
-    (void)module;
     if (nargs != 10) {
         PyErr_Format(PyExc_TypeError,
                      "recent_divergences() takes exactly 10 arguments (%zd given)", nargs);
@@ -1474,8 +1540,12 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r = (const double *)vr.buf;
     }
     for (k = 0; k < n_blocks; k++) {
-        centroid_norms[k] = sqrt(dot(c, c, blocks[k].start, blocks[k].stop));
-        run_norms[k] = has_run ? sqrt(dot(r, r, blocks[k].start, blocks[k].stop)) : 0.0;
+        centroid_norms[k] = known_centroid_norms != NULL
+                                ? known_centroid_norms[k]
+                                : sqrt(dot(c, c, blocks[k].start, blocks[k].stop));
+        run_norms[k] = !has_run                  ? 0.0
+                       : known_run_norms != NULL ? known_run_norms[k]
+                                                 : sqrt(dot(r, r, blocks[k].start, blocks[k].stop));
     }
     for (i = 0; i < n; i++) {
         PyObject *summary = PyTuple_GET_ITEM(recent, i);
@@ -2466,7 +2536,10 @@ score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *answer = NULL, *first = NULL, *typical = NULL, *text = NULL, *out = NULL;
     PyObject *composite_obj = NULL, *call[16];
     double tool, semantic = 0.0, complexity, composite, weights[3], mean[MAX_DIMS];
-    Py_ssize_t n_dims = -1, i;
+    double centroid_norms[MAX_BLOCKS], run_norms[MAX_BLOCKS], run_centroid[MAX_BLOCKS];
+    block_t blocks[MAX_BLOCKS];
+    Py_buffer vc, vr;
+    Py_ssize_t n_dims = -1, n_blocks, i, k;
     int primary, severity;
 
     if (nargs != 23) {
@@ -2491,22 +2564,68 @@ score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!tool_mix(run_shares, base_shares, &tool)) {
         Py_RETURN_NONE;
     }
-    if (run != Py_None && PyFloat_AS_DOUBLE(args[5]) > 0.0) {
-        PyObject *pair[3] = {run, centroid, args[9]};
+    /* the blocks' norms of the centroid and the run, and their dot products, in one pass: what
+     * embedding_distance and recent_divergences compute from the same sums */
+    if (!get_vector(centroid, &vc, -1)) {
+        Py_RETURN_NONE;
+    }
+    if (run != Py_None && !get_vector(run, &vr, vc.shape[0])) {
+        PyBuffer_Release(&vc);
+        Py_RETURN_NONE;
+    }
+    n_blocks = get_blocks(args[9], vc.shape[0], blocks);
+    if (n_blocks >= 0) {
+        const double *c = (const double *)vc.buf;
 
-        distance_obj = embedding_distance(module, pair, 3);
-        if (distance_obj == NULL) {
-            return NULL;
-        }
-        if (distance_obj == Py_NotImplemented) {
-            Py_DECREF(distance_obj);
-            Py_RETURN_NONE;
-        }
-        if (distance_obj != Py_None) {
-            semantic = PyFloat_AS_DOUBLE(distance_obj);
+        for (k = 0; k < n_blocks; k++) {
+            if (run != Py_None) {
+                double rr, cc;
+
+                dot_pair((const double *)vr.buf, c, blocks[k].start, blocks[k].stop, &rr, &cc,
+                         &run_centroid[k]);
+                run_norms[k] = sqrt(rr);
+                centroid_norms[k] = sqrt(cc);
+            }
+            else {
+                centroid_norms[k] = sqrt(dot(c, c, blocks[k].start, blocks[k].stop));
+            }
         }
     }
-    else {
+    if (run != Py_None) {
+        PyBuffer_Release(&vr);
+    }
+    PyBuffer_Release(&vc);
+    if (n_blocks < 0) {
+        Py_RETURN_NONE;
+    }
+    if (run != Py_None && PyFloat_AS_DOUBLE(args[5]) > 0.0) {
+        /* embedding_distance(run, centroid, blocks) */
+        double total = 0.0, weight_sum = 0.0;
+
+        for (k = 0; k < n_blocks; k++) {
+            double nx = run_norms[k], ny = centroid_norms[k];
+
+            if (nx == 0.0 || ny == 0.0 || blocks[k].weight <= 0.0) {
+                continue;
+            }
+            total += blocks[k].weight * (1.0 - run_centroid[k] / (nx * ny));
+            weight_sum += blocks[k].weight;
+        }
+        if (weight_sum != 0.0) {
+            semantic = total / weight_sum;
+            if (isnan(semantic) || semantic < 0.0) {
+                semantic = 0.0;
+            }
+            else if (semantic > 1.0) {
+                semantic = 1.0;
+            }
+            distance_obj = PyFloat_FromDouble(semantic);
+            if (distance_obj == NULL) {
+                return NULL;
+            }
+        }
+    }
+    if (distance_obj == NULL) {
         distance_obj = Py_NewRef(Py_None);
     }
     call[0] = x;
@@ -2567,7 +2686,8 @@ score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         call[7] = args[9];
         call[8] = args[15];
         call[9] = args[19];
-        answer = recent_divergences(module, call, 10);
+        answer = recent_divergences_with(call, 10, centroid_norms,
+                                         run != Py_None ? run_norms : NULL);
         if (answer == NULL || answer == Py_None) {
             goto done;
         }
