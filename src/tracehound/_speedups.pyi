@@ -253,16 +253,6 @@ def score_run(
     sample: str,
     /,
 ) -> tuple[float, float, float, float, str, str, float | None, dict[str, float], str] | None: ...
-def run_profile(
-    steps: tuple[Any, ...], run_ids: AbstractSet[str], /
-) -> (
-    tuple[
-        dict[str, int],
-        list[str],
-        tuple[float, float, float, float, float, float, float, float],
-    ]
-    | None
-): ...
 def divide_block(
     vector: WriteableBuffer, start: int, stop: int, divisor: float, /
 ) -> bool | None: ...

@@ -28,8 +28,6 @@
  * - score_run is the scorer's score_text in one call: the kernels above in a row (the run's
  *   components, composite, primary driver and severity, then recent_divergences and
  *   drift_explanation), the same values as those calls one by one.
- * - run_profile counts a run's steps as tracehound.drift._features._profile does (tool calls
- *   per tool, texts, the complexity counts): the same values.
  *
  * Over unit vectors, centroid sums, shares and capped z-scores these differences are far below
  * 1e-12 (the test suite checks that bound on random inputs, and that severities, labels,
@@ -230,6 +228,59 @@ dot3(const double *x, const double *c, const double *r, Py_ssize_t start, Py_ssi
     *xx = (a0 + a1) + (a2 + a3);
     *xc = (b0 + b1) + (b2 + b3);
     *xr = (d0 + d1) + (d2 + d3);
+}
+
+/* dot(a, a), dot(b, b) and dot(a, b) in one pass, the same sums. */
+VECTOR_CLONES static void
+dot_pair(const double *a, const double *b, Py_ssize_t start, Py_ssize_t stop, double *aa,
+         double *bb, double *ab)
+{
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+    double b0 = 0.0, b1 = 0.0, b2 = 0.0, b3 = 0.0;
+    double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+    Py_ssize_t i = start;
+
+#if defined(__GNUC__)
+    {
+        v4d sa = {0.0, 0.0, 0.0, 0.0}, sb = {0.0, 0.0, 0.0, 0.0}, sd = {0.0, 0.0, 0.0, 0.0};
+
+        for (; i + 4 <= stop; i += 4) {
+            v4d ai, bi;
+
+            LOAD4(ai, a + i);
+            LOAD4(bi, b + i);
+            sa += ai * ai;
+            sb += bi * bi;
+            sd += ai * bi;
+        }
+        a0 = sa[0], a1 = sa[1], a2 = sa[2], a3 = sa[3];
+        b0 = sb[0], b1 = sb[1], b2 = sb[2], b3 = sb[3];
+        d0 = sd[0], d1 = sd[1], d2 = sd[2], d3 = sd[3];
+    }
+#else
+    for (; i + 4 <= stop; i += 4) {
+        a0 += a[i] * a[i];
+        a1 += a[i + 1] * a[i + 1];
+        a2 += a[i + 2] * a[i + 2];
+        a3 += a[i + 3] * a[i + 3];
+        b0 += b[i] * b[i];
+        b1 += b[i + 1] * b[i + 1];
+        b2 += b[i + 2] * b[i + 2];
+        b3 += b[i + 3] * b[i + 3];
+        d0 += a[i] * b[i];
+        d1 += a[i + 1] * b[i + 1];
+        d2 += a[i + 2] * b[i + 2];
+        d3 += a[i + 3] * b[i + 3];
+    }
+#endif
+    for (; i < stop; i++) {
+        a0 += a[i] * a[i];
+        b0 += b[i] * b[i];
+        d0 += a[i] * b[i];
+    }
+    *aa = (a0 + a1) + (a2 + a3);
+    *bb = (b0 + b1) + (b2 + b3);
+    *ab = (d0 + d1) + (d2 + d3);
 }
 
 /* dot(x, c) and dot(x, r) in one pass, the same sums (dot3 without dot(x, x)). */
@@ -1217,27 +1268,11 @@ enum {
     A_TOOL_MIX, /* the components, in order */
     A_SEMANTIC,
     A_COMPLEXITY_COMPONENT,
-    A_KIND, /* the step attributes run_profile reads */
-    A_INPUT_TOKENS,
-    A_OUTPUT_TOKENS,
-    A_TOOL,
-    A_ARGUMENTS,
-    A_TEXT,
-    A_ERROR,
-    K_AGENT, /* the step kinds it tells apart */
-    K_LLM,
-    K_TOOL_CALL,
-    K_REASONING,
-    K_ASSISTANT,
-    K_ERROR,
-    K_TOOL_RESULT,
     N_NAMES
 };
 static const char *const NAME_STRINGS[N_NAMES] = {
     "trace_id", "run_id", "complexity", "embedding", "_shares", "tool_shares", "_norms", "tools",
     "none", "warning", "alert", "critical", "tool_mix", "semantic", "complexity",
-    "kind", "input_tokens", "output_tokens", "tool", "arguments", "text", "error",
-    "agent", "llm", "tool_call", "reasoning", "assistant", "error", "tool_result",
 };
 static PyObject *names[N_NAMES];
 
@@ -1414,8 +1449,22 @@ PyDoc_STRVAR(recent_divergences_doc,
 "float64 buffer as long as `centroid`, tool shares a dict of str to float or None), more than\n"
 "256 summaries or 64 dimensions, non-finite divergences, and what the kernels leave to Python.");
 
+/* recent_divergences, with the blocks' norms of the centroid and of the run when the caller has
+ * them (NULL: computed here; the same values, from the same sums). */
+static PyObject *recent_divergences_with(PyObject *const *args, Py_ssize_t nargs,
+                                         const double *known_centroid_norms,
+                                         const double *known_run_norms);
+
 static PyObject *
 recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    return recent_divergences_with(args, nargs, NULL, NULL);
+}
+
+static PyObject *
+recent_divergences_with(PyObject *const *args, Py_ssize_t nargs,
+                        const double *known_centroid_norms, const double *known_run_norms)
 {
     PyObject *recent, *run_shares, *out = NULL;
     double x[MAX_DIMS], sigma[MAX_DIMS], row[MAX_DIMS];
@@ -1429,7 +1478,6 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const double *c, *r = NULL;
     int has_run, handled = 0;
 
-    (void)module;
     if (nargs != 10) {
         PyErr_Format(PyExc_TypeError,
                      "recent_divergences() takes exactly 10 arguments (%zd given)", nargs);
@@ -1474,8 +1522,12 @@ recent_divergences(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         r = (const double *)vr.buf;
     }
     for (k = 0; k < n_blocks; k++) {
-        centroid_norms[k] = sqrt(dot(c, c, blocks[k].start, blocks[k].stop));
-        run_norms[k] = has_run ? sqrt(dot(r, r, blocks[k].start, blocks[k].stop)) : 0.0;
+        centroid_norms[k] = known_centroid_norms != NULL
+                                ? known_centroid_norms[k]
+                                : sqrt(dot(c, c, blocks[k].start, blocks[k].stop));
+        run_norms[k] = !has_run                  ? 0.0
+                       : known_run_norms != NULL ? known_run_norms[k]
+                                                 : sqrt(dot(r, r, blocks[k].start, blocks[k].stop));
     }
     for (i = 0; i < n; i++) {
         PyObject *summary = PyTuple_GET_ITEM(recent, i);
@@ -2466,7 +2518,10 @@ score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *answer = NULL, *first = NULL, *typical = NULL, *text = NULL, *out = NULL;
     PyObject *composite_obj = NULL, *call[16];
     double tool, semantic = 0.0, complexity, composite, weights[3], mean[MAX_DIMS];
-    Py_ssize_t n_dims = -1, i;
+    double centroid_norms[MAX_BLOCKS], run_norms[MAX_BLOCKS], run_centroid[MAX_BLOCKS];
+    block_t blocks[MAX_BLOCKS];
+    Py_buffer vc, vr;
+    Py_ssize_t n_dims = -1, n_blocks, i, k;
     int primary, severity;
 
     if (nargs != 23) {
@@ -2491,22 +2546,68 @@ score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!tool_mix(run_shares, base_shares, &tool)) {
         Py_RETURN_NONE;
     }
-    if (run != Py_None && PyFloat_AS_DOUBLE(args[5]) > 0.0) {
-        PyObject *pair[3] = {run, centroid, args[9]};
+    /* the blocks' norms of the centroid and the run, and their dot products, in one pass: what
+     * embedding_distance and recent_divergences compute from the same sums */
+    if (!get_vector(centroid, &vc, -1)) {
+        Py_RETURN_NONE;
+    }
+    if (run != Py_None && !get_vector(run, &vr, vc.shape[0])) {
+        PyBuffer_Release(&vc);
+        Py_RETURN_NONE;
+    }
+    n_blocks = get_blocks(args[9], vc.shape[0], blocks);
+    if (n_blocks >= 0) {
+        const double *c = (const double *)vc.buf;
 
-        distance_obj = embedding_distance(module, pair, 3);
-        if (distance_obj == NULL) {
-            return NULL;
-        }
-        if (distance_obj == Py_NotImplemented) {
-            Py_DECREF(distance_obj);
-            Py_RETURN_NONE;
-        }
-        if (distance_obj != Py_None) {
-            semantic = PyFloat_AS_DOUBLE(distance_obj);
+        for (k = 0; k < n_blocks; k++) {
+            if (run != Py_None) {
+                double rr, cc;
+
+                dot_pair((const double *)vr.buf, c, blocks[k].start, blocks[k].stop, &rr, &cc,
+                         &run_centroid[k]);
+                run_norms[k] = sqrt(rr);
+                centroid_norms[k] = sqrt(cc);
+            }
+            else {
+                centroid_norms[k] = sqrt(dot(c, c, blocks[k].start, blocks[k].stop));
+            }
         }
     }
-    else {
+    if (run != Py_None) {
+        PyBuffer_Release(&vr);
+    }
+    PyBuffer_Release(&vc);
+    if (n_blocks < 0) {
+        Py_RETURN_NONE;
+    }
+    if (run != Py_None && PyFloat_AS_DOUBLE(args[5]) > 0.0) {
+        /* embedding_distance(run, centroid, blocks) */
+        double total = 0.0, weight_sum = 0.0;
+
+        for (k = 0; k < n_blocks; k++) {
+            double nx = run_norms[k], ny = centroid_norms[k];
+
+            if (nx == 0.0 || ny == 0.0 || blocks[k].weight <= 0.0) {
+                continue;
+            }
+            total += blocks[k].weight * (1.0 - run_centroid[k] / (nx * ny));
+            weight_sum += blocks[k].weight;
+        }
+        if (weight_sum != 0.0) {
+            semantic = total / weight_sum;
+            if (isnan(semantic) || semantic < 0.0) {
+                semantic = 0.0;
+            }
+            else if (semantic > 1.0) {
+                semantic = 1.0;
+            }
+            distance_obj = PyFloat_FromDouble(semantic);
+            if (distance_obj == NULL) {
+                return NULL;
+            }
+        }
+    }
+    if (distance_obj == NULL) {
         distance_obj = Py_NewRef(Py_None);
     }
     call[0] = x;
@@ -2567,7 +2668,8 @@ score_run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         call[7] = args[9];
         call[8] = args[15];
         call[9] = args[19];
-        answer = recent_divergences(module, call, 10);
+        answer = recent_divergences_with(call, 10, centroid_norms,
+                                         run != Py_None ? run_norms : NULL);
         if (answer == NULL || answer == Py_None) {
             goto done;
         }
@@ -2619,312 +2721,6 @@ done:
     Py_XDECREF(scores);
     Py_XDECREF(distance_obj);
     if (out == NULL && !PyErr_Occurred()) {
-        Py_RETURN_NONE;
-    }
-    return out;
-}
-
-/* --- run_profile ---------------------------------------------------------------------------- */
-
-#define MAX_PROFILE_TOOLS 64
-#define MAX_PROFILE_CALLS 256
-
-PyDoc_STRVAR(run_profile_doc,
-"run_profile($module, steps, run_ids, /)\n"
-"--\n"
-"\n"
-"The step part of tracehound.drift._features._profile for the steps of `steps` (a tuple)\n"
-"whose run_id is in the set `run_ids`: (tools, texts, counts), `tools` the tool name ->\n"
-"calls dict (in the order of first calls), `texts` the reasoning and assistant texts and\n"
-"`counts` the floats (llm_calls, tool_calls, distinct_tools, steps, input_tokens,\n"
-"output_tokens, errors, retries), as _profile counts them. Step attributes are read as\n"
-"Python reads them.\n"
-"\n"
-"None for anything else: attributes not of the types a Step holds (exact strs, None, exact\n"
-"ints for the token counts), token sums of 2**53 or more, more than 64 distinct tools or 256\n"
-"tool calls with arguments, a step without one of the attributes.");
-
-/* The kind of the step (an exact str) among the kinds run_profile tells apart: K_* - K_AGENT,
- * or -1 for another kind. */
-static int
-step_kind(PyObject *kind)
-{
-    int k;
-
-    for (k = K_AGENT; k <= K_TOOL_RESULT; k++) {
-        if (kind == names[k]) {
-            return k - K_AGENT;
-        }
-    }
-    for (k = K_AGENT; k <= K_TOOL_RESULT; k++) {
-        if (PyUnicode_Compare(kind, names[k]) == 0) {
-            return k - K_AGENT;
-        }
-    }
-    return -1;
-}
-
-/* Is the attribute an exact str or None? Sets *truthy (a non-empty str). */
-static int
-str_or_none(PyObject *value, int *truthy)
-{
-    if (value == Py_None) {
-        *truthy = 0;
-        return 1;
-    }
-    if (!PyUnicode_CheckExact(value)) {
-        return 0;
-    }
-    *truthy = PyUnicode_GET_LENGTH(value) > 0;
-    return 1;
-}
-
-/* `total += value or 0` for a token count (None or an exact int), below 2**53 (where a float
- * holds the sum exactly). 0 for anything else. */
-static int
-add_tokens(PyObject *value, long long *total)
-{
-    long long v;
-    int overflow;
-
-    if (value == Py_None) {
-        return 1;
-    }
-    if (!PyLong_CheckExact(value)) {
-        return 0;
-    }
-    v = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (v <= -((long long)1 << 53) || v >= ((long long)1 << 53)) {
-        return 0;
-    }
-    *total += v;
-    return *total > -((long long)1 << 53) && *total < ((long long)1 << 53);
-}
-
-static PyObject *
-run_profile(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *steps, *run_ids, *tool_names[MAX_PROFILE_TOOLS];
-    PyObject *call_names[MAX_PROFILE_CALLS], *call_arguments[MAX_PROFILE_CALLS];
-    PyObject *texts = NULL, *tools = NULL, *out = NULL, *held = NULL, *seq = NULL;
-    long long tool_counts[MAX_PROFILE_TOOLS], input_tokens = 0, output_tokens = 0;
-    Py_ssize_t n_tools = 0, n_calls = 0, n_steps = 0, i, j;
-    long llm_calls = 0, tool_calls = 0, errors = 0, retries = 0;
-    int handled = 0;
-
-    (void)module;
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "run_profile() takes exactly 2 arguments (%zd given)",
-                     nargs);
-        return NULL;
-    }
-    steps = args[0];
-    run_ids = args[1];
-    if (!PyTuple_CheckExact(steps) ||
-        (!PySet_CheckExact(run_ids) && !PyFrozenSet_CheckExact(run_ids))) {
-        Py_RETURN_NONE;
-    }
-    texts = PyList_New(0);
-    /* the attribute values the tables borrow, held until the end */
-    held = PyList_New(0);
-    if (texts == NULL || held == NULL) {
-        goto done;
-    }
-    /* held, as Python code an attribute runs could drop the steps */
-    seq = Py_NewRef(steps);
-    for (i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *step = PySequence_Fast_GET_ITEM(seq, i), *run_id, *kind_obj;
-        int kind, inside, truthy;
-
-        run_id = get_attr(step, A_RUN_ID);
-        if (run_id == NULL) {
-            goto unhandled;
-        }
-        if (!PyUnicode_CheckExact(run_id)) {
-            Py_DECREF(run_id);
-            goto unhandled;
-        }
-        inside = PySet_Contains(run_ids, run_id);
-        Py_DECREF(run_id);
-        if (inside < 0) {
-            goto done;
-        }
-        if (!inside) {
-            continue;
-        }
-        kind_obj = get_attr(step, A_KIND);
-        if (kind_obj == NULL) {
-            goto unhandled;
-        }
-        if (!PyUnicode_CheckExact(kind_obj)) {
-            Py_DECREF(kind_obj);
-            goto unhandled;
-        }
-        kind = step_kind(kind_obj);
-        Py_DECREF(kind_obj);
-        if (kind == K_AGENT - K_AGENT) {
-            continue;
-        }
-        n_steps++;
-        if (kind == K_LLM - K_AGENT) {
-            PyObject *value;
-            int ok;
-
-            llm_calls++;
-            value = get_attr(step, A_INPUT_TOKENS);
-            if (value == NULL) {
-                goto unhandled;
-            }
-            ok = add_tokens(value, &input_tokens);
-            Py_DECREF(value);
-            if (!ok) {
-                goto unhandled;
-            }
-            value = get_attr(step, A_OUTPUT_TOKENS);
-            if (value == NULL) {
-                goto unhandled;
-            }
-            ok = add_tokens(value, &output_tokens);
-            Py_DECREF(value);
-            if (!ok) {
-                goto unhandled;
-            }
-        }
-        else if (kind == K_TOOL_CALL - K_AGENT) {
-            PyObject *name, *arguments;
-            int ok;
-
-            tool_calls++;
-            name = get_attr(step, A_TOOL);
-            if (name == NULL) {
-                goto unhandled;
-            }
-            ok = PyList_Append(held, name);
-            Py_DECREF(name);
-            if (ok < 0) {
-                goto done;
-            }
-            if (!str_or_none(name, &truthy)) {
-                goto unhandled;
-            }
-            if (!truthy) {
-                name = Py_None; /* `step.tool or ""`: counted under "" (made below) */
-            }
-            for (j = 0; j < n_tools; j++) {
-                if (tool_names[j] == name ||
-                    (name != Py_None && tool_names[j] != Py_None &&
-                     PyUnicode_Compare(tool_names[j], name) == 0)) {
-                    break;
-                }
-            }
-            if (j == n_tools) {
-                if (n_tools == MAX_PROFILE_TOOLS) {
-                    goto unhandled;
-                }
-                tool_names[n_tools] = name;
-                tool_counts[n_tools++] = 0;
-            }
-            tool_counts[j]++;
-            arguments = get_attr(step, A_ARGUMENTS);
-            if (arguments == NULL) {
-                goto unhandled;
-            }
-            ok = PyList_Append(held, arguments);
-            Py_DECREF(arguments);
-            if (ok < 0) {
-                goto done;
-            }
-            if (arguments == Py_None) {
-                continue; /* calls without recorded arguments never count as retries */
-            }
-            if (!PyUnicode_CheckExact(arguments)) {
-                goto unhandled;
-            }
-            for (j = 0; j < n_calls; j++) {
-                if ((call_names[j] == name ||
-                     (name != Py_None && call_names[j] != Py_None &&
-                      PyUnicode_Compare(call_names[j], name) == 0)) &&
-                    PyUnicode_Compare(call_arguments[j], arguments) == 0) {
-                    break;
-                }
-            }
-            if (j < n_calls) {
-                retries++;
-            }
-            else {
-                if (n_calls == MAX_PROFILE_CALLS) {
-                    goto unhandled;
-                }
-                call_names[n_calls] = name;
-                call_arguments[n_calls++] = arguments;
-            }
-        }
-        else if (kind == K_REASONING - K_AGENT || kind == K_ASSISTANT - K_AGENT) {
-            PyObject *text = get_attr(step, A_TEXT);
-            int ok;
-
-            if (text == NULL) {
-                goto unhandled;
-            }
-            ok = str_or_none(text, &truthy);
-            if (ok && truthy && PyList_Append(texts, text) < 0) {
-                Py_DECREF(text);
-                goto done;
-            }
-            Py_DECREF(text);
-            if (!ok) {
-                goto unhandled;
-            }
-        }
-        else if (kind == K_ERROR - K_AGENT) {
-            errors++;
-        }
-        else if (kind == K_TOOL_RESULT - K_AGENT) {
-            PyObject *error = get_attr(step, A_ERROR);
-            int ok;
-
-            if (error == NULL) {
-                goto unhandled;
-            }
-            ok = str_or_none(error, &truthy);
-            Py_DECREF(error);
-            if (!ok) {
-                goto unhandled;
-            }
-            errors += truthy;
-        }
-    }
-    tools = PyDict_New();
-    if (tools == NULL) {
-        goto done;
-    }
-    for (j = 0; j < n_tools; j++) {
-        PyObject *name = tool_names[j] == Py_None ? PyUnicode_FromStringAndSize("", 0)
-                                                  : Py_NewRef(tool_names[j]);
-        PyObject *count = name == NULL ? NULL : PyLong_FromLongLong(tool_counts[j]);
-        int ok = count != NULL && PyDict_SetItem(tools, name, count) == 0;
-
-        Py_XDECREF(count);
-        Py_XDECREF(name);
-        if (!ok) {
-            goto done;
-        }
-    }
-    out = Py_BuildValue("(OO(dddddddd))", tools, texts, (double)llm_calls, (double)tool_calls,
-                        (double)n_tools, (double)n_steps, (double)input_tokens,
-                        (double)output_tokens, (double)errors, (double)retries);
-unhandled:
-    handled = 1;
-done:
-    Py_XDECREF(seq);
-    Py_XDECREF(tools);
-    Py_XDECREF(held);
-    Py_XDECREF(texts);
-    if (out == NULL && handled && !PyErr_Occurred()) {
         Py_RETURN_NONE;
     }
     return out;
@@ -3006,7 +2802,6 @@ static PyMethodDef drift_methods[] = {
      merge_moments_doc},
     {"drift_explanation", (PyCFunction)(void (*)(void))drift_explanation, METH_FASTCALL,
      drift_explanation_doc},
-    {"run_profile", (PyCFunction)(void (*)(void))run_profile, METH_FASTCALL, run_profile_doc},
     {"score_run", (PyCFunction)(void (*)(void))score_run, METH_FASTCALL, score_run_doc},
     {"divide_block", (PyCFunction)(void (*)(void))divide_block, METH_FASTCALL,
      divide_block_doc},

@@ -729,37 +729,36 @@ typedef struct {
     Py_ssize_t n_tokens;  /* informative tokens so far */
 } text_row_t;
 
-/* The four bytes at p, each lower-cased (| 0x20), as a little-endian word. */
+/* The four characters at p (ASCII, of any kind), each lower-cased (| 0x20), as the
+ * little-endian word of their bytes. */
 #define LOWER_WORD(p)                                                                          \
-    ((uint32_t)((p)[0] | 0x20) | ((uint32_t)((p)[1] | 0x20) << 8) |                            \
-     ((uint32_t)((p)[2] | 0x20) << 16) | ((uint32_t)((p)[3] | 0x20) << 24))
+    ((uint32_t)(uint8_t)((p)[0] | 0x20) | ((uint32_t)(uint8_t)((p)[1] | 0x20) << 8) |          \
+     ((uint32_t)(uint8_t)((p)[2] | 0x20) << 16) | ((uint32_t)(uint8_t)((p)[3] | 0x20) << 24))
 
-/* crc_bytes of the n bytes at p lower-cased (| 0x20), without the copy: slicing by 8, then 4,
- * then bytes, as crc_bytes. */
-static ALWAYS_INLINE uint32_t
-crc_lower_bytes(uint32_t c, const uint8_t *p, Py_ssize_t n)
-{
-    for (; n >= 8; n -= 8, p += 8) {
-        uint32_t lo = c ^ LOWER_WORD(p), hi = LOWER_WORD(p + 4);
-
-        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
-            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
-            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
-    }
-    if (n >= 4) {
-        uint32_t w = c ^ LOWER_WORD(p);
-
-        c = crc_table[3][w & 0xff] ^ crc_table[2][(w >> 8) & 0xff] ^
-            crc_table[1][(w >> 16) & 0xff] ^ crc_table[0][w >> 24];
-        n -= 4;
-        p += 4;
-    }
-    for (; n > 0; n--, p++) {
-        c = CRC_BYTE(c, *p | 0x20);
-    }
-    return c;
-}
+/* crc_bytes of the n ASCII characters at p lower-cased (| 0x20), p a pointer to characters of
+ * one kind, without the copy: slicing by 8, then 4, then bytes, as crc_bytes. */
+#define CRC_LOWER_CHARS(c, p, n)                                                               \
+    do {                                                                                       \
+        for (; (n) >= 8; (n) -= 8, (p) += 8) {                                                 \
+            uint32_t lo_ = (c) ^ LOWER_WORD(p), hi_ = LOWER_WORD((p) + 4);                     \
+                                                                                               \
+            (c) = crc_table[7][lo_ & 0xff] ^ crc_table[6][(lo_ >> 8) & 0xff] ^                 \
+                  crc_table[5][(lo_ >> 16) & 0xff] ^ crc_table[4][lo_ >> 24] ^                 \
+                  crc_table[3][hi_ & 0xff] ^ crc_table[2][(hi_ >> 8) & 0xff] ^                 \
+                  crc_table[1][(hi_ >> 16) & 0xff] ^ crc_table[0][hi_ >> 24];                  \
+        }                                                                                      \
+        if ((n) >= 4) {                                                                        \
+            uint32_t w_ = (c) ^ LOWER_WORD(p);                                                 \
+                                                                                               \
+            (c) = crc_table[3][w_ & 0xff] ^ crc_table[2][(w_ >> 8) & 0xff] ^                   \
+                  crc_table[1][(w_ >> 16) & 0xff] ^ crc_table[0][w_ >> 24];                    \
+            (n) -= 4;                                                                          \
+            (p) += 4;                                                                          \
+        }                                                                                      \
+        for (; (n) > 0; (n)--, (p)++) {                                                        \
+            (c) = CRC_BYTE((c), (uint8_t)(*(p) | 0x20));                                       \
+        }                                                                                      \
+    } while (0)
 
 /* CRC-32 of the lower-cased characters data[start:start + len] (ASCII: their UTF-8). */
 static ALWAYS_INLINE uint32_t
@@ -769,8 +768,20 @@ crc_token(int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
     uint32_t c = 0xFFFFFFFFu;
     Py_ssize_t done, m, j;
 
-    if (kind == PyUnicode_1BYTE_KIND) { /* the characters are their bytes */
-        return ~crc_lower_bytes(c, (const uint8_t *)data + start, len);
+    /* a token's characters are ASCII (the tokenizer's ASCII path): each is its UTF-8 byte */
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = (const Py_UCS1 *)data + start;
+        Py_ssize_t n = len;
+
+        CRC_LOWER_CHARS(c, p, n);
+        return ~c;
+    }
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *p = (const Py_UCS2 *)data + start;
+        Py_ssize_t n = len;
+
+        CRC_LOWER_CHARS(c, p, n);
+        return ~c;
     }
     if (len <= 16) { /* most tokens: byte at a time, without the copy */
         for (j = 0; j < len; j++) {

@@ -51,9 +51,8 @@ The module also holds the other hot paths, each beside the Python code it stands
   `complexity_scores`, `complexity_distances`, `tool_mixes`, `recent_divergences` — sums in their
   own order, within 1e-12 of the Python code's, not to the bit) and the baselines' helpers
   (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, `divide_block`, to the
-  bit), a score's explanation text in one call (`drift_explanation`, the same text), a run's
-  whole score and text in one call (`score_run`, those kernels in a row) and a run's step counts
-  (`run_profile`, the same values).
+  bit), a score's explanation text in one call (`drift_explanation`, the same text) and a run's
+  whole score and text in one call (`score_run`, those kernels in a row).
 - **Loops**: a span's bookkeeping and its steps held back while none can complete a loop
   (`loops_hold`, `loops_held_steps`, `loops_head`, `tracehound.evaluators.loops`).
 

@@ -41,7 +41,6 @@ from tracehound.drift import (
     RunFeatures,
     RunningStats,
     RunSummary,
-    _features,
     _score,
     block_distances,
     embedding_distance,
@@ -49,7 +48,6 @@ from tracehound.drift import (
 )
 from tracehound.drift._baseline import _float16_copy, tool_shares_of
 from tracehound.drift._features import SAMPLE_CHARS, embed_run, make_sample
-from tracehound.steps import Run, Step, Trajectory
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EMBEDDER = HashingEmbedder(64)
@@ -1382,142 +1380,3 @@ def test_score_run_does_not_leak() -> None:
     assert_leak_free(lambda: function(*args), watched, 5_000)
     unhandled = [*args[:10], list(baseline.dimensions), *args[11:]]
     assert_leak_free(lambda: function(*unhandled), watched, 5_000)
-
-
-# --- the run's steps counted in C ----------------------------------------------------------------
-
-_KINDS = ["llm", "assistant", "reasoning", "tool_call", "tool_result", "agent", "error", "user"]
-
-
-@st.composite
-def step_lists(draw: st.DrawFn) -> tuple[tuple[Step, ...], set[str]]:
-    """Steps of a few runs, with the fields `_profile` reads (tool names and arguments that
-    repeat, texts and errors empty or not, token counts None or not)."""
-    rng = random.Random(draw(st.integers(0, 2**32)))
-    steps = []
-    for i in range(draw(st.integers(0, 40))):
-        kind = rng.choice(_KINDS)
-        steps.append(
-            Step(
-                kind=kind,  # type: ignore[arg-type]
-                span_id=f"s{i}",
-                start_ns=i,
-                end_ns=i + 1,
-                run_id=rng.choice(["a", "b", "c"]),
-                text=rng.choice([None, "", "some text", "é 工具"]),
-                tool=rng.choice([None, "", "search", "read", "工具"]),
-                arguments=rng.choice([None, "", "{}", '{"q": 1}']),
-                input_tokens=rng.choice([None, 0, 7, 2**40]),
-                output_tokens=rng.choice([None, 3, 2**52 - 1]),
-                error=rng.choice([None, "", "boom"]),
-            )
-        )
-    return tuple(steps), set(rng.sample(["a", "b", "c"], rng.randint(0, 3)))
-
-
-def _python_profile(steps: tuple[Step, ...], ids: set[str]) -> Any:
-    run = SimpleNamespace(run_id="a", parent_run_id=None, depth=0, start_ns=0, end_ns=0)
-    tools, texts, complexity = _features._profile(
-        run,  # type: ignore[arg-type]
-        [s for s in steps if s.run_id in ids],
-        [run],  # type: ignore[list-item]
-    )
-    return tools, texts, complexity[:8]
-
-
-@compares_both_paths
-@SETTINGS
-@given(step_lists())
-def test_run_profile_is_the_profile(inputs: tuple[tuple[Step, ...], set[str]]) -> None:
-    """`run_profile` counts what `_profile` counts: the same dict (in the same order), texts
-    and floats, or None (then the Python code runs)."""
-    steps, ids = inputs
-    found = native("run_profile")(steps, ids)
-    expected = _python_profile(steps, ids)
-    total_in = sum(s.input_tokens or 0 for s in steps if s.kind == "llm" and s.run_id in ids)
-    total_out = sum(s.output_tokens or 0 for s in steps if s.kind == "llm" and s.run_id in ids)
-    if max(total_in, total_out) >= 2**53:
-        assert found is None
-        return
-    assert found is not None
-    tools, texts, counts = found
-    assert list(tools.items()) == list(expected[0].items())
-    assert texts == expected[1]
-    assert counts == expected[2]
-    assert all(type(v) is float for v in counts)
-
-
-@compares_both_paths
-def test_run_profile_leaves_other_steps_to_python() -> None:
-    function = native("run_profile")
-    good = Step(kind="tool_call", span_id="s", start_ns=0, end_ns=1, run_id="a", tool="t")
-    assert function((good,), {"a"}) == ({"t": 1}, [], (0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0))
-    assert function([good], {"a"}) is None  # a list
-    assert function((good,), ["a"]) is None  # not a set
-    for changes in [
-        {"tool": 3},
-        {"arguments": b"x"},
-        {"kind": "llm", "input_tokens": 1.0},
-        {"kind": "llm", "input_tokens": True},
-        {"kind": "llm", "output_tokens": 2**70},
-        {"kind": "assistant", "text": b"x"},
-        {"kind": "tool_result", "error": 1},
-        {"kind": b"llm"},
-        {"run_id": 1},
-    ]:
-        step = dataclasses.replace(good, **changes)
-        assert function((good, step), {"a", 1}) is None, changes
-    assert function((SimpleNamespace(run_id="a"),), {"a"}) is None  # no kind
-    many = tuple(dataclasses.replace(good, tool=f"t{i}") for i in range(65))
-    assert function(many, {"a"}) is None
-    calls = tuple(dataclasses.replace(good, arguments=f"{i}") for i in range(257))
-    assert function(calls, {"a"}) is None
-    with pytest.raises(TypeError):
-        function((good,))
-
-
-@compares_both_paths
-def test_run_features_take_the_c_profile(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Would fail if the run's steps were silently counted by the Python code."""
-    calls: list[Any] = []
-    monkeypatch.setattr(_features, "_profile", lambda *a: calls.append(a))
-    steps = (
-        Step(kind="agent", span_id="s0", start_ns=0, end_ns=9, run_id="a"),
-        Step(kind="assistant", span_id="s1", start_ns=1, end_ns=2, run_id="a", text="hello"),
-    )
-    run = Run(
-        run_id="a",
-        agent_name="x",
-        span_id="s0",
-        parent_run_id=None,
-        start_ns=0,
-        end_ns=9,
-        depth=0,
-    )
-    trajectory = Trajectory(trace_id="t", steps=steps, runs=(run,), conventions=())
-    features = _features.run_features(trajectory, run, EMBEDDER)
-    assert calls == []
-    assert features.complexity == (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 9e-9, 0.0)
-    assert features.has_text and features.sample == "hello"
-
-
-_leak_step = Step(
-    kind="tool_call", span_id="s", start_ns=0, end_ns=1, run_id="a", tool="t", arguments="{}"
-)
-_leak_steps = (
-    _leak_step,
-    _leak_step,
-    dataclasses.replace(_leak_step, kind="assistant", text="words"),
-    dataclasses.replace(_leak_step, kind="llm", input_tokens=3),
-    dataclasses.replace(_leak_step, kind="tool_result", error="e"),
-)
-
-
-@compares_both_paths
-def test_run_profile_does_not_leak() -> None:
-    ids = {"a"}
-    watched = [_leak_steps, *_leak_steps, ids]
-    assert_leak_free(lambda: native("run_profile")(_leak_steps, ids), watched, 20_000)
-    odd = (*_leak_steps, dataclasses.replace(_leak_step, tool=3))
-    watched.append(odd)
-    assert_leak_free(lambda: native("run_profile")(odd, ids), watched, 20_000)

@@ -125,7 +125,8 @@ def run_features(
     `texts_cache`: the trace's tokenized texts (the engine's `TraceInfo.texts`), which the hashing
     embedder reads tokens from instead of tokenizing the texts again.
     """
-    tools, texts, complexity = _run_profile(run, trajectory)
+    steps = trajectory.run_steps(run.run_id, nested=True)
+    tools, texts, complexity = _profile(run, steps, trajectory.runs)
     embedding, has_text = _embed_run(texts, embedder, texts_cache)
     return _new_features(
         run.run_id,
@@ -138,29 +139,6 @@ def run_features(
         make_sample(texts),
         has_text,
     )
-
-
-def _run_profile(
-    run: Run, trajectory: Trajectory
-) -> tuple[dict[str, int], list[str], tuple[float, ...]]:
-    """`_profile` of the run's subtree (`trajectory.run_steps(run.run_id, nested=True)`): the C
-    accelerator's `run_profile` counts the steps when built (the same values, without the list
-    of the run's steps)."""
-    runs = trajectory.runs
-    native = getattr(_wire._native, "run_profile", None)
-    if native is not None:
-        inside = _subtree_run_ids(run, runs)
-        found = native(trajectory.steps, inside)
-        if found is not None:  # None: input it leaves to Python
-            tools, texts, counts = found
-            return tools, texts, (*counts, *_extent(run, runs, inside))
-    return _profile(run, trajectory.run_steps(run.run_id, nested=True), runs)
-
-
-def _extent(run: Run, runs: Sequence[Run], inside: set[str]) -> tuple[float, float]:
-    """The run's `duration_s` and `depth` (`inside`: the run ids of its subtree)."""
-    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
-    return max(0, run.end_ns - run.start_ns) / 1e9, float(depth)
 
 
 def _profile(
@@ -198,7 +176,9 @@ def _profile(
                 texts.append(step.text)
         elif kind == "error" or (kind == "tool_result" and step.error):
             errors += 1
-    duration, depth = _extent(run, runs, _subtree_run_ids(run, runs))
+    inside = _subtree_run_ids(run, runs)
+    depth = max((r.depth for r in runs if r.run_id in inside), default=run.depth) - run.depth
+    duration = max(0, run.end_ns - run.start_ns) / 1e9
     complexity = (
         float(llm_calls),
         float(tool_calls),
@@ -209,7 +189,7 @@ def _profile(
         float(errors),
         float(retries),
         duration,
-        depth,
+        float(depth),
     )
     return tools, texts, complexity
 
