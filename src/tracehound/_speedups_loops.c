@@ -11,7 +11,8 @@
  *   Python code whole (an `error.type` to read, values of unusual types). `parts` is the
  *   _State's tuple of containers (see _State.parts).
  * - loops_held_steps(held, steps) is loops._held_steps_py: the trace result of a trace whose
- *   steps were all held back needs the trajectory's to be those steps.
+ *   steps were all held back needs the trajectory's to be those steps. `held` has three items
+ *   per step: the step, its run, its tool span's end.
  * - loops_head(text) is loops._head(text) for a text whose first words are ASCII and typographic
  *   punctuation (the heads of outputs, which loops_hold counts), else None.
  *
@@ -630,13 +631,9 @@ hold_steps(PyObject *const *parts, PyObject *const *constants, Py_ssize_t const 
             break;
         }
         Py_DECREF(values);
-        held = PyTuple_Pack(3, step, run, end != NULL ? end : Py_None);
-        if (held == NULL) {
-            goto error;
-        }
-        status = PyList_Append(parts[P_HELD], held);
-        Py_DECREF(held);
-        if (status < 0) {
+        held = parts[P_HELD]; /* three items per step */
+        if (PyList_Append(held, step) < 0 || PyList_Append(held, run) < 0 ||
+            PyList_Append(held, end != NULL ? end : Py_None) < 0) {
             goto error;
         }
     }
@@ -1010,18 +1007,17 @@ loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(values);
             continue;
         }
-        if (j == PyList_GET_SIZE(held)) {
+        if (3 * j + 3 > PyList_GET_SIZE(held)) {
             Py_XDECREF(values);
             Py_RETURN_NONE;
         }
-        entry = PyList_GET_ITEM(held, j++);
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3 || values == NULL) {
-            Py_XDECREF(values);
-            PyErr_SetString(PyExc_TypeError,
-                            "loops_held_steps: held entries are 3-tuples of steps with a dict");
+        entry = PyList_GET_ITEM(held, 3 * j); /* (step, run, end) of each step */
+        j++;
+        if (values == NULL) {
+            PyErr_SetString(PyExc_TypeError, "loops_held_steps: steps keep their fields in a dict");
             return NULL;
         }
-        same = same_fields(PyTuple_GET_ITEM(entry, 0), final, values, which);
+        same = same_fields(entry, final, values, which);
         Py_DECREF(values);
         if (same <= 0) {
             if (same < 0) {
@@ -1033,7 +1029,7 @@ loops_held_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             count++;
         }
     }
-    if (j != PyList_GET_SIZE(held)) {
+    if (3 * j != PyList_GET_SIZE(held)) {
         Py_RETURN_NONE;
     }
     return PyLong_FromSsize_t(count);

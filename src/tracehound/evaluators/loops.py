@@ -613,19 +613,21 @@ class _HeldNear:
 
     __slots__ = ("cache", "components", "config", "tools")
 
-    def __init__(self, config: LoopConfig, cache: _Cache) -> None:
+    def __init__(self, config: LoopConfig) -> None:
         self.config = config
-        self.cache = cache
+        # (made by the first comparison, as few traces compare calls; the tracker's once made)
+        self.cache: _Cache | None = None
         # tool → the arguments of its calls while they are fewer than the threshold (then no
         # longer added to)
         self.tools: dict[str, list[str]] = {}
         # tool → [flattened arguments, component] of each call, from the threshold on
-        self.components: dict[str, list[list[Any]]] = {}
+        self.components: dict[str, list[list[Any]]] | None = None
 
     def may_complete(self, tool: str, arguments: str) -> bool:
         """True, with nothing recorded, when a call of `tool` with `arguments` (none of its
         earlier calls had them) may complete a near-duplicate group; else records it."""
-        entries = self.components.get(tool)
+        components = self.components
+        entries = components.get(tool) if components is not None else None
         if entries is None:
             texts = self.tools.get(tool)
             if texts is None:
@@ -636,7 +638,9 @@ class _HeldNear:
             if len(texts) + 1 < self.config.near_duplicate_threshold:
                 texts.append(arguments)  # no component that large yet
                 return False
-            entries = self.components[tool] = []
+            if components is None:
+                components = self.components = {}
+            entries = components[tool] = []
             for text in texts:  # components below the threshold (fewer calls than that)
                 self._join(entries, text)
         elif len(entries) >= _NEAR_HELD_CALLS:
@@ -647,7 +651,10 @@ class _HeldNear:
         """Records a call in the components of the earlier ones, `entries`; True instead when
         its component would have `near_duplicate_threshold` calls."""
         config = self.config
-        flat = _flat_of(arguments, self.cache, config)
+        cache = self.cache
+        if cache is None:
+            cache = self.cache = _Cache()
+        flat = _flat_of(arguments, cache, config)
         joined: set[int] = set()  # the components it is near a call of
         if flat is not None:
             for other, component in entries:
@@ -1182,16 +1189,22 @@ class _Tracker:
             self.calls_by_span[step.exec_span_id] = call
         return signals
 
-    def replay(self, held: list[tuple[Step, str, int | None]], overflow: set[str]) -> None:
+    def replay(self, held: list[Any], overflow: set[str]) -> None:
         """Feeds steps held back, in order, as they were when they arrived: each in the run it
         had then, a tool call with the end its tool span had then. The failure modes they show
         were taken when they arrived; they complete no loop (see `_State.hold`)."""
         modes: set[FailureMode] = set()
-        for step, run, end_ns in held:
+        for step, run, end_ns in _held_entries(held):
             if step.kind == "tool_call":
                 self.add_call(step, run, end_ns)
             else:
                 self.feed(step, run, overflow, modes)
+
+
+def _held_entries(held: list[Any]) -> Iterable[tuple[Step, str, int | None]]:
+    """(step, run, its tool span's end) of each step held back (`_State.held`)."""
+    items = iter(held)
+    return zip(items, items, items, strict=True)
 
 
 # Returned when a step completes no loop (never appended to).
@@ -1349,7 +1362,6 @@ class _State:
 
     __slots__ = (
         "agents",
-        "cache",
         "config",
         "exec_end",
         "fed",
@@ -1383,13 +1395,13 @@ class _State:
         self.exec_end: dict[str, int] = {}
         # The steps that added a failure mode (the tracker's `mode_steps` once it is made).
         self.mode_steps: list[Step] = []
-        # While steps are held back: those steps (step, run, its tool span's end for a call;
+        # While steps are held back: those steps, three items each (step, run, its tool span's
+        # end for a call;
         # every step of a `_FED` kind) and the counts that bound the loops they can make
         # (`heads` counts the outputs).
-        self.held: list[tuple[Step, str, int | None]] = []
+        self.held: list[Any] = []
         self.keys: set[_CallKey] = set()
-        self.cache = _Cache()  # the tracker's, once made
-        self.near = _HeldNear(config, self.cache)
+        self.near = _HeldNear(config)
         self.results: dict[tuple[int, str], int] = {}
         self.heads: dict[str, int] = {}
         # The containers the accelerator's `loops_hold` works on, in its order.
@@ -1465,18 +1477,18 @@ class _State:
         else:  # an error: a failure mode (nothing for the tracker, but a step fed)
             modes.add(_mode(step, self.overflow))
             self.mode_steps.append(step)
-        self.held.append((step, run, end_ns))
+        self.held += (step, run, end_ns)
         return True
 
     def catch_up(self, fed: list[dict[str, Any]] | None) -> _Tracker:
         """The tracker, made now and fed the steps held back, whose fields go to `fed` (the
         list `fed` stands for while a span is fed)."""
-        tracker = self.tracker = _Tracker(self.config, self.cache)
+        tracker = self.tracker = _Tracker(self.config, self.near.cache)
         tracker.exec_end = self.exec_end
         tracker.replay(self.held, self.overflow)
         tracker.mode_steps = self.mode_steps  # the replay's are those taken when held
         if fed is not None:
-            for step, run, _ in self.held:
+            for step, run, _ in _held_entries(self.held):
                 fields = step.__dict__.copy()
                 fields["run_id"] = run
                 if step.kind == "tool_call":
@@ -1880,7 +1892,7 @@ _HELD_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Step]) -> int | None:
+def _held_steps_py(held: list[Any], steps: Sequence[Step]) -> int | None:
     """The number of tool calls and outputs of `steps` (a trajectory's) when their steps of the
     `_FED` kinds are those held back, in order, of the same kinds and equal in the fields that
     counts or failure modes read (`_HELD_FIELDS`); else None.
@@ -1896,10 +1908,10 @@ def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Ste
             return None  # the re-feed decides
         if kind in _FED:
             finals.append(step)
-    if len(finals) != len(held):
+    if 3 * len(finals) != len(held):
         return None
     count = 0
-    for (step, _, _), final in zip(held, finals, strict=True):
+    for step, final in zip(held[::3], finals, strict=True):
         kind = final.kind
         if step.kind != kind:
             return None
@@ -1912,7 +1924,7 @@ def _held_steps_py(held: list[tuple[Step, str, int | None]], steps: Sequence[Ste
     return count
 
 
-_held_steps: Callable[[list[tuple[Step, str, int | None]], Sequence[Step]], int | None] = (
+_held_steps: Callable[[list[Any], Sequence[Step]], int | None] = (
     getattr(_wire._native, "loops_held_steps", None) or _held_steps_py
 )
 
