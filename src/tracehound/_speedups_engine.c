@@ -14,6 +14,7 @@
 #include "_speedups.h"
 #include "_speedups_wire.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1274,12 +1275,288 @@ present_keys(PyObject *module, PyObject *view)
     return out;
 }
 
+/* --- derived_attributes ---------------------------------------------------------------------- */
+
+enum {
+    D_LEVELS,
+    D_LEVEL_OF_RANK,
+    D_DRIFT,
+    D_GOLDEN,
+    D_SEVERITY,
+    D_SCORE,
+    D_AGENT,
+    D_MAX_SEVERITY,
+    D_MAX_SCORE,
+    D_MAX_AGENT,
+    D_COUNT
+};
+
+static PyObject *str_lower, *str_empty, *builtin_max;
+
+/* str(value).lower(): a new reference, or NULL. */
+static PyObject *
+lowered_str(PyObject *value)
+{
+    PyObject *text = PyObject_Str(value), *out;
+    if (text == NULL) {
+        return NULL;
+    }
+    out = PyObject_CallMethodNoArgs(text, str_lower);
+    Py_DECREF(text);
+    return out;
+}
+
+/* summary._is_number(value): 1, 0, or -1 with an exception set (math.isfinite's, for an int
+ * too large for a float). */
+static int
+is_finite_number(PyObject *value)
+{
+    double d;
+    if (PyBool_Check(value) || !(PyLong_Check(value) || PyFloat_Check(value))) {
+        return 0;
+    }
+    d = PyFloat_AsDouble(value);
+    if (d == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    return isfinite(d) ? 1 : 0;
+}
+
+/* Appends (rank, float(score) or -1.0, str(agent)) to scored; 0 or -1. */
+static int
+append_scored(PyObject *scored, PyObject *rank, PyObject *score, PyObject *agent)
+{
+    PyObject *as_float = score != NULL ? PyNumber_Float(score) : PyFloat_FromDouble(-1.0);
+    PyObject *agent_str = as_float == NULL ? NULL : PyObject_Str(agent);
+    PyObject *entry = agent_str == NULL ? NULL : PyTuple_Pack(3, rank, as_float, agent_str);
+    int rc = entry == NULL ? -1 : PyList_Append(scored, entry);
+    Py_XDECREF(as_float);
+    Py_XDECREF(agent_str);
+    Py_XDECREF(entry);
+    return rc;
+}
+
+/* dict.get(key, default): a new reference (NULL: the default NULL, or an error). Not
+ * borrowed: str() or float() of a value may run code that changes the dict. */
+static PyObject *
+dict_get(PyObject *dict, PyObject *key, PyObject *fallback)
+{
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    value = value != NULL || PyErr_Occurred() ? value : fallback;
+    Py_XINCREF(value);
+    return value;
+}
+
+PyDoc_STRVAR(derived_attributes_doc,
+"derived_attributes($module, root, results, constants, /)\n"
+"--\n"
+"\n"
+"tracehound.evaluators.summary.derived_attributes(root, results) in one call, for a root dict\n"
+"and results whose attributes are dicts, without golden results: None for anything else (the\n"
+"Python function then). constants: (LEVELS, the levels by rank, the drift and golden\n"
+"evaluation names, the severity, score and agent keys, the max severity, max score and max\n"
+"agent keys).");
+
+static PyObject *
+derived_attributes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *root, *constants, *fast = NULL, *scored = NULL, *out = NULL, *value, *severity;
+    PyObject *const *c;
+    Py_ssize_t i, n;
+    int number;
+
+    (void)module;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "derived_attributes() takes 3 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    root = args[0];
+    constants = args[2];
+    if (!PyTuple_CheckExact(constants) || PyTuple_GET_SIZE(constants) != D_COUNT ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(constants, D_LEVELS)) ||
+        !PyDict_CheckExact(PyTuple_GET_ITEM(constants, D_LEVEL_OF_RANK))) {
+        PyErr_SetString(PyExc_TypeError, "derived_attributes() bad constants");
+        return NULL;
+    }
+    c = &PyTuple_GET_ITEM(constants, 0);
+    if (!PyDict_CheckExact(root) || !(PyList_CheckExact(args[1]) || PyTuple_CheckExact(args[1]))) {
+        Py_RETURN_NONE;
+    }
+    if ((scored = PyList_New(0)) == NULL) {
+        return NULL;
+    }
+    /* the root's own severity and score */
+    value = dict_get(root, c[D_SEVERITY], str_empty);
+    severity = value == NULL ? NULL : lowered_str(value);
+    Py_XDECREF(value);
+    if (severity == NULL) {
+        goto done;
+    }
+    value = dict_get(root, c[D_SCORE], Py_None);
+    number = value == NULL ? -1 : is_finite_number(value);
+    if (number >= 0) {
+        PyObject *rank = PyDict_GetItemWithError(c[D_LEVELS], severity);
+        PyObject *agent = NULL;
+        if ((rank == NULL && PyErr_Occurred()) ||
+            (agent = dict_get(root, c[D_AGENT], str_empty)) == NULL) {
+            number = -1;
+        }
+        else if (rank != NULL || number) {
+            PyObject *unranked = rank == NULL ? PyLong_FromLong(-1) : Py_NewRef(rank);
+            number = unranked == NULL ? -1
+                                      : append_scored(scored, unranked, number ? value : NULL,
+                                                      agent);
+            Py_XDECREF(unranked);
+        }
+        Py_XDECREF(agent);
+    }
+    Py_XDECREF(value);
+    Py_DECREF(severity);
+    if (number < 0) {
+        goto done;
+    }
+    fast = PySequence_Fast(args[1], "results");
+    if (fast == NULL) {
+        goto done;
+    }
+    n = PySequence_Fast_GET_SIZE(fast);
+    for (i = 0; i < n; i++) {
+        PyObject *result = PySequence_Fast_GET_ITEM(fast, i), *name, *attrs, *error;
+        int is_drift, failed;
+        name = result_get(result, R_NAME);
+        if (name == NULL) {
+            goto done;
+        }
+        is_drift = PyObject_RichCompareBool(name, c[D_DRIFT], Py_EQ);
+        if (is_drift == 0) {
+            int is_golden = PyObject_RichCompareBool(name, c[D_GOLDEN], Py_EQ);
+            Py_DECREF(name);
+            if (is_golden != 0) { /* golden verdicts: the Python function (or an error) */
+                if (is_golden > 0) {
+                    Py_CLEAR(scored);
+                    Py_DECREF(fast);
+                    Py_RETURN_NONE;
+                }
+                goto done;
+            }
+            continue;
+        }
+        Py_DECREF(name);
+        if (is_drift < 0 || (error = result_get(result, R_ERROR_TYPE)) == NULL) {
+            goto done;
+        }
+        failed = PyObject_IsTrue(error);
+        Py_DECREF(error);
+        if (failed != 0) {
+            if (failed < 0) {
+                goto done;
+            }
+            continue;
+        }
+        if ((attrs = result_get(result, R_ATTRIBUTES)) == NULL) {
+            goto done;
+        }
+        if (!PyDict_CheckExact(attrs)) {
+            Py_DECREF(attrs);
+            Py_CLEAR(scored);
+            Py_DECREF(fast);
+            Py_RETURN_NONE;
+        }
+        value = dict_get(attrs, c[D_SEVERITY], str_empty);
+        severity = value == NULL ? NULL : lowered_str(value);
+        Py_XDECREF(value);
+        number = -1;
+        if (severity != NULL) {
+            PyObject *rank = PyDict_GetItemWithError(c[D_LEVELS], severity);
+            number = rank == NULL ? (PyErr_Occurred() ? -1 : 0) : 1;
+            if (number > 0) {
+                Py_INCREF(rank);
+                value = dict_get(attrs, c[D_SCORE], NULL);
+                if (value != NULL) { /* else the default score, -1.0, a number */
+                    number = is_finite_number(value);
+                }
+                else if (PyErr_Occurred()) {
+                    number = -1;
+                }
+                if (number > 0) {
+                    PyObject *agent = dict_get(attrs, c[D_AGENT], str_empty);
+                    number = agent == NULL ? -1 : append_scored(scored, rank, value, agent);
+                    Py_XDECREF(agent);
+                }
+                Py_XDECREF(value);
+                Py_DECREF(rank);
+            }
+            Py_DECREF(severity);
+        }
+        Py_DECREF(attrs);
+        if (number < 0) {
+            goto done;
+        }
+    }
+    if ((out = PyDict_New()) == NULL) {
+        goto done;
+    }
+    if (PyList_GET_SIZE(scored) > 0) {
+        PyObject *best_entry = PyObject_CallOneArg(builtin_max, scored), *best = NULL;
+        long rank;
+        int rc = 0;
+        if (best_entry == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        rank = PyLong_AsLong(PyTuple_GET_ITEM(best_entry, 0));
+        if (rank == -1 && PyErr_Occurred()) {
+            rc = -1;
+        }
+        else if (rank >= 0) {
+            PyObject *key = PyTuple_GET_ITEM(best_entry, 0);
+            PyObject *level = PyDict_GetItemWithError(c[D_LEVEL_OF_RANK], key);
+            if (level == NULL) {
+                if (!PyErr_Occurred()) {
+                    PyErr_SetObject(PyExc_KeyError, key);
+                }
+                rc = -1;
+            }
+            else {
+                rc = PyDict_SetItem(out, c[D_MAX_SEVERITY], level);
+            }
+        }
+        for (i = 0; rc == 0 && i < PyList_GET_SIZE(scored); i++) {
+            /* the first of the highest scores not below 0 */
+            PyObject *score = PyTuple_GET_ITEM(PyList_GET_ITEM(scored, i), 1);
+            double d = PyFloat_AS_DOUBLE(score);
+            if (d >= 0.0 && (best == NULL || d > PyFloat_AS_DOUBLE(best))) {
+                best = score;
+            }
+        }
+        if (rc == 0 && best != NULL) {
+            rc = PyDict_SetItem(out, c[D_MAX_SCORE], best);
+        }
+        if (rc == 0) {
+            PyObject *agent = PyTuple_GET_ITEM(best_entry, 2);
+            int truth = PyObject_IsTrue(agent);
+            rc = truth < 0 ? -1 : truth ? PyDict_SetItem(out, c[D_MAX_AGENT], agent) : 0;
+        }
+        Py_DECREF(best_entry);
+        if (rc < 0) {
+            Py_CLEAR(out);
+        }
+    }
+done:
+    Py_XDECREF(fast);
+    Py_XDECREF(scored);
+    return out;
+}
+
 static PyMethodDef engine_methods[] = {
     {"call_span_hooks", (PyCFunction)(void (*)(void))call_span_hooks, METH_FASTCALL,
      call_span_hooks_doc},
     {"engine_take_span", (PyCFunction)(void (*)(void))engine_take_span, METH_FASTCALL,
      engine_take_span_doc},
     {"present_keys", present_keys, METH_O, present_keys_doc},
+    {"derived_attributes", (PyCFunction)(void (*)(void))derived_attributes, METH_FASTCALL,
+     derived_attributes_doc},
     {"encode_result_records", (PyCFunction)(void (*)(void))encode_result_records, METH_FASTCALL,
      encode_result_records_doc},
     {"encode_span_result_records", (PyCFunction)(void (*)(void))encode_span_result_records,
@@ -1309,6 +1586,18 @@ tracehound_add_engine(PyObject *module)
             }
         }
     }
+    if (str_lower == NULL) {
+        str_lower = PyUnicode_InternFromString("lower");
+        str_empty = PyUnicode_FromString("");
+        builtin_max = PyDict_GetItemString(PyEval_GetBuiltins(), "max");
+        Py_XINCREF(builtin_max);
+        if (str_lower == NULL || str_empty == NULL || builtin_max == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "no builtin max");
+            }
+            return -1;
+        }
+    }
     if (str_attributes_slot == NULL) {
         str_attributes_slot = PyUnicode_InternFromString("_attributes");
         str_attribute_keys = PyUnicode_InternFromString("attribute_keys");
@@ -1334,6 +1623,18 @@ tracehound_add_engine(PyObject *module)
             if (take_str[i] == NULL) {
                 return -1;
             }
+        }
+    }
+    if (str_lower == NULL) {
+        str_lower = PyUnicode_InternFromString("lower");
+        str_empty = PyUnicode_FromString("");
+        builtin_max = PyDict_GetItemString(PyEval_GetBuiltins(), "max");
+        Py_XINCREF(builtin_max);
+        if (str_lower == NULL || str_empty == NULL || builtin_max == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "no builtin max");
+            }
+            return -1;
         }
     }
     if (str_attributes_slot == NULL) {

@@ -32,8 +32,9 @@ The module also holds the other hot paths, each beside the Python code it stands
   lazy fields read without a Python call (`SlotProperty`, `tracehound.spans`), the engine's text
   budget (`text_size`), its evaluators' span hooks called in one loop (`call_span_hooks`), the
   engine's whole per-span step for the sidecar, without a `SpanOutcome` (`engine_take_span`,
-  `tracehound.engine.Engine.span_taker`) and frozen slotted dataclasses made without their
-  `__init__` (`slots_maker`, `fields_maker`).
+  `tracehound.engine.Engine.span_taker`), the trace-level drift summaries of the root span
+  (`derived_attributes`, `tracehound.evaluators.summary`) and frozen slotted dataclasses made
+  without their `__init__` (`slots_maker`, `fields_maker`).
 - **The sidecar on bytes**: span views of a request read in one pass (`read_trace_views`,
   `read_trace_spans`), the request to forward spliced from the bytes received
   (`splice_trace_request`), result attributes and `gen_ai.evaluation.result` records written as

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound.evaluators.base import EvaluationResult
 
 __all__ = ["LEVELS", "derived_attributes"]
@@ -19,6 +19,26 @@ __all__ = ["LEVELS", "derived_attributes"]
 # Drift severities compare by rank.
 LEVELS = {"none": 0, "warning": 1, "alert": 2, "critical": 3}
 _LEVEL_OF_RANK = {rank: level for level, rank in LEVELS.items()}
+
+
+_DRIFT, _GOLDEN = names.EVAL_DRIFT, names.EVAL_GOLDEN
+_SEVERITY, _SCORE = names.ATTR_DRIFT_SEVERITY, names.ATTR_DRIFT_SCORE
+_AGENT = names.ATTR_DRIFT_AGENT
+_NUMBERS = (int, float)
+# What the accelerator's `derived_attributes` reads
+_NATIVE = (
+    LEVELS,
+    _LEVEL_OF_RANK,
+    _DRIFT,
+    _GOLDEN,
+    _SEVERITY,
+    _SCORE,
+    _AGENT,
+    names.ATTR_DRIFT_MAX_SEVERITY,
+    names.ATTR_DRIFT_MAX_SCORE,
+    names.ATTR_DRIFT_MAX_AGENT,
+)
+_isfinite = math.isfinite
 
 
 def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[str, str | float]:
@@ -29,42 +49,59 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
     `tracehound.drift.max_severity` / `.max_score` / `.max_agent` (the root's own
     `tracehound.drift.severity` / `.score` count too) and `tracehound.golden.worst_verdict`.
     """
+    native = _wire._native
+    if native is not None:  # the usual case (no golden results) in one call
+        made: dict[str, str | float] | None = native.derived_attributes(root, results, _NATIVE)
+        if made is not None:
+            return made
+    # `_is_number` written out (no frame per value), each value read once
     out: dict[str, str | float] = {}
     scored: list[tuple[int, float, str]] = []
-    root_severity = str(root.get(names.ATTR_DRIFT_SEVERITY, "")).lower()
-    root_score = root.get(names.ATTR_DRIFT_SCORE)
-    if root_severity in LEVELS or (root_score is not None and _is_number(root_score)):
+    root_severity = str(root.get(_SEVERITY, "")).lower()
+    root_score = root.get(_SCORE)
+    root_number = (
+        isinstance(root_score, _NUMBERS)
+        and not isinstance(root_score, bool)
+        and _isfinite(root_score)
+    )
+    if root_severity in LEVELS or root_number:
         scored.append(
             (
                 LEVELS.get(root_severity, -1),
-                float(root_score) if _is_number(root_score) else -1.0,
-                str(root.get(names.ATTR_DRIFT_AGENT, "")),
+                float(root_score) if root_number else -1.0,
+                str(root.get(_AGENT, "")),
             )
         )
     verdicts: list[str] = []
-    drift, golden = names.EVAL_DRIFT, names.EVAL_GOLDEN
     for result in results:
         name = result.name
-        if name not in (drift, golden):  # most results: neither
-            continue
-        attrs = result.attributes
-        if name == drift and not result.error_type:
-            severity = str(attrs.get(names.ATTR_DRIFT_SEVERITY, "")).lower()
-            score = attrs.get(names.ATTR_DRIFT_SCORE, -1.0)
-            if severity in LEVELS and _is_number(score):
-                agent = str(attrs.get(names.ATTR_DRIFT_AGENT, ""))
-                scored.append((LEVELS[severity], float(score), agent))
-        elif name == golden:
-            verdict = attrs.get(names.ATTR_GOLDEN_VERDICT)
+        if name == _DRIFT:
+            if result.error_type:
+                continue
+            attrs = result.attributes
+            severity = str(attrs.get(_SEVERITY, "")).lower()
+            score = attrs.get(_SCORE, -1.0)
+            if (
+                severity in LEVELS
+                and isinstance(score, _NUMBERS)
+                and not isinstance(score, bool)
+                and _isfinite(score)
+            ):
+                scored.append((LEVELS[severity], float(score), str(attrs.get(_AGENT, ""))))
+        elif name == _GOLDEN:
+            verdict = result.attributes.get(names.ATTR_GOLDEN_VERDICT)
             if verdict in names.GOLDEN_VERDICTS:
                 verdicts.append(str(verdict))
     if scored:
         rank, _, agent = max(scored)
         if rank >= 0:
             out[names.ATTR_DRIFT_MAX_SEVERITY] = _LEVEL_OF_RANK[rank]
-        scores = [s for _, s, _ in scored if s >= 0.0]
-        if scores:
-            out[names.ATTR_DRIFT_MAX_SCORE] = max(scores)
+        best: float | None = None  # the first of the highest scores not below 0
+        for _, score_value, _ in scored:
+            if score_value >= 0.0 and (best is None or score_value > best):
+                best = score_value
+        if best is not None:
+            out[names.ATTR_DRIFT_MAX_SCORE] = best
         if agent:
             out[names.ATTR_DRIFT_MAX_AGENT] = agent
     if verdicts:
