@@ -28,8 +28,8 @@
  * Tokens are interned by their characters (a vocabulary of the core's own: no str object per
  * token), so texts of the tokenizer's ASCII path never become Python objects: add_text cuts a
  * source's text into units and tokenizes them here (the segmenter and tokenizer of text_units
- * and ascii_tokens, _speedups_tokens.h), match_text tokenizes an output and matches it in the
- * same pass. A unit's Unit object (tracehound.text.Unit, equal to the one TextCache.units makes)
+ * and ascii_tokens, _speedups_tokens.h, run over a lower-cased byte copy of the text, see
+ * lower_text), match_text tokenizes an output and matches it in the same pass. A unit's Unit object (tracehound.text.Unit, equal to the one TextCache.units makes)
  * is made only when asked for (`unit`, `units`), from the source's text, the unit's bounds in it
  * and its class's tokens. Normalized texts are compared as sequences of token ids: normalized
  * is " ".join(tokens), so two are equal exactly when their sequences are, and " a " is in " b "
@@ -59,8 +59,11 @@
  * dict), adds its sources and matches its outputs as EvidenceEvaluator's Python loop does with
  * EvidenceIndex, keeping what it was fed (the texts, in order) and each match (the unit and the
  * output's item) in C arrays instead of EvidenceSource objects and reuse tuples; summary is
- * _streamed_survival and _summary over that state. Texts off the ASCII path are read through the
- * TextCache given (cache.units, cache.normalized_informative), as EvidenceIndex reads them.
+ * _streamed_survival and _summary over that state (summary_of: with the trajectory's final
+ * answer found here, Trajectory.final_answer's rule). Texts off the ASCII path are read through
+ * the TextCache given (cache.units, cache.normalized_informative), as EvidenceIndex reads them.
+ * EvidenceSpanHook is the evaluator's on_span for such a core: feed_span and the span's result
+ * in one call.
  */
 #include "_speedups.h"
 
@@ -659,19 +662,17 @@ hash_word(uint64_t first, const char *rest, Py_ssize_t nbytes, int kind)
 
 /* The id of the token of `len` characters of `kind` (a str's canonical kind) whose bytes are
  * `first` (see first_bytes) then those at `rest`, and whose hash is `hash`; -1 if it is not in
- * the vocabulary. */
+ * the vocabulary (whose table is made: see vocabulary_ready). */
 static ALWAYS_INLINE int32_t
 word_find(const EvidenceCore *self, uint64_t first, const char *rest, Py_ssize_t len, int kind,
           uint32_t hash)
 {
-    const table_t *t = &self->words;
+    const slot_t *slots = self->words.slots;
+    const size_t mask = (size_t)self->words.mask;
     Py_ssize_t nbytes = len * kind;
     size_t i;
-    if (t->slots == NULL) {
-        return -1;
-    }
-    for (i = table_start(t, hash);; i = (i + 1) & (size_t)t->mask) {
-        const slot_t *e = &t->slots[i];
+    for (i = (size_t)hash & mask;; i = (i + 1) & mask) {
+        const slot_t *e = &slots[i];
         int32_t id = e->id;
         if (id < 0) {
             return -1;
@@ -761,7 +762,7 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     first = first_bytes(chars, len * kind);
     rest = len * kind > 8 ? chars + 8 : NULL;
     hash = hash_word(first, rest, len * kind, kind);
-    id = word_find(self, first, rest, len, kind, hash);
+    id = self->words.slots == NULL ? -1 : word_find(self, first, rest, len, kind, hash);
     if (id >= 0 || !add) {
         return id;
     }

@@ -12,9 +12,11 @@ trajectory, so independent of arrival order): overall and final-answer survival,
 per source, unused sources, repeated-evidence groups, steps until last reuse.
 
 With the C accelerator, a trace's state is an `EvidenceCore` fed each span's steps in one call
-(`feed_span`: the loop of `on_span` below) and summarized in one more (`summary`: the walk of
-`_streamed_survival` and the sums of `_summary`); the Python code stays the reference and the
-path without it.
+(`feed_span`: the loop of `on_span` below) and summarized in one more (`summary_of`: the walk of
+`_streamed_survival` and the sums of `_summary`, the final answer found in C); an evaluator's
+`on_span` is then its own `EvidenceSpanHook`, which feeds the core and makes the span's result
+in one call, without a Python frame. The Python code stays the reference and the path without
+it.
 """
 
 from __future__ import annotations
