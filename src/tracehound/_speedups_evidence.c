@@ -699,10 +699,15 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
         PyErr_SetString(PyExc_OverflowError, "EvidenceCore: a token is too long");
         return -1;
     }
-    if (self->n_chars + bytes > self->cap_chars) {
+    /* (8 bytes more: a token of up to 8 bytes is stored as its key, one 8-byte word) */
+    if (self->n_chars + bytes + 8 > self->cap_chars) {
         Py_ssize_t cap = self->cap_chars ? self->cap_chars : 1024;
         char *grown;
-        while (cap < self->n_chars + bytes) {
+        if (bytes > PY_SSIZE_T_MAX - 8 - self->n_chars) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        while (cap < self->n_chars + bytes + 8) {
             if (cap > PY_SSIZE_T_MAX / 2) {
                 PyErr_NoMemory();
                 return -1;
@@ -723,7 +728,12 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
     }
     id = (int32_t)self->n_tokens++;
     clear_token(self, id);
-    memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
+    if (bytes <= 8) {
+        memcpy(self->chars + self->n_chars, &first, 8); /* its bytes, then zeros */
+    }
+    else {
+        memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
+    }
     self->word_key[id] = first;
     self->word_off[id] = self->n_chars;
     self->word_len[id] = (int32_t)len;
