@@ -260,6 +260,24 @@ def divide_block(
     vector: WriteableBuffer, start: int, stop: int, divisor: float, /
 ) -> bool | None: ...
 
+class EvidenceSpanHook:
+    def __init__(
+        self,
+        fallback: Callable[..., Any],
+        maker: Callable[..., Any],
+        eval_name: str,
+        name: str,
+        version: str,
+        attr_reused_units: str,
+        attr_reused_from: str,
+        no_reuse: str,
+        reuses_evidence: str,
+        no_reuse_explanation: str,
+        llm: str,
+        /,
+    ) -> None: ...
+    def __call__(self, state: Any, span: Any, steps: Sequence[Any], trace: Any, /) -> Any: ...
+
 class EvidenceCore:
     """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""
 

@@ -28,8 +28,8 @@
  * Tokens are interned by their characters (a vocabulary of the core's own: no str object per
  * token), so texts of the tokenizer's ASCII path never become Python objects: add_text cuts a
  * source's text into units and tokenizes them here (the segmenter and tokenizer of text_units
- * and ascii_tokens, _speedups_tokens.h), match_text tokenizes an output and matches it in the
- * same pass. A unit's Unit object (tracehound.text.Unit, equal to the one TextCache.units makes)
+ * and ascii_tokens, _speedups_tokens.h, run over a lower-cased byte copy of the text, see
+ * lower_text), match_text tokenizes an output and matches it in the same pass. A unit's Unit object (tracehound.text.Unit, equal to the one TextCache.units makes)
  * is made only when asked for (`unit`, `units`), from the source's text, the unit's bounds in it
  * and its class's tokens. Normalized texts are compared as sequences of token ids: normalized
  * is " ".join(tokens), so two are equal exactly when their sequences are, and " a " is in " b "
@@ -59,8 +59,11 @@
  * dict), adds its sources and matches its outputs as EvidenceEvaluator's Python loop does with
  * EvidenceIndex, keeping what it was fed (the texts, in order) and each match (the unit and the
  * output's item) in C arrays instead of EvidenceSource objects and reuse tuples; summary is
- * _streamed_survival and _summary over that state. Texts off the ASCII path are read through the
- * TextCache given (cache.units, cache.normalized_informative), as EvidenceIndex reads them.
+ * _streamed_survival and _summary over that state (summary_of: with the trajectory's final
+ * answer found here, Trajectory.final_answer's rule). Texts off the ASCII path are read through
+ * the TextCache given (cache.units, cache.normalized_informative), as EvidenceIndex reads them.
+ * EvidenceSpanHook is the evaluator's on_span for such a core: feed_span and the span's result
+ * in one call.
  */
 #include "_speedups.h"
 
@@ -69,6 +72,9 @@
 #include <string.h>
 
 #include "_speedups_tokens.h"
+
+#include <stddef.h>
+#include <structmember.h> /* T_PYSSIZET, READONLY before Python 3.12 */
 
 /* A growable array of ids (scratch lists). */
 typedef struct {
@@ -656,19 +662,17 @@ hash_word(uint64_t first, const char *rest, Py_ssize_t nbytes, int kind)
 
 /* The id of the token of `len` characters of `kind` (a str's canonical kind) whose bytes are
  * `first` (see first_bytes) then those at `rest`, and whose hash is `hash`; -1 if it is not in
- * the vocabulary. */
+ * the vocabulary (whose table is made: see vocabulary_ready). */
 static ALWAYS_INLINE int32_t
 word_find(const EvidenceCore *self, uint64_t first, const char *rest, Py_ssize_t len, int kind,
           uint32_t hash)
 {
-    const table_t *t = &self->words;
+    const slot_t *slots = self->words.slots;
+    const size_t mask = (size_t)self->words.mask;
     Py_ssize_t nbytes = len * kind;
     size_t i;
-    if (t->slots == NULL) {
-        return -1;
-    }
-    for (i = table_start(t, hash);; i = (i + 1) & (size_t)t->mask) {
-        const slot_t *e = &t->slots[i];
+    for (i = (size_t)hash & mask;; i = (i + 1) & mask) {
+        const slot_t *e = &slots[i];
         int32_t id = e->id;
         if (id < 0) {
             return -1;
@@ -695,10 +699,15 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
         PyErr_SetString(PyExc_OverflowError, "EvidenceCore: a token is too long");
         return -1;
     }
-    if (self->n_chars + bytes > self->cap_chars) {
+    /* (8 bytes more: a token of up to 8 bytes is stored as its key, one 8-byte word) */
+    if (self->n_chars + bytes + 8 > self->cap_chars) {
         Py_ssize_t cap = self->cap_chars ? self->cap_chars : 1024;
         char *grown;
-        while (cap < self->n_chars + bytes) {
+        if (bytes > PY_SSIZE_T_MAX - 8 - self->n_chars) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        while (cap < self->n_chars + bytes + 8) {
             if (cap > PY_SSIZE_T_MAX / 2) {
                 PyErr_NoMemory();
                 return -1;
@@ -719,7 +728,12 @@ word_add(EvidenceCore *self, uint64_t first, const char *chars, Py_ssize_t len, 
     }
     id = (int32_t)self->n_tokens++;
     clear_token(self, id);
-    memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
+    if (bytes <= 8) {
+        memcpy(self->chars + self->n_chars, &first, 8); /* its bytes, then zeros */
+    }
+    else {
+        memcpy(self->chars + self->n_chars, chars, (size_t)bytes);
+    }
     self->word_key[id] = first;
     self->word_off[id] = self->n_chars;
     self->word_len[id] = (int32_t)len;
@@ -758,7 +772,7 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     first = first_bytes(chars, len * kind);
     rest = len * kind > 8 ? chars + 8 : NULL;
     hash = hash_word(first, rest, len * kind, kind);
-    id = word_find(self, first, rest, len, kind, hash);
+    id = self->words.slots == NULL ? -1 : word_find(self, first, rest, len, kind, hash);
     if (id >= 0 || !add) {
         return id;
     }
@@ -1142,6 +1156,17 @@ rarest(EvidenceCore *self, int32_t c, int32_t keep)
     if (keep <= 0) { /* only for a unit without tokens: `sorted(...)[:-1]` of nothing */
         return 0;
     }
+    /* Most of a unit's tokens are new to the trace, in this class only (df 1, the least there
+     * is): when `keep` of them are, they are the rarest, the first of them in text order. */
+    for (k = 0; k < n && self->rarest.len < keep; k++) {
+        if (self->full[tokens[k]].len == 1 && ivec_push(&self->rarest, tokens[k]) < 0) {
+            return -1;
+        }
+    }
+    if (self->rarest.len == keep) {
+        return 0;
+    }
+    self->rarest.len = 0;
     if (n > self->cap_keys) {
         uint64_t *keys = PyMem_Realloc(self->keys, (size_t)n * sizeof(uint64_t));
         if (keys == NULL) {
@@ -2732,29 +2757,28 @@ PyDoc_STRVAR(feed_span_doc,
 "their sources' origins: tool, else source name, else source type). A core fed this way\n"
 "takes no add_text or add_units.");
 
-static PyObject *
-feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+/* feed_span's work: -1 with an exception; 0 if the span had no output (None); 1 with *count
+ * and *origins (a new reference to the sorted list) set. */
+static int
+feed_span_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *cache, Py_ssize_t *count_out,
+               PyObject **origins_out)
 {
-    PyObject *steps, *origins = NULL, *result, *number;
+    PyObject *steps, *origins = NULL;
     Py_ssize_t i, outputs = 0, count = 0;
     int st = 0;
 
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "feed_span() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    steps = PySequence_Fast(args[0], "feed_span(): steps must be a sequence");
+    steps = PySequence_Fast(steps_arg, "feed_span(): steps must be a sequence");
     if (steps == NULL) {
-        return NULL;
+        return -1;
     }
     if (enter(self) < 0) {
         Py_DECREF(steps);
-        return NULL;
+        return -1;
     }
     self->span_units.len = 0;
     for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(steps); i++) {
         PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, i));
-        st = feed_step(self, step, args[1], &outputs);
+        st = feed_step(self, step, cache, &outputs);
         Py_DECREF(step);
     }
     Py_DECREF(steps);
@@ -2783,13 +2807,33 @@ feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     self->busy = 0;
     if (st < 0) {
         Py_XDECREF(origins);
-        return NULL;
+        return -1;
     }
     if (outputs == 0) {
-        Py_RETURN_NONE;
+        return 0;
     }
     if (origins == NULL && (origins = PyList_New(0)) == NULL) {
+        return -1;
+    }
+    *count_out = count;
+    *origins_out = origins;
+    return 1;
+}
+
+static PyObject *
+feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *origins, *result, *number;
+    Py_ssize_t count;
+    int fed;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "feed_span() takes 2 arguments (%zd given)", nargs);
         return NULL;
+    }
+    fed = feed_span_impl(self, args[0], args[1], &count, &origins);
+    if (fed <= 0) {
+        return fed < 0 ? NULL : Py_NewRef(Py_None);
     }
     number = PyLong_FromSsize_t(count);
     result = number == NULL ? NULL : PyTuple_New(2);
@@ -3631,6 +3675,246 @@ static PyType_Spec core_spec = {
     core_slots,
 };
 
+
+/* --- the evaluator's span hook --------------------------------------------------------------- */
+
+/* The EvidenceCore type (set when the module is made, once per process). */
+static PyTypeObject *core_type;
+
+/* What a hook holds, in order (see EvidenceSpanHook's docstring). */
+enum {
+    H_FALLBACK,
+    H_MAKER,
+    H_EVAL_NAME,
+    H_NAME,
+    H_VERSION,
+    H_ATTR_REUSED_UNITS,
+    H_ATTR_REUSED_FROM,
+    H_NO_REUSE,
+    H_REUSES,
+    H_NO_REUSE_EXPLANATION,
+    H_LLM,
+    H_CORE,
+    H_CACHE,
+    H_OPERATION,
+    H_SPAN_ID,
+    H_COUNT
+};
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *items[H_COUNT];
+} SpanHook;
+
+/* The result of a span whose outputs reuse `count` units (from `origins`, a list of str). */
+static PyObject *
+reuse_result(SpanHook *hook, PyObject *span_id, Py_ssize_t count, PyObject *origins)
+{
+    PyObject *const *h = hook->items;
+    PyObject *attributes = PyDict_New(), *number = PyLong_FromSsize_t(count), *score = NULL;
+    PyObject *joined = NULL, *explanation = NULL, *result = NULL, *args[9];
+
+    if (attributes == NULL || number == NULL ||
+        PyDict_SetItem(attributes, h[H_ATTR_REUSED_UNITS], number) < 0) {
+        goto done;
+    }
+    if (count == 0) {
+        score = PyFloat_FromDouble(0.0);
+        explanation = Py_NewRef(h[H_NO_REUSE_EXPLANATION]);
+    }
+    else {
+        PyObject *comma = PyUnicode_FromString(", ");
+        if (comma == NULL || PyDict_SetItem(attributes, h[H_ATTR_REUSED_FROM], origins) < 0) {
+            Py_XDECREF(comma);
+            goto done;
+        }
+        joined = PyUnicode_Join(comma, origins);
+        Py_DECREF(comma);
+        score = PyFloat_FromDouble((double)count);
+        explanation = joined == NULL ? NULL
+                                     : PyUnicode_FromFormat(
+                                           "outputs reuse %zd evidence unit(s) from %U", count,
+                                           joined);
+    }
+    if (score == NULL || explanation == NULL) {
+        goto done;
+    }
+    args[0] = h[H_EVAL_NAME];
+    args[1] = h[H_NAME];
+    args[2] = h[H_VERSION];
+    args[3] = span_id;
+    args[4] = score;
+    args[5] = count ? h[H_REUSES] : h[H_NO_REUSE];
+    args[6] = explanation;
+    args[7] = attributes;
+    args[8] = Py_None;
+    result = PyObject_Vectorcall(h[H_MAKER], args, 9, NULL);
+done:
+    Py_XDECREF(attributes);
+    Py_XDECREF(number);
+    Py_XDECREF(score);
+    Py_XDECREF(joined);
+    Py_XDECREF(explanation);
+    return result;
+}
+
+/* hook(state, span, steps, trace): EvidenceEvaluator.on_span's accelerated branch (see the
+ * type's docstring). */
+static PyObject *
+span_hook_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    SpanHook *hook = (SpanHook *)callable;
+    PyObject *const *h = hook->items;
+    PyObject *core, *cache, *origins = NULL, *operation, *span_id, *result, *list;
+    Py_ssize_t count = 0;
+    int fed, llm;
+
+    if (kwnames != NULL || PyVectorcall_NARGS(nargsf) != 4) {
+        return PyObject_Vectorcall(h[H_FALLBACK], args, nargsf, kwnames);
+    }
+    core = PyObject_GetAttr(args[0], h[H_CORE]);
+    if (core == NULL) {
+        return NULL;
+    }
+    if (Py_TYPE(core) != core_type) { /* a state of the Python path */
+        Py_DECREF(core);
+        return PyObject_Vectorcall(h[H_FALLBACK], args, nargsf, NULL);
+    }
+    cache = PyObject_GetAttr(args[0], h[H_CACHE]);
+    fed = cache == NULL ? -1 : feed_span_impl((EvidenceCore *)core, args[2], cache, &count, &origins);
+    Py_DECREF(core);
+    Py_XDECREF(cache);
+    if (fed <= 0) {
+        return fed < 0 ? NULL : PyTuple_New(0);
+    }
+    operation = PyObject_GetAttr(args[1], h[H_OPERATION]);
+    llm = operation == NULL ? -1 : PyObject_RichCompareBool(operation, h[H_LLM], Py_EQ);
+    Py_XDECREF(operation);
+    if (llm <= 0) {
+        Py_DECREF(origins);
+        return llm < 0 ? NULL : PyTuple_New(0);
+    }
+    span_id = PyObject_GetAttr(args[1], h[H_SPAN_ID]);
+    result = span_id == NULL ? NULL : reuse_result(hook, span_id, count, origins);
+    Py_XDECREF(span_id);
+    Py_DECREF(origins);
+    if (result == NULL) {
+        return NULL;
+    }
+    list = PyList_New(1);
+    if (list == NULL) {
+        Py_DECREF(result);
+        return NULL;
+    }
+    PyList_SET_ITEM(list, 0, result);
+    return list;
+}
+
+PyDoc_STRVAR(span_hook_doc,
+"EvidenceSpanHook(fallback, maker, eval_name, name, version, attr_reused_units,\n"
+"                 attr_reused_from, no_reuse, reuses_evidence, no_reuse_explanation, llm, /)\n"
+"--\n"
+"\n"
+"EvidenceEvaluator.on_span as one call, for an evaluator's instance: hook(state, span, steps,\n"
+"trace) feeds the steps to state.core (an EvidenceCore) with state.cache, as feed_span, and\n"
+"makes the span's result with `maker` (llm spans with an output: reuses_evidence with the\n"
+"count and origins, or no_reuse), as the Python method does; for a state without a core, it\n"
+"calls `fallback` (the Python method) instead.");
+
+static PyObject *
+span_hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static const char *const extra[] = {"core", "cache", "operation", "span_id"};
+    SpanHook *self;
+    Py_ssize_t k, given = H_COUNT - 4;
+
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "EvidenceSpanHook() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != given) {
+        PyErr_Format(PyExc_TypeError, "EvidenceSpanHook() takes %zd arguments", given);
+        return NULL;
+    }
+    self = (SpanHook *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->vectorcall = span_hook_call;
+    for (k = 0; k < given; k++) {
+        self->items[k] = Py_NewRef(PyTuple_GET_ITEM(args, k));
+    }
+    for (k = 0; k < 4; k++) {
+        if ((self->items[given + k] = PyUnicode_InternFromString(extra[k])) == NULL) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    return (PyObject *)self;
+}
+
+static int
+span_hook_traverse(SpanHook *self, visitproc visit, void *arg)
+{
+    int k;
+    Py_VISIT(Py_TYPE(self));
+    for (k = 0; k < H_COUNT; k++) {
+        Py_VISIT(self->items[k]);
+    }
+    return 0;
+}
+
+static int
+span_hook_clear(SpanHook *self)
+{
+    int k;
+    for (k = 0; k < H_COUNT; k++) {
+        Py_CLEAR(self->items[k]);
+    }
+    return 0;
+}
+
+static void
+span_hook_dealloc(SpanHook *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    span_hook_clear(self);
+    type->tp_free(self);
+    Py_DECREF(type);
+}
+
+static PyObject *
+span_hook_call_args(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    return PyVectorcall_Call(self, args, kwds);
+}
+
+static PyMemberDef span_hook_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(SpanHook, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot span_hook_slots[] = {
+    {Py_tp_doc, (void *)span_hook_doc},
+    {Py_tp_new, (void *)span_hook_new},
+    {Py_tp_call, (void *)span_hook_call_args},
+    {Py_tp_traverse, (void *)span_hook_traverse},
+    {Py_tp_clear, (void *)span_hook_clear},
+    {Py_tp_dealloc, (void *)span_hook_dealloc},
+    {Py_tp_members, (void *)span_hook_members},
+    {0, NULL},
+};
+
+static PyType_Spec span_hook_spec = {
+    "tracehound._speedups.EvidenceSpanHook",
+    sizeof(SpanHook),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    span_hook_slots,
+};
+
 static PyMethodDef evidence_methods[] = {
     {"final_answer", (PyCFunction)final_answer, METH_O, final_answer_doc},
     {NULL, NULL, 0, NULL},
@@ -3650,7 +3934,16 @@ tracehound_add_evidence(PyObject *module)
     if (type == NULL) {
         return -1;
     }
+    core_type = (PyTypeObject *)type; /* (the module holds it) */
     if (PyModule_AddObject(module, "EvidenceCore", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    type = PyType_FromModuleAndSpec(module, &span_hook_spec, NULL);
+    if (type == NULL) {
+        return -1;
+    }
+    if (PyModule_AddObject(module, "EvidenceSpanHook", type) < 0) {
         Py_DECREF(type);
         return -1;
     }

@@ -152,6 +152,8 @@ def test_the_core_path_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_evidence_index.EvidenceIndex, "add_source", refused)
     monkeypatch.setattr(_evidence_index.EvidenceIndex, "match_output", refused)
     monkeypatch.setattr(evidence, "_fresh_survival", refused)
+    monkeypatch.setattr(evidence.Trajectory, "final_answer", refused)
+    monkeypatch.setattr(EvidenceEvaluator, "_reuse_result", refused)  # (made by the span hook)
     steps = [
         Step(kind="tool_result", span_id="a", start_ns=0, end_ns=0, run_id="r", text="Alpha beta."),
         Step(kind="assistant", span_id="b", start_ns=0, end_ns=0, run_id="r", text="alpha beta"),
@@ -279,3 +281,52 @@ def answered(draw: st.DrawFn) -> Trajectory:
 def test_the_final_answer_is_the_trajectorys(trajectory: Trajectory) -> None:
     """`summary_of` finds the final answer itself: that of `Trajectory.final_answer`."""
     assert NATIVE.final_answer(trajectory) == trajectory.final_answer()
+
+
+def test_the_span_hook_is_the_evaluators_own() -> None:
+    """With the accelerator, an evaluator's `on_span` is the C hook (the engine calls it as the
+    instance's own); a subclass that has its own `on_span` keeps it."""
+
+    class Mine(EvidenceEvaluator):
+        def on_span(self, *args: Any) -> Any:
+            return ()
+
+    assert type(EvidenceEvaluator().on_span) is NATIVE.EvidenceSpanHook
+    assert Mine().on_span() == ()
+    with accelerator(False):
+        assert not isinstance(EvidenceEvaluator().on_span, NATIVE.EvidenceSpanHook)
+
+
+def test_the_span_hook_calls_the_python_method_for_states_without_a_core() -> None:
+    evaluator = EvidenceEvaluator()  # (its hook made with the accelerator on)
+    with accelerator(False):
+        state = evaluator.start_trace(SimpleNamespace(texts=TextCache()))  # type: ignore[arg-type]
+    assert state.core is None
+    view = SimpleNamespace(operation="llm", span_id="b")
+    results = evaluator.on_span(state, view, _STEPS, None)  # type: ignore[arg-type]
+    assert len(results) == 1 and results[0].score_label == "reuses_evidence"
+
+
+def _hook_calls() -> None:
+    evaluator = EvidenceEvaluator()
+    state = evaluator.start_trace(SimpleNamespace(texts=_CACHE))  # type: ignore[arg-type]
+    for operation in ("llm", "tool"):
+        view = SimpleNamespace(operation=operation, span_id="s")
+        evaluator.on_span(state, view, _STEPS[:3], None)  # type: ignore[arg-type]
+        evaluator.on_span(state, view, _STEPS[3:], None)  # type: ignore[arg-type]
+
+
+def test_the_span_hook_leaves_nothing_behind() -> None:
+    _hook_calls()
+    hook = EvidenceEvaluator().on_span
+    state = _State(_CACHE)
+    view = SimpleNamespace(operation="llm", span_id="s")
+
+    def bad_calls() -> None:
+        expecting(lambda: hook(state, view, 1, None), TypeError)()  # type: ignore[arg-type]
+        expecting(lambda: hook(object(), view, _STEPS, None), AttributeError)()  # type: ignore[arg-type]
+        expecting(lambda: hook(state, object(), _STEPS[3:], None), AttributeError)()  # type: ignore[arg-type]
+        expecting(lambda: NATIVE.EvidenceSpanHook(1), TypeError)()
+
+    assert_leak_free(_hook_calls, [*_STEPS, _CACHE], 20_000)
+    assert_leak_free(bad_calls, [*_STEPS, _CACHE], 20_000)

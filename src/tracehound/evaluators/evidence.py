@@ -12,9 +12,11 @@ trajectory, so independent of arrival order): overall and final-answer survival,
 per source, unused sources, repeated-evidence groups, steps until last reuse.
 
 With the C accelerator, a trace's state is an `EvidenceCore` fed each span's steps in one call
-(`feed_span`: the loop of `on_span` below) and summarized in one more (`summary`: the walk of
-`_streamed_survival` and the sums of `_summary`); the Python code stays the reference and the
-path without it.
+(`feed_span`: the loop of `on_span` below) and summarized in one more (`summary_of`: the walk of
+`_streamed_survival` and the sums of `_summary`, the final answer found in C); an evaluator's
+`on_span` is then its own `EvidenceSpanHook`, which feeds the core and makes the span's result
+in one call, without a Python frame. The Python code stays the reference and the path without
+it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracehound import names
+from tracehound import _wire, names
 from tracehound.conventions import NormalizedSpan
 from tracehound.conventions.base import fields_maker
 from tracehound.evaluators._evidence_index import (
@@ -426,6 +428,23 @@ class EvidenceEvaluator(Evaluator):
     def __init__(self, config: EvidenceConfig | None = None) -> None:
         self.config = config or EvidenceConfig()
         self._threshold = f"{self.config.min_final_survival:.0%}"  # as the explanations write it
+        hook_type = getattr(_wire._native, "EvidenceSpanHook", None)
+        if hook_type is not None and type(self).on_span is EvidenceEvaluator.on_span:
+            # The C accelerator: `on_span` as one call, no Python frame per span (the engine
+            # calls an instance's own `on_span`); it calls this method for states without a core.
+            self.on_span = hook_type(  # type: ignore[method-assign]
+                type(self).on_span.__get__(self),
+                _new_result,
+                names.EVAL_EVIDENCE_REUSE,
+                self.name,
+                self.version,
+                names.ATTR_EVIDENCE_REUSED_UNITS,
+                names.ATTR_EVIDENCE_REUSED_FROM,
+                "no_reuse",
+                "reuses_evidence",
+                "outputs reuse no evidence seen so far",
+                "llm",
+            )
 
     def start_trace(self, trace: TraceInfo) -> _State:
         return _State(trace.texts)
