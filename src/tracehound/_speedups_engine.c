@@ -1617,44 +1617,7 @@ tracehound_add_engine(PyObject *module)
     }
     if (encode_key_values_fn == NULL) {
         encode_key_values_fn = PyObject_GetAttrString(module, "encode_key_values");
-        for (i = 0; i < A_COUNT; i++) {
-        if (take_str[i] == NULL) {
-            take_str[i] = PyUnicode_InternFromString(TAKE_NAMES[i]);
-            if (take_str[i] == NULL) {
-                return -1;
-            }
-        }
-    }
-    if (str_lower == NULL) {
-        str_lower = PyUnicode_InternFromString("lower");
-        str_empty = PyUnicode_FromString("");
-        builtin_max = PyDict_GetItemString(PyEval_GetBuiltins(), "max");
-        Py_XINCREF(builtin_max);
-        if (str_lower == NULL || str_empty == NULL || builtin_max == NULL) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_RuntimeError, "no builtin max");
-            }
-            return -1;
-        }
-    }
-    if (str_attributes_slot == NULL) {
-        str_attributes_slot = PyUnicode_InternFromString("_attributes");
-        str_attribute_keys = PyUnicode_InternFromString("attribute_keys");
-        if (str_attributes_slot == NULL || str_attribute_keys == NULL) {
-            return -1;
-        }
-    }
-    if (str_normalize == NULL) {
-        str_normalize = PyUnicode_InternFromString("normalize");
-        str_span = PyUnicode_InternFromString("span");
-        str_steps = PyUnicode_InternFromString("steps");
-        str_results = PyUnicode_InternFromString("results");
-        if (str_normalize == NULL || str_span == NULL || str_steps == NULL ||
-            str_results == NULL) {
-            return -1;
-        }
-    }
-    if (encode_key_values_fn == NULL) {
+        if (encode_key_values_fn == NULL) {
             return -1;
         }
     }

@@ -1392,23 +1392,8 @@ lower_chars(int kind, const void *data, Py_ssize_t n, char *out)
     Py_ssize_t i = 0;
 #if TOKENS_SSE2
     for (; i + 16 <= n; i += 16) {
-        __m128i x;
         unsigned high;
-        if (kind == PyUnicode_1BYTE_KIND) {
-            x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + i));
-            high = (unsigned)_mm_movemask_epi8(x);
-        }
-        else {
-            const Py_UCS2 *p = (const Py_UCS2 *)data + i;
-            const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
-            const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
-            const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
-            x = _mm_packus_epi16(lo, hi);
-            high = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(
-                       _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
-                       _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^
-                   0xffffu;
-        }
+        const __m128i x = load16(kind, data, i, &high);
         _mm_storeu_si128((__m128i *)(void *)(out + i), lower16(x));
         for (; high; high &= high - 1) {
             Py_ssize_t k = i + LOWEST_BIT(high);

@@ -374,6 +374,32 @@ static const unsigned char MATCH_START[128] = {
 };
 
 #if TOKENS_SSE2
+/* The 16 characters at data[i] (of the 1-byte or 2-byte kind) as 16 bytes (exact for ASCII),
+ * and in *high those not ASCII as a 16-bit mask (bit k: data[i + k]). */
+static ALWAYS_INLINE __m128i
+load16(int kind, const void *data, Py_ssize_t i, unsigned *high)
+{
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const __m128i x =
+            _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + i));
+        *high = (unsigned)_mm_movemask_epi8(x); /* the high bits: not ASCII */
+        return x;
+    }
+    else {
+        /* 2-byte characters packed into bytes, and those not ASCII, c & ~0x7f != 0 (as in
+         * classify64) */
+        const Py_UCS2 *p = (const Py_UCS2 *)data + i;
+        const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
+        const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
+        *high = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(
+                    _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
+                    _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^
+                0xffffu;
+        return _mm_packus_epi16(lo, hi);
+    }
+}
+
 /* The characters of the 16 at data[i] (of the 1-byte or 2-byte kind) that may start a match
  * (MATCH_START) or are not ASCII, as a 16-bit mask (bit k: data[i + k]). */
 static ALWAYS_INLINE unsigned
@@ -381,23 +407,7 @@ may_break16(int kind, const void *data, Py_ssize_t i)
 {
     __m128i x, hit;
     unsigned high;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        x = _mm_loadu_si128((const __m128i *)(const void *)((const Py_UCS1 *)data + i));
-        high = (unsigned)_mm_movemask_epi8(x); /* the high bits: not ASCII */
-    }
-    else {
-        /* 2-byte characters packed into bytes (exact for ASCII), and those not ASCII, c & ~0x7f
-         * != 0 (as in classify64) */
-        const Py_UCS2 *p = (const Py_UCS2 *)data + i;
-        const __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)p);
-        const __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(p + 8));
-        const __m128i low7 = _mm_set1_epi16(0x7f), zero = _mm_setzero_si128();
-        x = _mm_packus_epi16(lo, hi);
-        high = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(
-                   _mm_cmpeq_epi16(_mm_andnot_si128(low7, lo), zero),
-                   _mm_cmpeq_epi16(_mm_andnot_si128(low7, hi), zero))) ^
-               0xffffu;
-    }
+    x = load16(kind, data, i, &high);
     hit = _mm_or_si128(
         _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('.')), _mm_cmpeq_epi8(x, _mm_set1_epi8('!'))),
         _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('?')),
