@@ -3315,12 +3315,10 @@ encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (!PyDict_CheckExact(attributes) || !PyLong_Check(args[3])) {
         Py_RETURN_NONE;
     }
-    time_ns = PyLong_AsUnsignedLongLong(args[3]);
-    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            return NULL;
-        }
-        PyErr_Clear(); /* negative or too large */
+    switch (fixed64_of(args[3], &time_ns)) {
+    case -1:
+        return NULL;
+    case 0:
         Py_RETURN_NONE;
     }
     ids[0] = 0x4a;

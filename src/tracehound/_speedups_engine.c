@@ -353,12 +353,10 @@ encode_result_records(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         !PyLong_CheckExact(args[3]) || !hex_bytes(args[1], trace_id, 16)) {
         Py_RETURN_NONE;
     }
-    time_ns = PyLong_AsUnsignedLongLong(args[3]);
-    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            return NULL;
-        }
-        PyErr_Clear(); /* negative or too large */
+    switch (fixed64_of(args[3], &time_ns)) {
+    case -1:
+        return NULL;
+    case 0:
         Py_RETURN_NONE;
     }
     fast = PySequence_Fast(results, "results"); /* a new reference: a list may change */
@@ -410,12 +408,10 @@ encode_span_result_records(PyObject *module, PyObject *const *args, Py_ssize_t n
     if (!PyList_CheckExact(spans) || !PyLong_CheckExact(args[1])) {
         Py_RETURN_NONE;
     }
-    time_ns = PyLong_AsUnsignedLongLong(args[1]);
-    if (time_ns == (uint64_t)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-            return NULL;
-        }
-        PyErr_Clear();
+    switch (fixed64_of(args[1], &time_ns)) {
+    case -1:
+        return NULL;
+    case 0:
         Py_RETURN_NONE;
     }
     for (i = 0; st == ST_OK && i < PyList_GET_SIZE(spans); i++) {

@@ -286,4 +286,20 @@ hex_bytes(PyObject *s, uint8_t *out, Py_ssize_t n)
     return 1;
 }
 
+/* An int's value as a fixed64 (a time in ns) into *out: 1, or 0 if it is negative or too
+ * large (no exception set), or -1 on another error. */
+static inline int
+fixed64_of(PyObject *value, uint64_t *out)
+{
+    *out = PyLong_AsUnsignedLongLong(value);
+    if (*out == (uint64_t)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 #endif
