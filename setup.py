@@ -15,14 +15,10 @@ setup(
             "tracehound._speedups",
             sources=[
                 "src/tracehound/_speedups.c",
-                "src/tracehound/_speedups_core.c",
                 "src/tracehound/_speedups_drift.c",
                 "src/tracehound/_speedups_embed.c",
-                "src/tracehound/_speedups_engine.c",
                 "src/tracehound/_speedups_evidence.c",
-                "src/tracehound/_speedups_loops.c",
                 "src/tracehound/_speedups_otlp.c",
-                "src/tracehound/_speedups_steps.c",
                 "src/tracehound/_speedups_text.c",
             ],
             depends=[

@@ -17,11 +17,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from operator import attrgetter
 from typing import Any, Literal
 
-from tracehound import _wire
 from tracehound.conventions import Message, NormalizedSpan, Part, normalize
 from tracehound.conventions.base import fields_maker, slots_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, SafeEvaluator, TraceInfo
@@ -168,7 +166,6 @@ class _TraceState:
         "info",
         "last_seen",
         "logs",
-        "messages_memo",
         "names",
         "parents",
         "relog",
@@ -188,8 +185,6 @@ class _TraceState:
         self.views: dict[str, SpanView] = {}
         self.logs: dict[str, list[LogView]] = {}
         self.relog: set[str] = set()  # GenAI spans whose log events arrived after them
-        # The last input messages the accelerator converted (see `genai.extract`)
-        self.messages_memo: list[Any] = [None, None, None]
         self.first_seen = now
         self.last_seen = now
         self.root_ended: float | None = None
@@ -206,7 +201,6 @@ class _TraceState:
 class Engine:
     """Per-trace state and evaluator dispatch. Not thread-safe: one owner thread."""
 
-    # slots: read per span, by the accelerator too (`span_taker`)
     __slots__ = (
         "_clock",
         "_evaluators",
@@ -275,20 +269,14 @@ class Engine:
             state.info.truncated = True
             return SpanOutcome(trace_id, span_id, genai=False, evaluated=False)
 
-        normalized = normalize(view, state.logs.get(span_id), state.messages_memo)
+        normalized = normalize(view, state.logs.get(span_id))
         if normalized is None:  # most spans of an application: `SpanOutcome(..., genai=False)`
             return _new_outcome(trace_id, span_id, False)
         stats.spans_genai += 1
         if normalized.problems:
             stats.mapping_problems += len(normalized.problems)
         state.views[span_id] = view
-        native = _wire._native
-        size = native.text_size(normalized) if native is not None else None  # `_text_size`
-        if size is not None and state.text_bytes + size <= self.config.max_text_bytes_per_trace:
-            normalized.text_bytes = size  # `_charge_text` within the budget, written out
-            state.text_bytes += size
-        else:
-            self._charge_text(state, normalized)
+        self._charge_text(state, normalized)
         steps = tuple(state.builder.add(normalized))
         hooks = state.span_hooks
         if hooks is None:
@@ -297,16 +285,8 @@ class Engine:
             return _new_outcome(trace_id, span_id, True, steps, (), False, False, True)
         # The evaluators' own hooks, called directly (no `SafeEvaluator` frame per evaluator per
         # span): one `try` for them all, and `SafeEvaluator`'s isolation from the one that
-        # raised on, for this span and the rest of the trace (`_isolate`). The accelerator runs
-        # the same loop in one call.
+        # raised on, for this span and the rest of the trace (`_isolate`).
         info = state.info
-        if native is not None:
-            answer = native.call_span_hooks(hooks, normalized, steps, info)
-            if type(answer) is not tuple:  # [results so far, position, exception]: one failed
-                done, failed, error = answer
-                self._isolate(state, failed, error, span=normalized, steps=steps, results=done)
-                answer = tuple(done)
-            return _new_outcome(trace_id, span_id, True, steps, answer, False, False, True)
         results: list[EvaluationResult] = []
         position = 0
         try:
@@ -321,12 +301,7 @@ class Engine:
     def take_span(self, view: SpanView) -> tuple[EvaluationResult, ...] | int:
         """`add_span` for a caller that reads only what the outcome says of the span: its
         results (a tuple, maybe empty) when it is GenAI, else `SPAN_LATE`, `SPAN_DUPLICATE` or
-        `SPAN_PLAIN` — the same work, without the `SpanOutcome` (the accelerator does it all
-        in one call; `span_taker` for many spans)."""
-        native = _wire._native
-        if native is not None:
-            answer: tuple[EvaluationResult, ...] | int = native.engine_take_span(self, view)
-            return answer
+        `SPAN_PLAIN` (`span_taker` for many spans)."""
         outcome = self.add_span(view)
         if outcome.genai:
             return outcome.results
@@ -335,12 +310,8 @@ class Engine:
         return SPAN_DUPLICATE if outcome.duplicate else SPAN_PLAIN
 
     def span_taker(self) -> Callable[[SpanView], tuple[EvaluationResult, ...] | int]:
-        """`take_span`, bound: the accelerator's `engine_take_span` for this engine when it is
-        loaded (for a caller that feeds many spans)."""
-        native = _wire._native
-        if native is None:
-            return self.take_span
-        return partial(native.engine_take_span, self)
+        """`take_span`, bound (for a caller that feeds many spans)."""
+        return self.take_span
 
     def _start_evaluators(self, state: _TraceState) -> list[tuple[int, Any, Any]]:
         """Start the evaluators on the trace's first GenAI span; return its span hooks: (position,
@@ -587,15 +558,9 @@ _errors_of = attrgetter("errors")
 
 
 def _text_size(span: NormalizedSpan) -> int:
-    native = _wire._native
-    if native is not None:  # the same sum in one call, for the usual types
-        counted: int | None = native.text_size(span)
-        if counted is not None:
-            span.text_bytes = counted
-            return counted
     size = 0
     for messages in (span.input_messages, span.output_messages, span.history):
-        for message in messages:  # the parts' set contents, summed in C
+        for message in messages:
             size += sum(map(len, filter(None, map(_part_content, message.parts))))
     if span.system_instructions:
         size += sum(map(len, span.system_instructions))

@@ -24,7 +24,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tracehound import _wire
 from tracehound._wire import (
     RESOURCE_ATTRIBUTES_FIELD,
     SPAN_ATTRIBUTES_FIELD,
@@ -312,7 +311,6 @@ class SpanView:
         "_gate",
         "_keys",
         "_kind",
-        "_pending",
         "_scope_gate",
         "_source",
         "_source_kind",
@@ -350,9 +348,6 @@ class SpanView:
     _status_code: int | None
     _status_message: str
     _gate: bool
-    # Set by the C accelerator's normalization of a view from bytes, which leaves the message
-    # strings on the wire: the other attributes decoded, then (key, start, end) per string.
-    _pending: tuple[Any, ...] | None
     _scope_gate: _ScopeGate
     _source: Any
     _source_kind: str
@@ -625,10 +620,7 @@ class SpanView:
         if not hasattr(self, "_keys"):
             kind = self._source_kind
             if kind == "proto":
-                pending = getattr(self, "_pending", None)
-                if pending is not None:  # the keys, without the strings left on the wire
-                    self._keys = tuple(pending[0])
-                elif hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
+                if hasattr(self, "_wire_at"):  # decoding them all from the bytes costs less
                     self._keys = tuple(self.attributes)
                 else:
                     self._keys = tuple(kv.key for kv in self._source.attributes)
@@ -655,12 +647,7 @@ class SpanView:
             wire_at = getattr(self, "_wire_at", None)
             if wire_at is not None:  # straight from the bytes (C accelerator)
                 data, start, end = wire_at
-                pending = getattr(self, "_pending", None)
-                if pending is not None:  # what normalization decoded, and the rest
-                    self._pending = None
-                    decoded = _completed(data, pending)
-                else:
-                    decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
+                decoded = decode_key_values(data, start, end, SPAN_ATTRIBUTES_FIELD)
             if decoded is None:
                 decoded = _proto_attributes(self._proto_span().attributes)
             self._attributes = decoded
@@ -777,22 +764,6 @@ class SpanView:
         return f"SpanView({self.name!r}, trace={self.trace_id}, span={self.span_id})"
 
 
-def _read_slots_in_c() -> None:
-    """With the C accelerator, the lazy fields read many times per span (times, status,
-    attributes, events) are read by a C descriptor: the slot's value when it is filled, without
-    a Python call; the property's function otherwise, which fills it. The same values."""
-    native = _wire._native
-    if native is None:
-        return
-    for name in ("start_ns", "end_ns", "status_code", "attributes", "events"):
-        prop = SpanView.__dict__[name]
-        slot = SpanView.__dict__[f"_{name}"]
-        setattr(SpanView, name, native.SlotProperty(slot, prop.fget))
-
-
-_read_slots_in_c()
-
-
 class LogView:
     """Read-only view of a log record; only event records matter to tracehound."""
 
@@ -867,21 +838,6 @@ class LogView:
 
     def __repr__(self) -> str:
         return f"LogView({self.event_name!r}, span={self.span_id})"
-
-
-def _completed(data: bytes, pending: tuple[Any, ...]) -> dict[str, AttributeValue]:
-    """A view's attributes from its `_pending` slot: the dict the C accelerator decoded, each
-    string it left on the wire (checked as UTF-8 when its messages were read) decoded in place
-    of the None that held the key's position."""
-    native = _wire._native
-    if native is not None:  # the same, decoded by the C accelerator's UTF-8 decoder
-        completed: dict[str, AttributeValue] | None = native.completed_attributes(data, pending)
-        if completed is not None:
-            return completed
-    attributes: dict[str, AttributeValue] = pending[0]
-    for i in range(1, len(pending), 3):
-        attributes[pending[i]] = data[pending[i + 1] : pending[i + 2]].decode()
-    return attributes
 
 
 def _parse(kind: str, data: bytes) -> Any:

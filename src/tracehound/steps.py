@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter, is_, itemgetter
 from typing import Any, Literal
 
-from tracehound import _wire
 from tracehound.conventions import (
     Document,
     Message,
@@ -38,7 +37,7 @@ from tracehound.conventions import (
     canonical_arguments,
     to_text,
 )
-from tracehound.conventions.base import MAX_JSON_BYTES, slots_maker
+from tracehound.conventions.base import slots_maker
 
 __all__ = [
     "Run",
@@ -231,29 +230,16 @@ class TrajectoryBuilder:
         return self._spans
 
     def add(self, span: NormalizedSpan) -> list[Step]:
-        native = _wire._native
-        if native is not None:  # the code below in one call
-            made_at_once: list[Step] | None = native.builder_add(self, span, _NATIVE_ADDING)
-            if made_at_once is not None:
-                return made_at_once
         span_id = span.view.span_id
         spans = self._spans
         if span_id in spans:
             return []
         spans[span_id] = span
-        native = _wire._native
-        drafts = None
         if span.operation in _STATEFUL_OPERATIONS:
             self._stateful.append(span)
-            if native is not None:  # `_span_drafts`' C path, without its call
-                drafts = native.span_drafts(span, self._state, _NATIVE_DRAFTING)
-        if drafts is None:
-            drafts = _span_drafts(span, self._state)
+        drafts = _span_drafts(span, self._state)
         self._drafts.extend(drafts)
         drafts.sort(key=_draft_key)
-        if native is not None:  # `_steps_of`, without its call
-            made: list[Step] = native.steps_from_drafts(Step, drafts, None, "")
-            return made
         return _steps_of(drafts, None, "")
 
     def build(
@@ -401,7 +387,6 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
 # for Step's 18 fields, and steps are made for every span twice (as it arrives, and in the
 # trajectory). Filling the instance dict in one call makes the same Step in ~0.4 µs; fields a
 # draft does not set are read from the class, where the dataclass keeps their defaults.
-# The C accelerator does the same in one call (`step_from_fields`).
 _new_object = object.__new__
 
 
@@ -415,21 +400,12 @@ def _step_from_fields(cls: type[Step], fields: dict[str, Any], span_id: str, run
     return step
 
 
-_make_step: Callable[[type[Step], dict[str, Any], str, str], Step] = (
-    _wire._native.step_from_fields if _wire._native is not None else _step_from_fields
-)
-
-
 def _steps_of(
     drafts: list[_Draft], run_of_span: dict[str, str] | None, default_run: str
 ) -> list[Step]:
     """The steps of drafts: each in the run of its span (`default_run` when not in
     `run_of_span`, or when that is None)."""
-    native = _wire._native
-    if native is not None:  # the same steps, made in one call
-        made: list[Step] = native.steps_from_drafts(Step, drafts, run_of_span, default_run)
-        return made
-    make = _make_step
+    make = _step_from_fields
     if run_of_span is None:
         return [make(Step, d[1], d[0][2], default_run) for d in drafts]
     get_run = run_of_span.get
@@ -441,13 +417,6 @@ def _steps_of(
 
 
 def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
-    native = _wire._native
-    if native is not None and span.operation in _STATEFUL_OPERATIONS:
-        # LLM and tool spans drafted in one call, with the same drafts and dedupe state as
-        # below; None (nothing changed) for values of unusual types
-        drafted: list[_Draft] | None = native.span_drafts(span, state, _NATIVE_DRAFTING)
-        if drafted is not None:
-            return drafted
     view = span.view
     start, end, span_id = view.start_ns, view.end_ns, view.span_id
     out: list[_Draft] = []
@@ -799,24 +768,6 @@ def _sole_value(arguments: Any) -> str | None:
         value = next(iter(data.values()))
         return value if isinstance(value, str) else canonical_arguments(value)
     return None
-
-
-# What the C accelerator's `span_drafts` drafts with: the classes it takes, the functions it
-# calls back, the sequence numbers of the llm and error steps.
-_NATIVE_DRAFTING = (
-    Message,
-    Part,
-    canonical_arguments,
-    to_text,
-    _pending_call_for,
-    _LLM_SEQ,
-    _ERROR_SEQ,
-    MAX_JSON_BYTES,
-)
-
-
-# What the C accelerator's `builder_add` adds a span with (`TrajectoryBuilder.add`).
-_NATIVE_ADDING = (_STATEFUL_OPERATIONS, _NATIVE_DRAFTING, _span_drafts, _draft_key, Step)
 
 
 # --- runs ---------------------------------------------------------------------------------------

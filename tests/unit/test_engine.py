@@ -6,16 +6,15 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _native import native_module, pure_python
+from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo, _wire
+from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo
 from tracehound.conventions import NormalizedSpan, normalize
 from tracehound.engine import SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN
 from tracehound.evaluators.base import PluginError, SafeEvaluator, load_plugins
@@ -438,30 +437,6 @@ def test_direct_hooks_isolate_failures_as_safe_evaluator_does(
         assert _run_safely(make()) == expected
 
 
-@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
-def test_the_accelerator_runs_the_span_hooks() -> None:
-    class Counting:
-        """The accelerator, counting its `call_span_hooks` calls."""
-
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
-            self.calls = 0
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
-        def call_span_hooks(self, *args: Any) -> Any:
-            self.calls += 1
-            return self.inner.call_span_hooks(*args)
-
-    counting = Counting(_wire._native)
-    with native_module(counting):  # type: ignore[arg-type]
-        engine = Engine([Recorder()])
-        outcome = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
-    assert counting.calls == 1
-    assert [r.name for r in outcome.results] == ["seen"]
-
-
 def test_evaluators_without_their_own_span_hook_are_not_called_per_span(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -724,50 +699,3 @@ def test_take_span_answers_what_add_span_says(feeds: list[Any], failing: str | N
     assert _fed(feeds, failing, taker=True) == expected
     with pure_python():
         assert _fed(feeds, failing, taker=True) == expected
-
-
-@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
-def test_the_span_taker_is_the_accelerators() -> None:
-    engine = Engine([Recorder()])
-    take = engine.span_taker()
-    assert isinstance(take, partial) and take.func is _wire._native.engine_take_span  # type: ignore[union-attr]
-    [result] = take(chat("b" * 16, ROOT, 100, "hi", "hello"))  # type: ignore[misc]
-    assert result.name == "seen"
-    assert take(span("c" * 16, ROOT)) == SPAN_PLAIN
-    assert take(span("c" * 16, ROOT)) == SPAN_DUPLICATE
-    engine.flush()
-    assert take(span("d" * 16, ROOT)) == SPAN_LATE
-    assert engine.stats.late_spans == 1 and engine.late_spans_of(TRACE) == 1
-    with pure_python():
-        assert engine.span_taker() == engine.take_span
-
-
-@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
-def test_engine_take_span_leaks_nothing() -> None:
-    from _leaks import assert_leak_free
-
-    class Plain(_Flaky):
-        def on_span(self, *args: Any) -> Any:  # without recording the call
-            if args[1].span_id == "0000000000000002":
-                raise KeyError(args[1].span_id)
-            return (EvaluationResult(name="plain", evaluator=self.name, evaluator_version=""),)
-
-    engine = Engine([Plain("a", ""), Plain("b", "")], EngineConfig(finalized_cache_size=4))
-    take = engine.span_taker()
-    views = [chat(f"{i:016x}", ROOT, 100, "hi", "hello") for i in range(1, 4)]
-    plain = span(ROOT)
-    count = [0]
-
-    def call() -> None:
-        count[0] += 1
-        trace = f"{count[0]:032x}"
-        for view in views:
-            view.trace_id = trace
-            take(view)
-        plain.trace_id = trace
-        take(plain)
-        take(plain)  # a duplicate
-        engine.flush()
-        take(plain)  # late
-
-    assert_leak_free(call, [engine, views], n=2_000)

@@ -14,7 +14,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_server_pipeline import agent_request, plain_request
 
 from tracehound import _wire
-from tracehound.engine import SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings
@@ -170,49 +169,3 @@ def test_a_failure_on_the_wire_path_forwards_the_request_as_received(
     pipeline._flush_outputs()
     assert pipeline.stats.internal_errors == 1
     assert lanes["traces"].payloads == [(requests[0], 7)]  # once: the held root is not re-sent
-
-
-@pytest.mark.parametrize("flags", [{}, {"mode": "hold"}], ids=["stream", "hold"])
-def test_the_worker_takes_spans_and_their_keys_through_the_accelerator(
-    flags: dict[str, str],
-) -> None:
-    """The worker feeds the engine through `engine_take_span` and reads the keys of the spans
-    it writes to with `present_keys`; their Python references in their place forward the same
-    bytes and records."""
-    from _native import native_module
-
-    native = _wire._native
-    calls: dict[str, int] = {"engine_take_span": 0, "present_keys": 0}
-
-    class Counting:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(native, name)
-
-        def engine_take_span(self, engine: Any, view: Any) -> Any:
-            calls["engine_take_span"] += 1
-            return native.engine_take_span(engine, view)  # type: ignore[union-attr]
-
-        def present_keys(self, view: Any) -> Any:
-            calls["present_keys"] += 1
-            return native.present_keys(view)  # type: ignore[union-attr]
-
-    class References(Counting):
-        def engine_take_span(self, engine: Any, view: Any) -> Any:
-            outcome = engine.add_span(view)  # what `Engine.take_span` answers without the C
-            if outcome.genai:
-                return outcome.results
-            return (
-                SPAN_LATE if outcome.late else SPAN_DUPLICATE if outcome.duplicate else SPAN_PLAIN
-            )
-
-        def present_keys(self, view: Any) -> Any:
-            return pipeline_module._present_keys(view)
-
-    requests = _requests()
-    with native_module(Counting()):  # type: ignore[arg-type]
-        counted = _run(requests, flags)
-    assert calls["engine_take_span"] > 0 and calls["present_keys"] > 0
-    with native_module(References()):  # type: ignore[arg-type]
-        reference = _run(requests, flags)
-    assert counted[0] == reference[0] and counted[1] == reference[1]
-    assert counted[2] == reference[2]

@@ -3,23 +3,17 @@
 Every string an attribute value or a message document carries is decoded by the accelerator's own
 two-pass decoder rather than `PyUnicode_DecodeUTF8`: the same str (value and storage kind) for
 valid UTF-8, and for invalid UTF-8 the same refusal as before (the value is not decoded by the C
-path). Exercised through `decode_key_values` (a string attribute) and `messages_from_utf8`'s path
-(a message document left on the wire, read by `genai_normalize` in the engine tests).
+path). Exercised through `decode_key_values` (a string attribute).
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from typing import Any
 
-import pytest
-from _leaks import assert_leak_free, expecting
-from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _speedups, _wire, spans
+from tracehound import _speedups
 
 SETTINGS = settings(
     max_examples=500,
@@ -139,85 +133,3 @@ def test_edges() -> None:
     ]
     for raw in cases:
         check(raw)
-
-
-# --- completed_attributes: a view's attributes with the strings left on the wire decoded --------
-
-
-def _python_completed(data: bytes, pending: tuple[Any, ...]) -> Any:
-    with pure_python():
-        return spans._completed(data, pending)
-
-
-@SETTINGS
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "gen_ai.input.messages"]), _TEXTS)))
-def test_completed_attributes_as_the_python_code(items: list[tuple[str, str]]) -> None:
-    data = bytearray(b"head")
-    pending: list[Any] = [{"x": 1, "a": None}]
-    for key, text in items:
-        start = len(data)
-        data += text.encode("utf-8")
-        pending += [key, start, len(data)]
-    raw = bytes(data)
-    want = _python_completed(raw, (dict(pending[0]), *pending[1:]))
-    first = dict(pending[0])
-    got = _speedups.completed_attributes(raw, (first, *pending[1:]))
-    assert got is first  # the dict completed in place, as the Python code does
-    assert list(got.items()) == list(want.items())
-    for key in got:
-        assert type(got[key]) is type(want[key])
-
-
-def test_completed_attributes_errors_and_declines() -> None:
-    data = b"ab\xff"
-    with pytest.raises(UnicodeDecodeError):
-        _python_completed(data, ({}, "k", 0, 3))
-    with pytest.raises(UnicodeDecodeError):
-        _speedups.completed_attributes(data, ({}, "k", 0, 3))
-    # shapes it does not take: the Python code runs (None, nothing changed)
-    for pending in [
-        ({}, "k", 0),
-        ([], "k", 0, 1),
-        ({}, 1, 0, 1),
-        ({}, "k", 0, 1.0),
-        ({}, "k", 2, 1),
-        ({}, "k", -1, 1),
-        ({}, "k", 0, 4),
-        ({}, "k", 0, 2**70),
-    ]:
-        assert _speedups.completed_attributes(data, pending) is None
-        assert pending[0] in ({}, [])
-    assert _speedups.completed_attributes(bytearray(data), ({}, "k", 0, 1)) is None
-    with pytest.raises(TypeError):
-        _speedups.completed_attributes(data)  # type: ignore[call-arg]
-
-
-def test_completed_attributes_leak_free() -> None:
-    data = ("x’" * 100).encode() + b"\xff"
-    good = ({}, "k", 0, 400, "j", 4, 12)
-    bad = ({}, "k", 0, len(data))
-    assert_leak_free(lambda: _speedups.completed_attributes(data, good), [data, good], 20_000)
-    assert_leak_free(
-        expecting(lambda: _speedups.completed_attributes(data, bad), UnicodeDecodeError),
-        [data, bad],
-        20_000,
-    )
-
-
-@pytest.mark.skipif(
-    bool(os.environ.get("TRACEHOUND_PURE_PYTHON")),
-    reason="TRACEHOUND_PURE_PYTHON=1: the C path is off",
-)
-def test_views_complete_their_attributes_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`SpanView.attributes` completes what normalization left on the wire through the C call."""
-    calls: list[int] = []
-    real = _speedups.completed_attributes
-
-    def counted(data: bytes, pending: tuple[Any, ...]) -> Any:
-        calls.append(1)
-        return real(data, pending)
-
-    monkeypatch.setattr(_wire._native, "completed_attributes", counted)
-    data = b"--" + "gen’s".encode()
-    assert spans._completed(data, ({"k": None}, "k", 2, len(data))) == {"k": "gen’s"}
-    assert calls == [1]

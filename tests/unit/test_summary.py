@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from typing import Any
 
-import pytest
-from _leaks import assert_leak_free
-from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.evaluators.summary import LEVELS, derived_attributes
 
@@ -121,63 +117,10 @@ def test_derived_attributes_are_the_references(root: dict[str, Any], results: li
             return type(exc)
 
     expected = outcome(lambda: _reference(root, results))
-    with pure_python():
-        pure = outcome(lambda: derived_attributes(root, results))
-    for got in (outcome(lambda: derived_attributes(root, results)), pure):
-        assert got == expected
-        if isinstance(got, dict):  # the same floats, signs of zeros included
-            assert [math.copysign(1, v) for v in got.values() if isinstance(v, float)] == [
-                math.copysign(1, v) for v in expected.values() if isinstance(v, float)
-            ]
-            assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
-
-
-_native = _wire._native
-needs_native = pytest.mark.skipif(_native is None, reason="the C accelerator is off or not built")
-
-
-def _drift_result(severity: Any, score: Any, agent: Any = "a") -> EvaluationResult:
-    return EvaluationResult(
-        name=names.EVAL_DRIFT,
-        evaluator="drift",
-        evaluator_version="1",
-        attributes={
-            names.ATTR_DRIFT_SEVERITY: severity,
-            names.ATTR_DRIFT_SCORE: score,
-            names.ATTR_DRIFT_AGENT: agent,
-        },
-    )
-
-
-@needs_native
-def test_the_accelerator_answers_the_usual_traces_and_leaves_golden_ones() -> None:
-    from tracehound.evaluators.summary import _NATIVE
-
-    assert _native is not None
-    root = {names.ATTR_DRIFT_SEVERITY: "none", names.ATTR_DRIFT_SCORE: 0.25}
-    results = [_drift_result("alert", 0.5, "b"), _drift_result("none", 0.75)]
-    assert _native.derived_attributes(root, results, _NATIVE) == {
-        names.ATTR_DRIFT_MAX_SEVERITY: "alert",
-        names.ATTR_DRIFT_MAX_SCORE: 0.75,
-        names.ATTR_DRIFT_MAX_AGENT: "b",
-    }
-    golden = EvaluationResult(
-        name=names.EVAL_GOLDEN,
-        evaluator="golden",
-        evaluator_version="1",
-        attributes={names.ATTR_GOLDEN_VERDICT: "drifted"},
-    )
-    assert _native.derived_attributes(root, [*results, golden], _NATIVE) is None
-    assert _native.derived_attributes({**root}.items(), results, _NATIVE) is None  # not a dict
-    with pytest.raises(OverflowError):
-        _native.derived_attributes(root, [_drift_result("alert", 10**400)], _NATIVE)
-    with pytest.raises(TypeError):
-        _native.derived_attributes(root, results, ())
-
-    def call() -> None:
-        _native.derived_attributes(root, results, _NATIVE)
-        _native.derived_attributes(root, [*results, golden], _NATIVE)
-        with contextlib.suppress(OverflowError):
-            _native.derived_attributes(root, [_drift_result("alert", 10**400)], _NATIVE)
-
-    assert_leak_free(call, [root, results, golden], n=20_000)
+    got = outcome(lambda: derived_attributes(root, results))
+    assert got == expected
+    if isinstance(got, dict):  # the same floats, signs of zeros included
+        assert [math.copysign(1, v) for v in got.values() if isinstance(v, float)] == [
+            math.copysign(1, v) for v in expected.values() if isinstance(v, float)
+        ]
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]

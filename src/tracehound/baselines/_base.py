@@ -20,9 +20,8 @@ import builtins
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from tracehound import _wire
 from tracehound.drift import Baseline, BaselineFormatError
 
 __all__ = [
@@ -77,8 +76,6 @@ class UpdateResult:
         """A result whose `baseline` is a copy of `stored`, made when first read: `stored` must
         not change afterwards (a store that replaces its baselines rather than modifying them).
         Most callers only look at the outcome."""
-        if cls is UpdateResult and _new_result is not None:
-            return cast("UpdateResult", _new_result(key, outcome, None, stored))
         out = cls(key, outcome, stored)
         object.__setattr__(out, "_baseline", None)
         object.__setattr__(out, "_source", stored)
@@ -117,16 +114,6 @@ class UpdateResult:
         return (
             f"UpdateResult(key={self.key!r}, outcome={self.outcome!r}, baseline={self.baseline!r})"
         )
-
-
-# results are made for every update: the C accelerator's `SlotsMaker` fills the slots without
-# the __init__'s `object.__setattr__` calls
-_native_maker = getattr(_wire._native, "SlotsMaker", None)
-_new_result = (
-    None
-    if _native_maker is None
-    else _native_maker(UpdateResult, ("key", "outcome", "_baseline", "_source"), ())
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +218,6 @@ def apply_update(
     # `merged` returns a new baseline and leaves `stored` alone: without decay, no copy first
     aged = stored if half_life_runs is None else stored.decayed(half_life_runs, delta.runs)
     new = aged.merged(delta)
-    if _new_result is not None:  # `UpdateResult(key, "updated", new)`, without its __init__
-        return new, cast("UpdateResult", _new_result(key, "updated", new, None))
     return new, UpdateResult(key, "updated", new)
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 from operator import methodcaller
-from typing import Any
 
-from tracehound import _wire
 from tracehound._wire import GENAI_KEY_PREFIXES
 from tracehound.conventions import genai, openinference, pydantic_ai, traceloop, vercel_ai
 from tracehound.conventions.base import (
@@ -118,39 +116,12 @@ def detect_convention(view: SpanView) -> Convention | None:
     return None
 
 
-# What the C accelerator's `genai_normalize` decides and maps with: the usual OTel GenAI span
-# (named like an operation, nothing another family claims, no events) in one call.
-_NATIVE_NORMALIZE = (
-    genai._NATIVE_CONFIG,
-    _NAME_FLAGS,
-    _HINTED,
-    _CLAIMED_BEFORE_GENAI,
-    genai.DETECT_KEYS,
-    pydantic_ai.SPAN_NAMES,
-    pydantic_ai.SCOPE_NAME,
-)
-
-
-def normalize(
-    view: SpanView, logs: list[LogView] | None = None, memo: list[Any] | None = None
-) -> NormalizedSpan | None:
+def normalize(view: SpanView, logs: list[LogView] | None = None) -> NormalizedSpan | None:
     """Map one span (and the log events joined to it) to its GenAI facts; None if not GenAI.
 
     Never raises: a mapping that fails is reported as a problem on an `other` span, so the span
-    still passes through and the failure is counted. `memo` is the trace's message memo (see
-    `genai.extract`), for OTel GenAI spans.
+    still passes through and the failure is counted.
     """
-    if memo is not None and not logs:
-        native = _wire._native
-        if native is not None:
-            try:  # what the code below does for the usual OTel GenAI span, in one call
-                mapped: NormalizedSpan | None = native.genai_normalize(
-                    view, _NATIVE_NORMALIZE, memo
-                )
-            except Exception:
-                mapped = None
-            if mapped is not None:
-                return mapped
     convention = detect_convention(view)
     if convention is None:
         if logs:  # an unmarked span whose content arrived as log events (legacy GenAI events)
@@ -158,8 +129,6 @@ def normalize(
         else:
             return None
     try:
-        if memo is not None and convention is _GENAI_CONVENTION:
-            return genai.extract(view, logs or [], memo)
         return convention.extract(view, logs or [])
     except Exception as exc:  # a mapping bug or hostile value must not stop the pipeline
         _logger.debug("mapping %s span %s failed", convention.name, view.span_id, exc_info=True)

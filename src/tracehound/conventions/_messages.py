@@ -10,15 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracehound import _wire
-from tracehound.conventions.base import Message, Part, parse_json_value, slots_maker, to_text
+from tracehound.conventions.base import Message, Part, parse_json_value, to_text
 
 _PART_TYPE_ALIASES = {"thinking": "reasoning", "tool_result": "tool_call_response"}
-
-# What the C accelerator's convert_messages makes parts and messages with: their classes, but
-# without running the dataclasses' __init__ (see `slots_maker`).
-_NEW_PART = slots_maker(Part)
-_NEW_MESSAGE = slots_maker(Message)
 
 
 def parse_part(raw: Any) -> Part | None:
@@ -62,11 +56,6 @@ def parse_messages(value: Any, what: str, problems: list[str]) -> list[Message]:
     data = parse_json_value(value, what, problems)
     if data is None:
         return []
-    native = _wire._native
-    if native is not None:  # the C accelerator builds the same objects for the usual shapes
-        converted: list[Message] | None = native.convert_messages(data, _NEW_PART, _NEW_MESSAGE)
-        if converted is not None:
-            return converted
     if isinstance(data, dict):
         problems.append(f"{what}: an object, not an array of messages; read as one message")
         data = [data]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from tracehound import _wire
@@ -160,46 +160,15 @@ _T = TypeVar("_T", bound="DataclassInstance")
 
 def slots_maker(cls: type[_T]) -> Callable[..., _T]:
     """What makes `cls` instances from their fields' values, positionally (the last ones may be
-    left to their defaults): the C accelerator's `SlotsMaker`, which stores the values in the
-    instance's slots without running the dataclass's generated __init__ (Python code per
-    field, and an object.__setattr__ call per field when frozen); else the class itself.
-
-    For slotted dataclasses whose defaults are values or `default_factory=list`, without
-    `__post_init__`: the instance is the one the class would make.
-    """
-    native = _wire._native
-    if native is None:
-        return _positional(cls)
-    names: list[str] = []
-    defaults: list[Any] = []
-    for f in fields(cls):
-        names.append(f.name)
-        if f.default is not MISSING:
-            defaults.append(f.default)
-        elif f.default_factory is list:
-            defaults.append(list)  # the maker's mark for a new empty list
-        elif f.default_factory is not MISSING or defaults:
-            # another factory, or a field without a default after one with (keyword-only
-            # fields): only the class knows how to make it
-            return _positional(cls)
-    maker: Callable[..., _T] = native.SlotsMaker(cls, tuple(names), tuple(defaults))
-    return maker
+    left to their defaults)."""
+    return _positional(cls)
 
 
 def fields_maker(cls: type[_T]) -> Callable[..., _T]:
     """What makes a `cls` instance from the values of all its fields, in their order (those
-    not in `__init__` included): the C accelerator's `SlotsMaker`, which stores them in the
-    slots without the generated `__init__`; else the class itself, or a function calling it by
-    keywords when some fields are keyword-only or not in `__init__`.
-
-    For slotted dataclasses without `__post_init__`, whatever their defaults: the instance is
-    the one the class would make with those values.
-    """
+    not in `__init__` included): the class itself, or a function calling it by keywords when
+    some fields are keyword-only or not in `__init__`."""
     names = tuple(f.name for f in fields(cls))
-    native = _wire._native
-    if native is not None:
-        maker: Callable[..., _T] = native.SlotsMaker(cls, names, ())
-        return maker
     in_init = tuple(f.init for f in fields(cls))
     if all(in_init) and not any(f.kw_only for f in fields(cls)):
         return cls
@@ -298,11 +267,6 @@ def canonical_arguments(value: Any) -> str | None:
     """
     if value is None:
         return None
-    native = _wire._native
-    if native is not None:  # the same text in one call, for JSON of the usual types
-        made: str | None = native.canonical_arguments(value, MAX_JSON_BYTES)
-        if made is not None:
-            return made
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "[") and len(stripped) <= MAX_JSON_BYTES:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracehound import _wire
 from tracehound.conventions._messages import (
     LEGACY_CHOICE_EVENT,
     LEGACY_INPUT_EVENTS,
@@ -20,14 +19,11 @@ from tracehound.conventions._messages import (
     parse_messages,
 )
 from tracehound.conventions.base import (
-    MAX_JSON_BYTES,
     Document,
     Message,
     NormalizedSpan,
     Operation,
-    Part,
     parse_json_value,
-    slots_maker,
     to_text,
 )
 from tracehound.spans import LogView, SpanView
@@ -216,33 +212,8 @@ _INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 
 
-# What the C accelerator's `genai_extract` maps with (see `extract`): the classes' makers, and
-# `error_of` for the spans that report an error.
-_NATIVE_CONFIG = (
-    slots_maker(NormalizedSpan),
-    slots_maker(Part),
-    slots_maker(Message),
-    OPERATION_MAP,
-    NAME,
-    LEGACY_NAME,
-    MAX_JSON_BYTES,
-    error_of,
-)
-
-
-def extract(view: SpanView, logs: list[LogView], memo: list[Any] | None = None) -> NormalizedSpan:
-    """The span's GenAI facts. `memo` (kept per trace by the engine, first `[None, None, None]`)
-    lets the C accelerator reuse the input messages the trace's last LLM span already had (chat
-    spans resend the conversation): the same objects, rather than equal ones decoded again."""
-    native = _wire._native
-    if native is not None and not logs:
-        # The usual span (no log events, attributes of the usual types) mapped in one call, to
-        # the same NormalizedSpan as the code below; None for anything else.
-        mapped: NormalizedSpan | None = native.genai_extract(
-            view, view.attributes, _NATIVE_CONFIG, memo
-        )
-        if mapped is not None:
-            return mapped
+def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
+    """The span's GenAI facts."""
     attrs = view.attributes
     get = attrs.get
     legacy = "gen_ai.provider.name" not in attrs and "gen_ai.system" in attrs

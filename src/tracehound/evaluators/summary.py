@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound.evaluators.base import EvaluationResult
 
 __all__ = ["LEVELS", "derived_attributes"]
@@ -25,19 +25,6 @@ _DRIFT, _GOLDEN = names.EVAL_DRIFT, names.EVAL_GOLDEN
 _SEVERITY, _SCORE = names.ATTR_DRIFT_SEVERITY, names.ATTR_DRIFT_SCORE
 _AGENT = names.ATTR_DRIFT_AGENT
 _NUMBERS = (int, float)
-# What the accelerator's `derived_attributes` reads
-_NATIVE = (
-    LEVELS,
-    _LEVEL_OF_RANK,
-    _DRIFT,
-    _GOLDEN,
-    _SEVERITY,
-    _SCORE,
-    _AGENT,
-    names.ATTR_DRIFT_MAX_SEVERITY,
-    names.ATTR_DRIFT_MAX_SCORE,
-    names.ATTR_DRIFT_MAX_AGENT,
-)
 _isfinite = math.isfinite
 
 
@@ -49,11 +36,6 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
     `tracehound.drift.max_severity` / `.max_score` / `.max_agent` (the root's own
     `tracehound.drift.severity` / `.score` count too) and `tracehound.golden.worst_verdict`.
     """
-    native = _wire._native
-    if native is not None:  # the usual case (no golden results) in one call
-        made: dict[str, str | float] | None = native.derived_attributes(root, results, _NATIVE)
-        if made is not None:
-            return made
     # `_is_number` written out (no frame per value), each value read once
     out: dict[str, str | float] = {}
     scored: list[tuple[int, float, str]] = []

@@ -652,33 +652,11 @@ def framed_log_records(
     return out
 
 
-# What `encode_result_records` needs of `framed_log_records`: the keys `event_attributes` writes,
-# in its order, and the record parts of an info and a warning record
-RESULT_RECORD_KEYS = (
-    names.ATTR_EVALUATION_NAME,
-    names.ATTR_EVALUATION_SCORE_VALUE,
-    names.ATTR_EVALUATION_SCORE_LABEL,
-    names.ATTR_EVALUATION_EXPLANATION,
-    names.ATTR_ERROR_TYPE,
-    names.ATTR_EVALUATOR_NAME,
-    names.ATTR_EVALUATOR_VERSION,
-)
-RESULT_RECORD_PARTS = (_LOG_PARTS[False], _LOG_PARTS[True])
-
-
 def framed_result_records(
     results: Sequence[EvaluationResult], trace_id: str, span_id: str, time_ns: int
 ) -> bytes:
-    """`b"".join(framed_log_records(results, trace_id, span_id, time_ns))`: with the C
-    accelerator in one call that writes the records straight from the results (no
-    `event_attributes` dict per result); the records of one span, for one `ScopeLogs`."""
-    native = _wire._native
-    if native is not None:
-        encoded: bytes | None = native.encode_result_records(
-            results, trace_id, span_id, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
-        )
-        if encoded is not None:
-            return encoded
+    """`b"".join(framed_log_records(results, trace_id, span_id, time_ns))`: the records of one
+    span, for one `ScopeLogs`."""
     return b"".join(framed_log_records(results, trace_id, span_id, time_ns))
 
 
@@ -686,15 +664,8 @@ def framed_span_result_records(
     spans: list[tuple[tuple[EvaluationResult, ...], str, str]], time_ns: int
 ) -> tuple[bytes, int]:
     """`framed_result_records(results, trace_id, span_id, time_ns)` of each (results, trace_id,
-    span_id) of `spans`, joined, and how many records that is: with the C accelerator in one
-    call (the records of a request's spans)."""
-    native = _wire._native
-    if native is not None:
-        encoded: tuple[bytes, int] | None = native.encode_span_result_records(
-            spans, time_ns, RESULT_RECORD_KEYS, RESULT_RECORD_PARTS
-        )
-        if encoded is not None:
-            return encoded
+    span_id) of `spans`, joined, and how many records that is (the records of a request's
+    spans)."""
     joined = b"".join(
         [
             framed_result_records(results, trace_id, span_id, time_ns)
@@ -707,15 +678,7 @@ def framed_span_result_records(
 def encoded_result_attributes(
     results: Sequence[EvaluationResult], present: Container[str] | None
 ) -> bytes | None:
-    """`encoded_attributes(SPAN_ATTRIBUTES_TAG, span_attributes(results), present)`: with the C
-    accelerator in one call, without the merged dict when one result has attributes."""
-    native = _wire._native
-    if native is not None:
-        encoded: bytes | None = native.encode_result_attributes(
-            results, present, SPAN_ATTRIBUTES_TAG
-        )
-        if encoded is not None:
-            return encoded
+    """`encoded_attributes(SPAN_ATTRIBUTES_TAG, span_attributes(results), present)`."""
     return encoded_attributes(SPAN_ATTRIBUTES_TAG, span_attributes(results), present)
 
 

@@ -59,7 +59,7 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound._wire import (
     may_hold_genai,
     read_trace_views,
@@ -748,14 +748,12 @@ class Pipeline:
         recorder = self._recorder
         trace_resource = self._trace_resource
         span_events = self._span_events
-        native = _wire._native
         request_gate = None if work.genai else False
         single_scope = len(scopes) == 1
         edits: list[Any] = [b""] * len(keys)  # per span: b"" as is, None cut, or its edit
         removed = 0
         resources: dict[int, tuple[bytes]] = {}
         take_span = engine.span_taker()
-        key_set = native.present_keys if native is not None else _present_keys
         evaluated = 0
         # (results, trace id, span id) of the spans with results since the last `_emit_spans`,
         # whose traces' resource is `emitting`
@@ -842,7 +840,7 @@ class Pipeline:
                                 scope_schema_url,
                             )
                         # only a span written to later needs its keys (None: read then)
-                        present = key_set(view) if results or is_root else None
+                        present = _present_keys(view) if results or is_root else None
                         _, start, end = view.wire_range()
                         held = _new_held(
                             raw[start:end],
@@ -859,17 +857,12 @@ class Pipeline:
                         removed += 1
                         continue
                     if results:
-                        span_keys = key_set(view)
+                        span_keys = _present_keys(view)
                         # the usual case: the attributes appended as they are (with span events,
-                        # `_span_edit` encodes both); `encoded_result_attributes` without its frame
+                        # `_span_edit` encodes both)
                         added: bytes | tuple[bytes] | None = None
                         if not span_events:
-                            if native is not None:
-                                added = native.encode_result_attributes(
-                                    results, span_keys, SPAN_ATTRIBUTES_TAG
-                                )
-                            if added is None:
-                                added = encoded_result_attributes(results, span_keys)
+                            added = encoded_result_attributes(results, span_keys)
                         if added is None:
                             _, start, end = view.wire_range()
                             added = self._span_edit(
@@ -1137,8 +1130,7 @@ _ENDS_WITH_ZERO_SPAN = methodcaller("endswith", _ZERO_SPAN)
 
 def _present_keys(view: SpanView) -> Container[str]:
     """The attribute keys of `view`, to check the keys written to its span against: the keys
-    only (the message strings the views leave undecoded stay so). The accelerator's
-    `present_keys` answers the view's attributes themselves when they are decoded."""
+    only (the message strings the views leave undecoded stay so)."""
     return frozenset(view.attribute_keys)
 
 
