@@ -14,17 +14,17 @@ setup(
         Extension(
             "tracehound._speedups",
             sources=[
-                "src/tracehound/_speedups.c",
-                "src/tracehound/_speedups_drift.c",
-                "src/tracehound/_speedups_embed.c",
-                "src/tracehound/_speedups_evidence.c",
-                "src/tracehound/_speedups_otlp.c",
-                "src/tracehound/_speedups_text.c",
+                "src/native/_speedups.c",
+                "src/native/_speedups_drift.c",
+                "src/native/_speedups_embed.c",
+                "src/native/_speedups_evidence.c",
+                "src/native/_speedups_otlp.c",
+                "src/native/_speedups_text.c",
             ],
             depends=[
-                "src/tracehound/_speedups.h",
-                "src/tracehound/_speedups_tokens.h",
-                "src/tracehound/_speedups_wire.h",
+                "src/native/_speedups.h",
+                "src/native/_speedups_tokens.h",
+                "src/native/_speedups_wire.h",
             ],
             optional=True,
         )
