@@ -51,7 +51,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.conventions import detect_convention, normalize
 from tracehound.spans import iter_proto_spans
 from tracehound.steps import TrajectoryBuilder
@@ -494,7 +494,7 @@ def environment() -> dict[str, Any]:
         "loadavg_at_start": round(os.getloadavg()[0], 2),
         "calibration_sum_range_1e5_ms": calibration_ms(),
         # TRACEHOUND_PURE_PYTHON=1 measures the pure-Python paths
-        "accelerator": "C (tracehound._speedups)" if _wire.NATIVE else "none (pure Python)",
+        "accelerator": "C (tracehound._speedups)" if _accel.NATIVE else "none (pure Python)",
     }
 
 

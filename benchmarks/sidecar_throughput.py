@@ -535,9 +535,9 @@ def engine_alone(batches: list[bytes]) -> float:
     from tracehound.spans import iter_proto_spans
 
     if PURE_PYTHON:
-        from tracehound import _wire
+        from tracehound import _accel
 
-        _wire._native = None
+        _accel._in_use = None  # as TRACEHOUND_PURE_PYTHON=1 does at start-up
     engine = Engine([*select_evaluators(None), DriftEvaluator(MemoryStore())], EngineConfig())
     started = time.process_time()
     n = 0
@@ -551,9 +551,9 @@ def engine_alone(batches: list[bytes]) -> float:
 
 def accelerator() -> str:
     sys.path.insert(0, str(ROOT / "src"))
-    from tracehound import _wire
+    from tracehound import _accel
 
-    return "C (tracehound._speedups)" if _wire.NATIVE else "none (pure Python): not built"
+    return "C (tracehound._speedups)" if _accel.NATIVE else "none (pure Python): not built"
 
 
 def summary(values: list[float]) -> dict[str, float]:

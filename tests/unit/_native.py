@@ -6,21 +6,27 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import ModuleType
 
-from tracehound import _wire
+from tracehound import _accel
 
 
 @contextmanager
 def native_module(module: ModuleType | None) -> Iterator[None]:
-    """Run the block with `_wire._native` set to `module` (None: the pure-Python paths), then
-    restore it."""
-    saved = _wire._native
-    _wire._native = module
+    """Run the block with `module` as the accelerator every `_accel.kernel` call answers from
+    (None: the pure-Python paths), then restore it."""
+    saved = _accel._in_use
+    _accel._in_use = module
     try:
         yield
     finally:
-        _wire._native = saved
+        _accel._in_use = saved
 
 
 def pure_python() -> AbstractContextManager[None]:
     """Run the block on the pure-Python paths."""
-    return native_module(None)
+    return _accel.use_native(False)
+
+
+def in_use() -> ModuleType | None:
+    """The accelerator the kernels are taken from now, or None."""
+    module: ModuleType | None = _accel._in_use
+    return module

@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.server import _otlp
 from tracehound.server._otlp import encoded_log_record, evaluation_log_record, logs_request_bytes
@@ -61,7 +61,7 @@ def test_odd_ids_take_the_message_path(trace_id: str, span_id: str) -> None:
     assert encoded_log_record(result, trace_id, span_id, 5) == expected
 
 
-@pytest.mark.skipif(_wire._native is None, reason="the C accelerator is off or not built")
+@pytest.mark.skipif(_accel._in_use is None, reason="the C accelerator is off or not built")
 def test_accelerated_path_does_not_build_messages(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object) -> None:
         raise AssertionError("the bytes path should not build a LogRecord")
@@ -134,8 +134,8 @@ def test_framed_records_are_log_records_fields(
 )
 def test_ids_the_c_encoder_does_not_read_take_the_message_path(trace_id: str, span_id: str) -> None:
     result = EvaluationResult(name="n", evaluator="e", evaluator_version="1", score_value=1.0)
-    assert _wire._native is None or (
-        _wire._native.encode_log_record({}, trace_id, span_id, 5, _otlp._LOG_PARTS[False], False)
+    assert _accel._in_use is None or (
+        _accel._in_use.encode_log_record({}, trace_id, span_id, 5, _otlp._LOG_PARTS[False], False)
         is None
     )
     try:
@@ -148,11 +148,11 @@ def test_ids_the_c_encoder_does_not_read_take_the_message_path(trace_id: str, sp
     assert framed == _otlp._length_delimited(b"\x12", expected)
 
 
-@pytest.mark.skipif(_wire._native is None, reason="needs the C accelerator")
+@pytest.mark.skipif(_accel._in_use is None, reason="needs the C accelerator")
 def test_encode_log_record_arguments_and_leaks() -> None:
     from _leaks import assert_leak_free, expecting
 
-    native = _wire._native
+    native = _accel._in_use
     parts = _otlp._LOG_PARTS[True]
     attributes = {"gen_ai.evaluation.name": "x", "score": 0.5, "n": 3}
     trace_id, span_id = "ab" * 16, "cd" * 8

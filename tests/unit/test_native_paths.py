@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from helpers import FIXTURE_NAMES, fixture_logs_request, fixture_path, has_logs, logs_from_proto
-from tracehound import _wire
+from tracehound import _accel, _wire
 from tracehound.cli import select_evaluators
 from tracehound.engine import Engine, EngineConfig
 from tracehound.spans import LogView, SpanView, iter_proto_spans
@@ -32,9 +32,9 @@ import sidecar_throughput
 def test_the_accelerator_is_built() -> None:
     """CI builds it (a C compiler is there); a missing build must not pass unnoticed."""
     if os.environ.get("TRACEHOUND_PURE_PYTHON"):
-        assert not _wire.NATIVE
+        assert not _accel.NATIVE
     else:
-        assert _wire.NATIVE, (
+        assert _accel.NATIVE, (
             "tracehound._speedups is not built: install a C compiler and the Python headers, "
             "then `pip install -e .` again"
         )

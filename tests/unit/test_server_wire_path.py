@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_server_pipeline import agent_request, plain_request
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings
@@ -21,7 +21,7 @@ from tracehound.server import _pipeline as pipeline_module
 from tracehound.server._forward import Budget
 from tracehound.server._pipeline import Pipeline
 
-pytestmark = pytest.mark.skipif(_wire._native is None, reason="needs the C accelerator")
+pytestmark = pytest.mark.skipif(_accel._in_use is None, reason="needs the C accelerator")
 
 
 class _Lane:

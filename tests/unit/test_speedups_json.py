@@ -17,7 +17,7 @@ from _leaks import assert_leak_free
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _speedups, _wire
+from tracehound import _accel, _speedups
 from tracehound.conventions import base
 
 json_loads = _speedups.json_loads
@@ -182,7 +182,7 @@ def test_no_leaks() -> None:
 )
 def test_attribute_json_is_decoded_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
     """`parse_json_value` takes the C path for the usual message documents."""
-    assert _wire._native is not None
+    assert _accel._in_use is not None
 
     def no_python_decoding(*args: object, **kwargs: object) -> object:
         raise AssertionError("decoded by the json module")

@@ -22,7 +22,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans, Span, Status
 
-from tracehound import _speedups, _wire
+from tracehound import _accel, _speedups
 from tracehound.server._pipeline import _drop_empty
 from tracehound.spans import ResourceView, SpanView
 
@@ -324,7 +324,7 @@ def test_a_wire_view_parses_its_span_only_when_asked() -> None:
     view = SpanView.from_wire(data, answer[1][0], ResourceView.from_wire(data, 0, 0), "", "")
     assert view.attributes == {"gen_ai.system": "openai"}
     assert view.events == [] and not view.has_event("x")
-    if _wire._native is not None:  # the attributes from the bytes: nothing needed the message
+    if _accel._in_use is not None:  # the attributes from the bytes: nothing needed the message
         assert view._source is None
     assert view.source == Span.FromString(data[answer[1][0][11] : answer[1][0][12]])
 

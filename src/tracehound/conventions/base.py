@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.spans import LogView, SpanView
 
 __all__ = [
@@ -203,11 +203,12 @@ def _loads(text: str) -> Any:
     per-call checks and whitespace scans for a document that starts with its value and ends
     with it (what instrumentations write); anything else, valid or not, goes through
     `json.loads` itself."""
-    native = _wire._native
+    native = _accel.kernel("json_loads")
     if native is not None:
-        decoded = native.json_loads(text)
+        decoded = native(text)
         if decoded is not None:
             return decoded[0]
+        _accel.declined("json_loads")
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:

@@ -25,8 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tracehound import names
-from tracehound._wire import accelerator_status
+from tracehound import _accel, names
 from tracehound.config import ConfigError
 from tracehound.emit import MetricsRecorder
 from tracehound.evaluators.base import Evaluator, PluginError
@@ -325,7 +324,8 @@ class Sidecar:
                 "mode": settings.mode,
                 "evaluators": self.evaluator_names,
                 "version": self._version,
-                "accelerator": accelerator_status(),
+                "accelerator": _accel.status(),
+                "accelerator_fallbacks": _accel.fallbacks(),
             },
         )
         return self

@@ -43,7 +43,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 
-from tracehound import names
+from tracehound import _accel, names
 from tracehound.server._forward import Lane
 
 __all__ = [
@@ -172,6 +172,12 @@ class ServerMetrics:
             unit="{retry}",
             description="Forward attempts retried",
         )
+        meter.create_observable_counter(
+            names.SERVE_METRIC_ACCELERATOR_FALLBACKS,
+            callbacks=[_fallback_observations],
+            unit="{input}",
+            description="Inputs a C kernel left to its Python reference",
+        )
         self._meter = meter
 
     def request(self, signal: str, transport: str, outcome: str) -> None:
@@ -216,6 +222,13 @@ class ServerMetrics:
         self._meter.create_observable_gauge(
             name, callbacks=[callback], unit=unit, description=description
         )
+
+
+def _fallback_observations(options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+    return [
+        metrics.Observation(count, {names.METRIC_ATTR_KERNEL: kernel})
+        for kernel, count in sorted(_accel.fallbacks().items())
+    ]
 
 
 # --- Prometheus text exposition -----------------------------------------------------------------

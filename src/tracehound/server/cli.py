@@ -120,7 +120,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _check(settings: ServeSettings, out: TextIO) -> int:
     """Validate what start-up would (evaluators, baselines) without opening a port or a file."""
-    from tracehound._wire import accelerator_status
+    from tracehound._accel import KERNELS, NATIVE, status
     from tracehound.server._app import DEFAULT_EVALUATORS, build_serve_evaluators
 
     build_serve_evaluators(settings, open_store=False)  # unknown names, drift availability
@@ -158,6 +158,9 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
         out.write(f"{name:<{width}}  {value}    [{source}]\n")
     out.write(f"{'evaluators (built)':<{width}}  {', '.join(wanted)}\n")
     out.write(f"{'baseline store':<{width}}  {baselines}\n")
-    out.write(f"{'C accelerator':<{width}}  {accelerator_status()}\n")
+    out.write(f"{'C accelerator':<{width}}  {status()}\n")
+    if NATIVE:  # each kernel's refusals are counted: tracehound.accelerator.fallbacks
+        kernels = ", ".join(k.name for k in KERNELS)
+        out.write(f"{'C kernels':<{width}}  {kernels}\n")
     out.write("configuration OK\n")
     return EXIT_OK
