@@ -7,10 +7,11 @@ keeps `heapq` beside `_heapq`. Every rule (conventions, steps, runs, the engine,
 decisions, results) exists once, in Python.
 
 Callers ask for a kernel by name when they run (`kernel("json_loads")`), so that the switch
-reaches every one of them: `TRACEHOUND_PURE_PYTHON=1` at start-up, or `use_native(False)` in a
-test. A kernel answers None for input it does not handle exactly as its reference; the caller
-then runs the reference and counts the refusal with `declined(name)`, which the sidecar
-exports as `tracehound.accelerator.fallbacks` (by kernel) and `--check-config` shows.
+reaches every one of them: `TRACEHOUND_PURE_PYTHON=1` at start-up (or a comma-separated list of
+kernel names, to turn off those only), or `use_native(False)` in a test. A kernel answers None
+for input it does not handle exactly as its reference; the caller then runs the reference and
+counts the refusal with `declined(name)`, which the sidecar exports as
+`tracehound.accelerator.fallbacks` (by kernel) and its `listening` log record shows.
 """
 
 from __future__ import annotations
@@ -178,7 +179,10 @@ KERNELS: tuple[Kernel, ...] = (
 `src/native/README.md` show it, and a test checks that the module exports these and no
 other function."""
 
-_TURNED_OFF = os.environ.get(PURE_PYTHON_ENV, "").strip().lower() in ("1", "true", "yes")
+_SWITCH = os.environ.get(PURE_PYTHON_ENV, "").strip()
+_TURNED_OFF = _SWITCH.lower() in ("1", "true", "yes")
+# A comma-separated list of kernel names turns off those only (to measure what each one pays)
+_KERNELS_OFF = frozenset() if _TURNED_OFF else frozenset(filter(None, _SWITCH.split(",")))
 _module: Any
 try:
     from tracehound import _speedups as _module
@@ -197,7 +201,7 @@ def kernel(name: str) -> Callable[..., Any] | None:
     """The C kernel `name` while the accelerator is in use, else None (then run the Python
     code). Asked for at each use, so that `use_native` reaches every caller."""
     module = _in_use
-    if module is None:
+    if module is None or name in _KERNELS_OFF:
         return None
     found: Callable[..., Any] | None = getattr(module, name, None)
     return found
@@ -218,7 +222,8 @@ def fallbacks() -> dict[str, int]:
 def status() -> str:
     """What start-up logs and `--check-config` print about the C accelerator."""
     if _in_use is not None:
-        return f"in use ({len(KERNELS)} kernels, src/native)"
+        off = f"; off: {', '.join(sorted(_KERNELS_OFF))}" if _KERNELS_OFF else ""
+        return f"in use ({len(KERNELS)} kernels, src/native{off})"
     if _module is not None:
         return f"off ({PURE_PYTHON_ENV})"
     return "not built (no C compiler at install time): same results, slower"
