@@ -20,7 +20,6 @@ setup(
                 "src/tracehound/_speedups_embed.c",
                 "src/tracehound/_speedups_engine.c",
                 "src/tracehound/_speedups_evidence.c",
-                "src/tracehound/_speedups_loops.c",
                 "src/tracehound/_speedups_otlp.c",
                 "src/tracehound/_speedups_steps.c",
                 "src/tracehound/_speedups_text.c",

@@ -4721,7 +4721,7 @@ speedups_exec(PyObject *module)
     if (tracehound_add_core(module) < 0 || tracehound_add_embed(module) < 0 ||
         tracehound_add_evidence(module) < 0 || tracehound_add_otlp(module) < 0 ||
         tracehound_add_steps(module) < 0 || tracehound_add_text(module) < 0 ||
-        tracehound_add_drift(module) < 0 || tracehound_add_loops(module) < 0 ||
+        tracehound_add_drift(module) < 0 ||
         tracehound_add_engine(module) < 0) {
         return -1;
     }

@@ -27,7 +27,6 @@ int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_engine(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
-int tracehound_add_loops(PyObject *module);
 int tracehound_add_otlp(PyObject *module);
 int tracehound_add_steps(PyObject *module);
 int tracehound_add_text(PyObject *module);

@@ -56,9 +56,6 @@ The module also holds the other hot paths, each beside the Python code it stands
   (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, `divide_block`, to the
   bit), a score's explanation text in one call (`drift_explanation`, the same text) and a run's
   whole score and text in one call (`score_run`, those kernels in a row).
-- **Loops**: a span's bookkeeping and its steps held back while none can complete a loop
-  (`loops_hold`, `loops_held_steps`, `loops_head`, and `LoopsSpanHook`, the evaluator's
-  `on_span` without its Python frame; `tracehound.evaluators.loops`).
 
 The C functions answer None for anything they do not handle exactly as upb would (malformed
 data, merge semantics of repeated singular fields); callers then take the Python path. Set
