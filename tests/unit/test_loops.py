@@ -4,14 +4,12 @@ modes, waste accounting, and the order independence of the trace result."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from unittest import mock
 
 import pytest
-from _leaks import assert_leak_free, expecting
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -1240,6 +1238,59 @@ def test_a_tool_called_past_the_calls_compared_makes_the_tracker() -> None:
     assert not near.may_complete("read", json.dumps({"q": "another"}))
 
 
+class _Recorder(Evaluator):
+    """What the engine gives an evaluator: each span with its steps, and the trajectory."""
+
+    name = "recorder"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[NormalizedSpan, Sequence[Step]]] = []
+        self.trajectory: Trajectory | None = None
+
+    def on_span(
+        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        self.spans.append((span, steps))
+        return ()
+
+    def finish_trace(
+        self, state: Any, trajectory: Trajectory, trace: TraceInfo
+    ) -> Sequence[EvaluationResult]:
+        self.trajectory = trajectory
+        return ()
+
+
+def _recorded(spans: Sequence[SpanView]) -> _Recorder:
+    recorder = _Recorder()
+    engine = Engine([recorder])
+    for view in spans:
+        engine.add_span(view)
+    engine.flush()
+    return recorder
+
+
+def test_held_steps_are_compared_with_the_trajectorys() -> None:
+    """`_held_steps`: the calls and outputs of a trajectory whose steps are those held back,
+    else None."""
+    a = Agent()
+    a.turn(search("refund status", "a"), text="Looking it up.")
+    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
+    recorder = _recorded(by_end(a.done()))
+    evaluator = LoopEvaluator()
+    info = TraceInfo("t")
+    state = evaluator.start_trace(info)
+    for span, steps in recorder.spans:
+        evaluator.on_span(state, span, steps, info)
+    assert state.tracker is None
+    assert recorder.trajectory is not None
+    steps = recorder.trajectory.steps
+    assert loops._held_steps(state.held, steps) == 3  # two calls, one output
+    fewer = tuple(step for step in steps if step.kind != "tool_result")
+    assert loops._held_steps(state.held, fewer) is None
+    assert loops._held_steps([], steps) is None
+
+
 # --- outputs compared by their first words -------------------------------------------------------
 
 _FOLD_ALPHABET = st.sampled_from(
@@ -1344,6 +1395,19 @@ def test_long_outputs_that_begin_alike_are_told_apart_by_their_whole_text() -> N
     assert loop_labels(per_span) == {sid("c04"): {"output_repeat"}}
     assert primary(per_span, sid("c04"))[N.ATTR_LOOP_FIRST_SPAN_ID] == sid("c01")
     assert primary(per_span, sid("c04"))[N.ATTR_LOOP_COUNT] == 3
+
+
+def test_an_outputs_head_on_usual_outputs() -> None:
+    text = "The order \u201cORD-1001\u201d was shipped \u2014 it\u2019s on its way\u2026 " * 5
+    assert loops._head(text) == "the order ord-1001 was shipped it s on"
+    dots = "a " * 8 + "\u2026" * 170 + " b"  # the part read goes on to the first ASCII
+    assert loops._head(dots) == "a a a a a a a a"
+    dots = "a " * 2 + "\u2026" * 20 + " b" * 5 + " c" * 60  # an ellipsis is three dots
+    assert loops._head(dots) == "a a " + "." * 60 + " b b b b b"
+    assert loops._head("Short  text") == "short text"  # all its words
+    assert loops._head("") == ""
+    few = "Coroutine function definition " + "-" * 60 + " f ::= [d] \u201casync\u201d def x" * 30
+    assert loops._head(few) == "coroutine function definition " + "-" * 60 + " f ::= [d] async"
 
 
 # --- arguments flattened when compared -----------------------------------------------------------
@@ -1521,415 +1585,7 @@ def test_the_rigid_parts_of_arguments_follow_their_leaves(value: Any) -> None:
     assert len(flat.shape) >= len(flat.leaves)
 
 
-# --- the accelerator's path while steps are held back ---------------------------------------------
-#
-# `loops_hold` (C) does `on_span`'s bookkeeping and `_State.hold` of the span's steps while the
-# trace has no tracker; the Python code is the reference. With the accelerator off
-# (TRACEHOUND_PURE_PYTHON=1) there is nothing to compare.
-
-compares_both_paths = pytest.mark.skipif(
-    bool(os.environ.get("TRACEHOUND_PURE_PYTHON")),
-    reason="TRACEHOUND_PURE_PYTHON=1: the C path is off, so there is nothing to compare",
-)
-
-
-class _Recorder(Evaluator):
-    """What the engine gives an evaluator: each span with its steps, and the trajectory."""
-
-    name = "recorder"
-    version = "1"
-
-    def __init__(self) -> None:
-        self.spans: list[tuple[NormalizedSpan, Sequence[Step]]] = []
-        self.trajectory: Trajectory | None = None
-
-    def on_span(
-        self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
-    ) -> Sequence[EvaluationResult]:
-        self.spans.append((span, steps))
-        return ()
-
-    def finish_trace(
-        self, state: Any, trajectory: Trajectory, trace: TraceInfo
-    ) -> Sequence[EvaluationResult]:
-        self.trajectory = trajectory
-        return ()
-
-
-def _recorded(spans: Sequence[SpanView]) -> _Recorder:
-    recorder = _Recorder()
-    engine = Engine([recorder])
-    for view in spans:
-        engine.add_span(view)
-    engine.flush()
-    return recorder
-
-
-def _snapshot(state: loops._State) -> tuple[Any, ...]:
-    """The streaming state, steps by identity."""
-    return (
-        dict(state.parents),
-        set(state.agents),
-        set(state.overflow),
-        set(state.modes),
-        dict(state.exec_end),
-        None if state.fed is None else [dict(f) for f in state.fed],
-        list(state.fed_calls),
-        [(id(step), run, end) for step, run, end in loops._held_entries(state.held)],
-        set(state.keys),
-        {tool: list(texts) for tool, texts in state.near.tools.items()},
-        {
-            tool: [(None if f is None else (f.shape, f.leaves), c) for f, c in entries]
-            for tool, entries in (state.near.components or {}).items()
-        },
-        dict(state.results),
-        dict(state.heads),
-        [id(step) for step in state.mode_steps],
-        state.tracker is None,
-    )
-
-
-def _hook_by_hook(
-    recorder: _Recorder, config: LoopConfig | None, native: bool
-) -> list[tuple[Any, ...]]:
-    """Each hook's results and the state after it, on one path."""
-    evaluator = LoopEvaluator(config)
-    info = TraceInfo("t")
-    seen: list[tuple[Any, ...]] = []
-    with mock.patch.object(loops, "_loops_hold", loops._loops_hold if native else None):
-        state = evaluator.start_trace(info)
-        for span, steps in recorder.spans:
-            results = list(evaluator.on_span(state, span, steps, info))
-            seen.append((results, _snapshot(state)))
-        assert recorder.trajectory is not None
-        seen.append((list(evaluator.finish_trace(state, recorder.trajectory, info)),))
-    return seen
-
-
-@compares_both_paths
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spans=streamed_traces(), low=st.booleans())
-def test_the_accelerator_holds_steps_as_the_python_code(spans: list[SpanView], low: bool) -> None:
-    """Span by span: the same results and the same state (containers, held steps, counts)."""
-    recorder = _recorded(spans)
-    config = _LOW if low else None
-    assert _hook_by_hook(recorder, config, native=True) == _hook_by_hook(
-        recorder, config, native=False
-    )
-
-
-@compares_both_paths
-def test_the_accelerator_takes_the_usual_spans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A trace without repeated values: every span goes through `loops_hold`, which takes all
-    of its steps (the Python code does nothing more than return)."""
-    assert loops._loops_hold is not None
-    taken: list[tuple[int, int]] = []
-    real = loops._loops_hold
-
-    def spy(parts: tuple[Any, ...], span: NormalizedSpan, steps: Sequence[Step]) -> int:
-        n = real(parts, span, steps)
-        taken.append((n, len(steps)))
-        return n
-
-    monkeypatch.setattr(loops, "_loops_hold", spy)
-    monkeypatch.setattr(loops._State, "hold", mock.Mock(side_effect=AssertionError("Python")))
-    a = Agent()
-    a.turn(search("refund status", "a"), text="Looking it up.")
-    a.turn(search("order 1234", "b"), text="Checking the order.", finish="length")
-    a.turn(text="Done.")
-    spans = by_end(a.done())
-    _, finalized = run(spans)
-    assert len(taken) == len(spans)
-    assert all(n == count for n, count in taken)
-    assert kinds(finalized) == set()
-    assert modes(finalized) == {"context_window_overflow"}
-
-
-class _Text(str):
-    """A str subclass: left to the Python code by the accelerator."""
-
-    __slots__ = ()
-
-
-@dataclass
-class _FakeView:
-    span_id: Any
-    parent_span_id: Any
-    attributes: dict[str, Any]
-    end_ns: int = 5
-
-
-@dataclass
-class _FakeSpan:
-    view: _FakeView
-    operation: Any
-    finish_reasons: Any
-
-
-_IDS = st.sampled_from(["a", "b", "c", "", _Text("b")])
-_ODD_STEPS = st.builds(
-    Step,
-    kind=st.sampled_from(
-        ["llm", "assistant", "tool_call", "tool_result", "error", "user", _Text("assistant")]
-    ),
-    span_id=st.sampled_from(["a", "b", "c"]),
-    start_ns=st.integers(0, 3),
-    end_ns=st.integers(0, 3),
-    text=st.sampled_from(
-        [None, "", " same ", "same", "Other words here", "\u00e9t\u00e9", _Text("same")]
-    ),
-    tool=st.sampled_from([None, "", "search", _Text("search")]),
-    arguments=st.sampled_from([None, '{"q": 1}', '{"q": "x"}', _Text('{"q": 1}')]),
-    call_id=st.sampled_from([None, "", "c1", "c2"]),
-    exec_span_id=st.sampled_from([None, "", "a", "b", 4]),
-    error=st.sampled_from([None, None, "boom", "maximum context length exceeded"]),
-    finish_reason=st.sampled_from([None, "stop", "length", _Text("length"), 3]),
-)
-_ODD_SPANS = st.builds(
-    _FakeSpan,
-    view=st.builds(
-        _FakeView,
-        span_id=_IDS,
-        parent_span_id=_IDS,
-        attributes=st.sampled_from(
-            [{}, {"error.type": "context_length_exceeded"}, {"error.type": 5}]
-        ),
-    ),
-    operation=st.sampled_from(["agent", "tool", "llm", "chat", _Text("agent")]),
-    finish_reasons=st.sampled_from([[], ["stop"], ["length"], [_Text("length")], [3], ("length",)]),
-)
-
-
-@compares_both_paths
-@settings(max_examples=400, deadline=None)
-@given(
-    spans=st.lists(st.tuples(_ODD_SPANS, st.lists(_ODD_STEPS, max_size=4)), max_size=6),
-    low=st.booleans(),
-)
-def test_the_accelerator_leaves_unusual_values_to_the_python_code(
-    spans: list[tuple[Any, list[Step]]], low: bool
-) -> None:
-    """Values of other types than the usual ones (str subclasses, numbers, a tuple): the same
-    per-span results as the Python code's."""
-    config = _LOW if low else None
-    outcomes = []
-    for native in (True, False):
-        evaluator = LoopEvaluator(config)
-        info = TraceInfo("t")
-        with mock.patch.object(loops, "_loops_hold", loops._loops_hold if native else None):
-            state = evaluator.start_trace(info)
-            outcomes.append(
-                [list(evaluator.on_span(state, span, steps, info)) for span, steps in spans]
-            )
-    assert outcomes[0] == outcomes[1]
-
-
-@compares_both_paths
-def test_loops_hold_leaks_nothing() -> None:
-    hold = loops._loops_hold
-    assert hold is not None
-    a = Agent()
-    a.turn(search("refund status", "a"), text="Looking it up.")
-    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
-    a.turn(search("refund status", "a"))  # a repeated call: not held
-    recorder = _recorded(by_end(a.done()))
-    evaluator = LoopEvaluator()
-    info = TraceInfo("t")
-
-    def call() -> None:
-        state = evaluator.start_trace(info)
-        for span, steps in recorder.spans:
-            hold(state.parts, span, steps)
-
-    watched: list[object] = [span for span, _ in recorder.spans]
-    watched += [step for _, steps in recorder.spans for step in steps]
-    assert_leak_free(call, watched, n=5_000)
-    odd: Any = hold
-    assert_leak_free(expecting(lambda: odd((), None, ()), TypeError), [], n=5_000)
-    span = recorder.spans[0][0]
-    no_steps = expecting(lambda: odd(evaluator.start_trace(info).parts, span, 5), TypeError)
-    assert_leak_free(no_steps, [span], n=5_000)
-
-
-@compares_both_paths
-def test_the_engine_calls_the_accelerators_span_hook() -> None:
-    """The evaluator's `on_span` is the accelerator's hook (no Python frame per span while
-    steps are held back), unless a subclass has its own; it gives `on_span`'s results."""
-    evaluator = LoopEvaluator()
-    assert isinstance(evaluator.on_span, loops._wire._native.LoopsSpanHook)
-
-    class Own(LoopEvaluator):
-        def on_span(
-            self, state: Any, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
-        ) -> Sequence[EvaluationResult]:
-            return super().on_span(state, span, steps, trace)
-
-    assert not isinstance(Own().on_span, loops._wire._native.LoopsSpanHook)
-    a = Agent()
-    a.turn(search("refund status", "a"), text="Looking it up.")
-    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
-    a.turn(search("refund status", "a"))
-    spans = by_end(a.done())
-    with mock.patch.object(
-        LoopEvaluator, "_feed_span", autospec=True, side_effect=LoopEvaluator._feed_span
-    ) as fed:
-        hooked = run(spans)
-    assert fed.call_count < len(spans)  # the spans whose steps were all held: not fed
-    with mock.patch.object(loops, "_LoopsSpanHook", None):
-        assert outcome(hooked) == outcome(run(spans))
-
-
-@compares_both_paths
-def test_the_span_hook_leaks_nothing() -> None:
-    a = Agent()
-    a.turn(search("refund status", "a"), text="Looking it up.")
-    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
-    a.turn(search("refund status", "a"))  # a repeated call: fed
-    recorder = _recorded(by_end(a.done()))
-    evaluator = LoopEvaluator()
-    hook: Any = evaluator.on_span
-    info = TraceInfo("t")
-
-    def call() -> None:
-        state = evaluator.start_trace(info)
-        for span, steps in recorder.spans:
-            hook(state, span, steps, info)
-
-    watched: list[object] = [span for span, _ in recorder.spans]
-    watched += [step for _, steps in recorder.spans for step in steps]
-    assert_leak_free(call, watched, n=2_000)
-    span, steps = recorder.spans[0]
-
-    def failing() -> None:
-        state = evaluator.start_trace(info)
-        state.parts = ()  # the accelerator raises: `fed` is dropped, as on_span does
-        try:
-            hook(state, span, steps, info)
-        finally:
-            assert state.fed is None
-
-    assert_leak_free(expecting(failing, TypeError), [span], n=2_000)
-    assert_leak_free(expecting(lambda: hook(1, 2), TypeError), [], n=2_000)
-
-
-_HEAD_ALPHABET = st.sampled_from(
-    [
-        *"abcXYZ019.,-'",
-        "Word",
-        " ",
-        "  ",
-        "\n",
-        "\t",
-        "\x1c",  # a separator to str.split
-        "\x85",  # next line: whitespace, not ASCII
-        "\u00a0",
-        "\u2026",
-        "\u00e9",
-        "\u3000",
-        *loops._SEPARATORS,
-    ]
-)
-
-
-@compares_both_paths
-@settings(max_examples=1000, deadline=None)
-@given(parts=st.lists(_HEAD_ALPHABET, min_size=0, max_size=400), pad=st.integers(0, 12))
-def test_the_accelerators_head_is_the_python_one(parts: list[str], pad: int) -> None:
-    """`loops_head`: `_head`'s value, or None for a text it leaves to the Python code."""
-    head = loops._wire._native.loops_head
-    text = "w " * pad + "".join(parts)
-    fast = head(text)
-    if fast is not None:
-        assert fast == loops._head(text)
-        assert fast.isascii()
-
-
-@compares_both_paths
-def test_the_accelerators_head_takes_the_usual_outputs() -> None:
-    head = loops._wire._native.loops_head
-    text = "The order \u201cORD-1001\u201d was shipped \u2014 it\u2019s on its way\u2026 " * 5
-    assert head(text) == loops._head(text) == "the order ord-1001 was shipped it s on"
-    dots = "a " * 8 + "\u2026" * 170 + " b"  # the part read goes on to the first ASCII
-    assert head(dots) == loops._head(dots) == "a a a a a a a a"
-    dots = "a " * 2 + "\u2026" * 20 + " b" * 5 + " c" * 60  # an ellipsis is three dots
-    assert head(dots) == loops._head(dots) == "a a " + "." * 60 + " b b b b b"
-    assert head("Short  text") == loops._head("Short  text") == "short text"  # all its words
-    assert head("") == loops._head("") == ""
-    few = "Coroutine function definition " + "-" * 60 + " f ::= [d] \u201casync\u201d def x" * 30
-    assert (
-        head(few)
-        == loops._head(few)
-        == "coroutine function definition " + "-" * 60 + " f ::= [d] async"
-    )
-    assert head("a" * 1000 + " b") is None  # a head longer than the accelerator's buffer
-    assert head("\u00e9t\u00e9 " * 40) is None
-    with pytest.raises(TypeError):
-        head(b"bytes")
-    assert_leak_free(lambda: head(text), [text], n=20_000)
-
-
-@compares_both_paths
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    spans=streamed_traces(),
-    edit=st.integers(0, 40),
-    field=st.sampled_from(
-        ["kind", "span_id", "tool", "arguments", "text", "error", "finish_reason"]
-    ),
-)
-def test_the_accelerator_compares_held_steps_as_the_python_code(
-    spans: list[SpanView], edit: int, field: str
-) -> None:
-    """`loops_held_steps` is `_held_steps_py`, on the trajectory and on one with a step changed
-    or left out."""
-    recorder = _recorded(spans)
-    evaluator = LoopEvaluator()
-    info = TraceInfo("t")
-    with mock.patch.object(loops._State, "catch_up", side_effect=AssertionError):
-        state = evaluator.start_trace(info)
-        try:
-            for span, steps in recorder.spans:
-                evaluator.on_span(state, span, steps, info)
-        except AssertionError:
-            return  # a tracker: nothing held at the end
-    assert recorder.trajectory is not None
-    finals = list(recorder.trajectory.steps)
-    variants = [tuple(finals)]
-    if finals:
-        at = edit % len(finals)
-        variants.append(tuple(finals[:at] + finals[at + 1 :]))
-        changed = dict(finals[at].__dict__)
-        changed[field] = _Text("x") if field != "kind" else "user"
-        variants.append((*finals[:at], Step(**changed), *finals[at + 1 :]))
-    native = loops._wire._native.loops_held_steps
-    for steps in variants:
-        assert native(state.held, steps) == loops._held_steps_py(state.held, steps)
-
-
-@compares_both_paths
-def test_loops_held_steps_leaks_nothing() -> None:
-    native = loops._wire._native.loops_held_steps
-    a = Agent()
-    a.turn(search("refund status", "a"), text="Looking it up.")
-    a.turn(Call("read", {"path": "/a.txt"}, "contents", error="boom"), finish="length")
-    recorder = _recorded(by_end(a.done()))
-    evaluator = LoopEvaluator()
-    info = TraceInfo("t")
-    state = evaluator.start_trace(info)
-    for span, steps in recorder.spans:
-        evaluator.on_span(state, span, steps, info)
-    assert state.tracker is None
-    assert recorder.trajectory is not None
-    steps = recorder.trajectory.steps
-    assert native(state.held, steps) == 3  # two calls, one output
-    fewer = tuple(step for step in steps if step.kind != "tool_result")
-    assert native(state.held, fewer) is None
-    watched: list[object] = [state.held, *steps]
-    assert_leak_free(lambda: native(state.held, steps), watched, n=20_000)
-    assert_leak_free(lambda: native(state.held, fewer), watched, n=20_000)
-    assert native([1], steps) is None is loops._held_steps_py([1], steps)  # not three items
-    odd = expecting(lambda: native([1, "run", None], steps), AttributeError)  # no step
-    assert_leak_free(odd, [], n=5_000)
+# --- `error.type` read from the wire -------------------------------------------------------------
 
 
 def _chat_request(error_types: list[str | None]) -> bytes:
@@ -1983,11 +1639,11 @@ def _chat_request(error_types: list[str | None]) -> bytes:
     "error_types",
     [[None, None, None], [None, None, "context_length_exceeded"], [None, "RateLimitError", None]],
 )
-def test_the_accelerator_reads_error_type_without_decoding_the_attributes(
+def test_the_error_type_of_spans_read_from_the_wire_is_a_failure_mode(
     error_types: list[str | None],
 ) -> None:
-    """`error.type` is looked up in what normalization decoded; the messages it left on the
-    wire stay there (nothing else reads them here). The results are those of the Python code."""
+    """Views read from a request's bytes (their messages decoded by normalization, the rest
+    left on the wire): a span's `error.type` gives the trace its failure mode."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
@@ -1995,26 +1651,20 @@ def test_the_accelerator_reads_error_type_without_decoding_the_attributes(
     from tracehound.spans import iter_proto_spans
 
     raw = _chat_request(error_types)
-    outcomes = []
-    for native in (True, False):
-        views = list(iter_proto_spans(ExportTraceServiceRequest.FromString(raw), raw=raw))
-        with mock.patch.object(loops, "_loops_hold", loops._loops_hold if native else None):
-            engine = Engine([LoopEvaluator()])
-            per_span = [engine.add_span(view).results for view in views[1:]]
-            if native and loops._loops_hold is not None:
-                # the messages: still on the wire (but those of the first span, whose
-                # attributes the engine reads, and of a span with an `error.type` to read)
-                for view, error_type in list(zip(views[1:], error_types, strict=True))[1:]:
-                    if error_type is None:
-                        assert view._attributes is None and view._pending is not None
-            per_span.append(engine.add_span(views[0]).results)
-            finalized = [list(trace.results) for trace in engine.flush()]
-        outcomes.append((per_span, finalized))
-    assert outcomes[0] == outcomes[1]
-    (trace_modes,) = [r for r in outcomes[1][1][0] if r.name == N.EVAL_FAILURE_MODES]
-    expected = {  # (an `error.type` makes an error step)
+    views = list(iter_proto_spans(ExportTraceServiceRequest.FromString(raw), raw=raw))
+    engine = Engine([LoopEvaluator()])
+    per_span = [engine.add_span(view).results for view in views[1:]]
+    assert not engine.add_span(views[0]).results
+    (finalized,) = engine.flush()
+    mode_of = {  # (an `error.type` makes an error step)
         None: [],
         "context_length_exceeded": ["context_window_overflow"],
         "RateLimitError": ["tool_call_error"],
-    }[max(error_types, key=bool)]
-    assert trace_modes.attributes[N.ATTR_FAILURE_MODES] == expected
+    }
+    for results, error_type in zip(per_span, error_types, strict=True):
+        assert [r.score_label for r in results if r.name == N.EVAL_FAILURE_MODE] == mode_of[
+            error_type
+        ]
+        assert not [r for r in results if r.name == N.EVAL_LOOP]
+    (trace_modes,) = [r for r in finalized.results if r.name == N.EVAL_FAILURE_MODES]
+    assert trace_modes.attributes[N.ATTR_FAILURE_MODES] == mode_of[max(error_types, key=bool)]

@@ -55,13 +55,12 @@ import math
 import re
 import unicodedata
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from types import MethodType
 from typing import Any, Literal, get_args
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound.conventions import NormalizedSpan
 from tracehound.conventions.base import fields_maker
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
@@ -1189,22 +1188,20 @@ class _Tracker:
             self.calls_by_span[step.exec_span_id] = call
         return signals
 
-    def replay(self, held: list[Any], overflow: set[str]) -> None:
+    def replay(self, held: list[_Held], overflow: set[str]) -> None:
         """Feeds steps held back, in order, as they were when they arrived: each in the run it
         had then, a tool call with the end its tool span had then. The failure modes they show
         were taken when they arrived; they complete no loop (see `_State.hold`)."""
         modes: set[FailureMode] = set()
-        for step, run, end_ns in _held_entries(held):
+        for step, run, end_ns in held:
             if step.kind == "tool_call":
                 self.add_call(step, run, end_ns)
             else:
                 self.feed(step, run, overflow, modes)
 
 
-def _held_entries(held: list[Any]) -> Iterable[tuple[Step, str, int | None]]:
-    """(step, run, its tool span's end) of each step held back (`_State.held`)."""
-    items = iter(held)
-    return zip(items, items, items, strict=True)
+# A step held back (`_State.held`): the step, its run, its tool span's end (a call's; else None).
+_Held = tuple[Step, str, int | None]
 
 
 # Returned when a step completes no loop (never appended to).
@@ -1374,12 +1371,11 @@ class _State:
         "near",
         "overflow",
         "parents",
-        "parts",
         "results",
         "tracker",
     )
 
-    def __init__(self, config: LoopConfig, constants: tuple[Any, ...]) -> None:
+    def __init__(self, config: LoopConfig) -> None:
         self.config = config
         self.tracker: _Tracker | None = None  # made by the first step that may complete a loop
         self.parents: dict[str, str] = {}
@@ -1395,31 +1391,14 @@ class _State:
         self.exec_end: dict[str, int] = {}
         # The steps that added a failure mode (the tracker's `mode_steps` once it is made).
         self.mode_steps: list[Step] = []
-        # While steps are held back: those steps, three items each (step, run, its tool span's
-        # end for a call;
-        # every step of a `_FED` kind) and the counts that bound the loops they can make
-        # (`heads` counts the outputs).
-        self.held: list[Any] = []
+        # While steps are held back: those steps (every step of a `_FED` kind: step, run, its
+        # tool span's end for a call) and the counts that bound the loops they can make (`heads`
+        # counts the outputs).
+        self.held: list[_Held] = []
         self.keys: set[_CallKey] = set()
         self.near = _HeldNear(config)
         self.results: dict[tuple[int, str], int] = {}
         self.heads: dict[str, int] = {}
-        # The containers the accelerator's `loops_hold` works on, in its order.
-        self.parts = (
-            self.parents,
-            self.agents,
-            self.overflow,
-            self.modes,
-            self.exec_end,
-            self.held,
-            self.keys,
-            self.near,
-            self.near.tools,
-            self.results,
-            self.heads,
-            self.mode_steps,
-            constants,
-        )
 
     def run_of(self, span_id: str) -> str:
         """Streaming stand-in for the run: the nearest agent span above, else the first span
@@ -1477,7 +1456,7 @@ class _State:
         else:  # an error: a failure mode (nothing for the tracker, but a step fed)
             modes.add(_mode(step, self.overflow))
             self.mode_steps.append(step)
-        self.held += (step, run, end_ns)
+        self.held.append((step, run, end_ns))
         return True
 
     def catch_up(self, fed: list[dict[str, Any]] | None) -> _Tracker:
@@ -1488,13 +1467,13 @@ class _State:
         tracker.replay(self.held, self.overflow)
         tracker.mode_steps = self.mode_steps  # the replay's are those taken when held
         if fed is not None:
-            for step, run, _ in _held_entries(self.held):
+            for step, run, _ in self.held:
                 fields = step.__dict__.copy()
                 fields["run_id"] = run
                 if step.kind == "tool_call":
                     self.fed_calls.append(len(fed))
                 fed.append(fields)
-        self.held.clear()  # (the list is one of `parts`)
+        self.held = []
         return tracker
 
 
@@ -1505,64 +1484,14 @@ class LoopEvaluator(Evaluator):
     version = "1.0.0"
 
     def __init__(self, config: LoopConfig | None = None) -> None:
-        self.config = config = config or LoopConfig()
-        # What `loops_hold` reads besides a trace's containers (see `_State.parts`).
-        self._constants = (
-            config.no_progress_threshold,
-            config.output_repeat_threshold,
-            _RESULT_KEY_CHARS,
-            config.near_duplicate_threshold,
-            _NEAR_HELD_CALLS,
-            _head,
-            _mode,
-        )
-        self._hook()
-
-    def _hook(self) -> None:
-        """Makes the accelerator's `LoopsSpanHook` the instance's `on_span` (what the engine
-        calls), unless a subclass has its own."""
-        if _LoopsSpanHook is not None and type(self).on_span is LoopEvaluator.on_span:
-            vars(self)["on_span"] = _LoopsSpanHook(
-                globals(),
-                MethodType(LoopEvaluator.on_span, self),
-                self._held_results,
-                self._feed_span,
-            )
+        self.config = config or LoopConfig()
 
     def start_trace(self, trace: TraceInfo) -> _State:
-        return _State(self.config, self._constants)
+        return _State(self.config)
 
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        start = 0  # the first step not held back yet
-        if state.tracker is None and _loops_hold is not None and state.fed is not None:
-            # The accelerator does what follows while steps are held back (`_State.hold`).
-            try:
-                start = _loops_hold(state.parts, span, steps)
-            except BaseException:
-                state.fed = None  # as below: a feed failed half way
-                raise
-            if start == len(steps):
-                return self._held_results(state, span)
-            # Else the steps from `start` on are taken below (the first may make the tracker),
-            # after the span's bookkeeping done again, which changes nothing; -1: all of them.
-            start = max(start, 0)
-        return self._feed_span(state, span, steps, start)
-
-    def _held_results(self, state: _State, span: NormalizedSpan) -> Sequence[EvaluationResult]:
-        """The results of a span whose steps were all held back: its failure modes."""
-        modes = state.modes
-        if not modes:
-            return ()
-        results = self._span_results(span.view.span_id, [], modes)
-        modes.clear()
-        return results
-
-    def _feed_span(
-        self, state: _State, span: NormalizedSpan, steps: Sequence[Step], start: int
-    ) -> Sequence[EvaluationResult]:
-        """`on_span` from its step `start` on, the span's bookkeeping done (again)."""
         view = span.view
         span_id = view.span_id
         parent = view.parent_span_id
@@ -1598,7 +1527,7 @@ class LoopEvaluator(Evaluator):
         signals: list[LoopSignal] | None = None
         fed, state.fed = state.fed, None
         tracker = state.tracker
-        for step in steps[start:] if start else steps:
+        for step in steps:
             kind = step.kind
             if kind in _FED:
                 if tracker is None:
@@ -1814,12 +1743,6 @@ class LoopEvaluator(Evaluator):
 # Results are made from the values of all their fields, in order (see `fields_maker`)
 _new_result = fields_maker(EvaluationResult)
 
-_loops_hold: Callable[[tuple[Any, ...], NormalizedSpan, Sequence[Step]], int] | None = getattr(
-    _wire._native, "loops_hold", None
-)
-# `LoopEvaluator.on_span` without its frame while steps are held back (see `LoopEvaluator._hook`)
-_LoopsSpanHook: Callable[..., Any] | None = getattr(_wire._native, "LoopsSpanHook", None)
-
 
 def _streamed_modes(state: _State, trajectory: Trajectory) -> set[FailureMode] | None:
     """The trace's failure modes when the streaming tracker is the one `analyze` would build
@@ -1892,7 +1815,7 @@ _HELD_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _held_steps_py(held: list[Any], steps: Sequence[Step]) -> int | None:
+def _held_steps(held: list[_Held], steps: Sequence[Step]) -> int | None:
     """The number of tool calls and outputs of `steps` (a trajectory's) when their steps of the
     `_FED` kinds are those held back, in order, of the same kinds and equal in the fields that
     counts or failure modes read (`_HELD_FIELDS`); else None.
@@ -1908,10 +1831,10 @@ def _held_steps_py(held: list[Any], steps: Sequence[Step]) -> int | None:
             return None  # the re-feed decides
         if kind in _FED:
             finals.append(step)
-    if 3 * len(finals) != len(held):
+    if len(finals) != len(held):
         return None
     count = 0
-    for step, final in zip(held[::3], finals, strict=True):
+    for (step, _, _), final in zip(held, finals, strict=True):
         kind = final.kind
         if step.kind != kind:
             return None
@@ -1922,11 +1845,6 @@ def _held_steps_py(held: list[Any], steps: Sequence[Step]) -> int | None:
         if kind in {"tool_call", "assistant"}:
             count += 1
     return count
-
-
-_held_steps: Callable[[list[Any], Sequence[Step]], int | None] = (
-    getattr(_wire._native, "loops_held_steps", None) or _held_steps_py
-)
 
 
 _MODE_TEXT: dict[FailureMode, str] = {
