@@ -50,12 +50,10 @@ The module also holds the other hot paths, each beside the Python code it stands
   trajectory's `final_answer` found in C), the evaluator's `on_span` being an
   `EvidenceSpanHook`.
 - **Drift**: the hashed embedding (`embed_hashed`, `embed_hashed_sum`, `embed_texts_sum`, the same
-  bits as numpy), the scorer's kernels (`embedding_distance`, `ring_distances`,
-  `complexity_scores`, `complexity_distances`, `tool_mixes`, `recent_divergences` — sums in their
-  own order, within 1e-12 of the Python code's, not to the bit) and the baselines' helpers
-  (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, `divide_block`, to the
-  bit), a score's explanation text in one call (`drift_explanation`, the same text) and a run's
-  whole score and text in one call (`score_run`, those kernels in a row).
+  bits as numpy), the scorer's distance kernels (`embedding_distance`, `ring_distances` — sums in
+  their own order, within 1e-12 of the Python code's, not to the bit) and the baselines' helpers
+  (`round_float16`, `merge_moments`, `any_nonzero`, `joined_words`, `divide_block`, to the bit);
+  the scoring rules and explanations are the Python code's only (`tracehound.drift._score`).
 - **Loops**: a span's bookkeeping and its steps held back while none can complete a loop
   (`loops_hold`, `loops_held_steps`, `loops_head`, and `LoopsSpanHook`, the evaluator's
   `on_span` without its Python frame; `tracehound.evaluators.loops`).
