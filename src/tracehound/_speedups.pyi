@@ -1,6 +1,6 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from types import NotImplementedType
 from typing import Any, TypeVar
@@ -92,35 +92,6 @@ def ring_distances(
     blocks: Sequence[tuple[int, int, float]],
     /,
 ) -> tuple[list[float], list[float]] | None: ...
-def complexity_scores(
-    x: Sequence[float],
-    mean: ReadableBuffer | Sequence[float],
-    m2: ReadableBuffer | Sequence[float],
-    weight: float,
-    absolute: ReadableBuffer | Sequence[float],
-    relative: ReadableBuffer | Sequence[float],
-    cap: float,
-    /,
-) -> tuple[list[float], list[float], float] | None: ...
-def complexity_distances(
-    rows: Sequence[Sequence[float]], x: Sequence[float], sigmas: Sequence[float], cap: float, /
-) -> list[float] | None: ...
-def tool_mixes(
-    run: dict[str, float] | None, baselines: Sequence[dict[str, float] | None], /
-) -> list[float] | None: ...
-def recent_divergences(
-    recent: tuple[Any, ...],
-    x: Sequence[float],
-    sigmas: Sequence[float],
-    cap: float,
-    run_shares: dict[str, float] | None,
-    centroid: ReadableBuffer,
-    run: ReadableBuffer | None,
-    blocks: Sequence[tuple[int, int, float]],
-    weights: tuple[float, float, float],
-    top: int,
-    /,
-) -> tuple[list[tuple[str, str, float, int]], float | None] | None: ...
 def merge_moments(
     mean_a: ReadableBuffer,
     m2_a: ReadableBuffer,
@@ -132,51 +103,6 @@ def merge_moments(
     out_m2: WriteableBuffer,
     /,
 ) -> bool | None: ...
-def drift_explanation(
-    composite: float,
-    severity: str,
-    confidence: str,
-    runs: int,
-    primary: str,
-    run_tools: Mapping[str, int],
-    base_tools: Mapping[str, float],
-    shift_threshold: float,
-    z: Mapping[str, float],
-    means: Sequence[float],
-    values: Sequence[float],
-    top: int,
-    distance: float | None,
-    typical: float | None,
-    sample: str,
-    divergences: list[tuple[str, str, float, int]],
-    /,
-) -> str | None: ...
-def score_run(
-    run_shares: dict[str, float] | None,
-    base_shares: dict[str, float] | None,
-    x: Sequence[float],
-    run: ReadableBuffer | None,
-    centroid: ReadableBuffer,
-    text_weight: float,
-    mean: ReadableBuffer | Sequence[float],
-    m2: ReadableBuffer | Sequence[float],
-    weight: float,
-    blocks: Sequence[tuple[int, int, float]],
-    dimensions: tuple[str, ...],
-    recent: tuple[Any, ...],
-    absolute: ReadableBuffer | Sequence[float],
-    relative: ReadableBuffer | Sequence[float],
-    cap: float,
-    weights: tuple[float, float, float],
-    run_tools: Mapping[str, int],
-    base_tools: Mapping[str, float],
-    shift_threshold: float,
-    top: int,
-    confidence: str,
-    runs: int,
-    sample: str,
-    /,
-) -> tuple[float, float, float, float, str, str, float | None, dict[str, float], str] | None: ...
 def divide_block(
     vector: WriteableBuffer, start: int, stop: int, divisor: float, /
 ) -> bool | None: ...

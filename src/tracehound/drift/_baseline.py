@@ -172,15 +172,10 @@ class RunSummary:
     # Computed once, when first scored against: a summary stays in the ring for several runs.
     _shares: dict[str, float] | None = field(default=None, init=False, repr=False, compare=False)
     _complexity: FloatArray | None = field(default=None, init=False, repr=False, compare=False)
-    _norms: tuple[Any, list[float], memoryview] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-    """(blocks, the squared norms of `embedding`'s blocks, a view of it): the C accelerator's
-    `recent_divergences` keeps them (the embedding does not change)."""
 
     def __getstate__(self) -> list[Any]:
-        """The fields, as the dataclass pickles them, without the caches (a view does not
-        pickle, and they are made again when needed)."""
+        """The fields, as the dataclass pickles them, without the caches (they are made again
+        when needed)."""
         return [None if f.name in _CACHES else getattr(self, f.name) for f in fields(self)]
 
     def __setstate__(self, state: list[Any]) -> None:
@@ -234,7 +229,6 @@ class RunSummary:
             features.sample,
             None,
             None,
-            None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -273,7 +267,7 @@ class RunSummary:
         )
 
 
-_CACHES = frozenset(("_shares", "_complexity", "_norms"))
+_CACHES = frozenset(("_shares", "_complexity"))
 """`RunSummary`'s cached values (not pickled)."""
 
 # summaries are made for every run that updates a baseline: without the dataclass's __init__

@@ -34,19 +34,13 @@ distance with a sample of the run's text, the recent baseline runs the run diver
 (the composite's weights applied to run-to-run distances), and a recommendation.
 
 With the C accelerator, the block cosine distances (`embedding_distance`, and the recent runs'
-distances to the centroid and to the run), the complexity component and the recent runs'
-complexity and tool-mix distances come from `tracehound._speedups` (the recent runs' comparison,
-ranking included, in one `recent_divergences` call), whose sums run in another
-order than numpy's (and than Python's iteration over a set of tool names): every score,
-component, distance, z-score and divergence is then within 1e-12 of the pure-Python path's
-(about 1e-16 in practice), not the same bits, and severities, labels, primary drivers and
-explanations are the same unless a value lies exactly on a threshold or a rounding boundary.
-Everything else is computed the same way on both paths. The drift evaluator asks for the
-explanation's text only (`DriftScorer.score_text`): with the accelerator, `drift_explanation`
-makes that text from the same values without the explanation's objects (the same string), and
-`score_run` computes the whole score and its text in one call (the components, composite,
-primary driver and severity, then `recent_divergences` and `drift_explanation`: the same values
-as those calls one by one).
+distances to the centroid and to the run, `ring_distances`) come from `tracehound._speedups`,
+whose sums run in another order than numpy's: every score, component, distance and divergence is
+then within 1e-12 of the pure-Python path's (about 1e-16 in practice), not the same bits, and
+severities, labels, primary drivers and explanations are the same unless a value lies exactly on
+a threshold or a rounding boundary. Everything else (the complexity component and z-scores, the
+tool mix, the composite, severity and primary driver, the ranking of the recent runs and the
+explanation) is this module's code on both paths.
 """
 
 from __future__ import annotations
@@ -409,21 +403,12 @@ class DriftScorer:
     summation order is numpy's own: a numpy call costs more than a handful of float operations.
     """
 
-    __slots__ = (
-        "_absolute_floors",
-        "_floor_lists",
-        "_floor_pairs",
-        "_relative_floors",
-        "_weights",
-        "_z_cap",
-        "config",
-    )
+    __slots__ = ("_floor_pairs", "_weights", "_z_cap", "config")
 
     def __init__(self, config: DriftConfig | None = None) -> None:
         self.config = config or DriftConfig()
-        self._absolute_floors, self._relative_floors = self.config.floors()
-        self._floor_lists = (self._absolute_floors.tolist(), self._relative_floors.tolist())
-        self._floor_pairs = tuple(zip(*self._floor_lists, strict=True))
+        absolute, relative = self.config.floors()
+        self._floor_pairs = tuple(zip(absolute.tolist(), relative.tolist(), strict=True))
         self._weights = self.config.normalized_weights
         self._z_cap = float(self.config.z_cap)
 
@@ -446,9 +431,36 @@ class DriftScorer:
             return DriftScore(
                 composite=None, severity=None, confidence=confidence_of(runs), baseline_runs=runs
             )
-        measured = self._measure(features, baseline, embedder)
-        tool, semantic, complexity, composite, primary, severity, distance = measured[:7]
-        x, sigmas, mean, z_by_dim, has_text, run_shares = measured[7:]
+        if embedder is not None:
+            baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
+        embedding = features.embedding
+        if embedding.size != baseline.dim:
+            raise BaselineMismatchError(
+                f"run embedding has {embedding.size} dimensions, baseline "
+                f"({baseline.embedder!r}) has {baseline.dim}"
+            )
+        has_text = features.has_text
+        run_shares = tool_shares_of(features.tools)
+        tool = _tool_mix(run_shares, tool_shares_of(baseline.tools))
+        distance = None
+        if has_text and baseline.text_weight > 0.0:
+            distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
+        semantic = 0.0 if distance is None else distance
+        stats = baseline.complexity
+        mean = stats.mean.tolist()
+        x = [float(v) for v in features.complexity]
+        sigmas = self._sigma_list(baseline)
+        complexity, z = self._complexity_of(x, mean, stats.m2.tolist(), sigmas)
+        w_tool, w_sem, w_cx = self._weights
+        composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
+        # the primary driver: the largest component, the first of equals in `COMPONENTS` order
+        primary: Component = "tool_mix"
+        if semantic > tool:
+            primary = "semantic"
+        if complexity > (semantic if semantic > tool else tool):
+            primary = "complexity"
+        severity = severity_of(composite)
+        z_by_dim = dict(zip(baseline.dimensions, z, strict=True))
         explanation = None
         typical = None
         if explain:
@@ -486,224 +498,13 @@ class DriftScorer:
     ) -> tuple[DriftScore, str]:
         """`score(features, baseline, embedder=embedder, explain=False)` and the text of the
         explanation `score(features, baseline, embedder=embedder)` would give
-        (`explanation_text()`): what the drift evaluator reports.
-
-        With the C accelerator, `drift_explanation` makes the text without the explanation's
-        objects (the same string).
-        """
-        if baseline is None or baseline.runs == 0 or baseline.weight <= 0.0:
-            unscored = self.score(features, baseline, embedder=embedder, explain=False)
-            return unscored, unscored.explanation_text()
-        native_score = getattr(_wire._native, "score_run", None)
-        if native_score is not None:
-            scored = self._score_native(native_score, features, baseline, embedder)
-            if scored is not None:
-                return scored
-        measured = self._measure(features, baseline, embedder)
-        tool, semantic, complexity, composite, primary, severity, distance = measured[:7]
-        x, sigmas, mean, z_by_dim, has_text, run_shares = measured[7:]
-        runs = baseline.runs
-        confidence = confidence_of(runs)
-        score = _new_score(
-            composite,
-            severity,
-            confidence,
-            runs,
-            tool,
-            semantic,
-            complexity,
-            primary,
-            distance,
-            None,
-            z_by_dim,
-            None,
-        )
-        config = self.config
-        top = config.explain_top
-        native = getattr(_wire._native, "drift_explanation", None)
-        if native is not None:
-            answer = (
-                self._recent_native(features, baseline, x, sigmas, has_text, run_shares, top)
-                if baseline.recent
-                else ([], None)
-            )
-            if answer is not None:
-                first, typical = answer
-                text = native(
-                    composite,
-                    severity,
-                    confidence,
-                    runs,
-                    primary,
-                    features.tools,
-                    baseline.tools,
-                    config.shift_threshold,
-                    z_by_dim,
-                    mean,
-                    features.complexity,
-                    top,
-                    distance,
-                    typical,
-                    features.sample,
-                    first,
-                )
-                if text is not None:  # None: input the C code leaves to the code below
-                    return score, cast("str", text)
-        divergences, typical = self._recent_runs(
-            features, baseline, x, sigmas, has_text, run_shares, top
-        )
-        explanation = self._explain(
-            features,
-            baseline=baseline,
-            primary=primary,
-            severity=severity,
-            distance=distance,
-            typical=typical,
-            z=z_by_dim,
-            divergences=divergences,
-            means=mean,
-        )
-        explained = replace(score, semantic_typical=typical, explanation=explanation)
-        return score, explained.explanation_text()
-
-    def _score_native(
-        self,
-        native: Any,
-        features: RunFeatures,
-        baseline: Baseline,
-        embedder: Embedder | None,
-    ) -> tuple[DriftScore, str] | None:
-        """`score_text` of a baseline with runs by the C accelerator's `score_run` (`_measure`,
-        `_recent_native` and `drift_explanation` in one call: the same values); None for input
-        it leaves to the code above."""
-        embedding = self._checked_embedding(features, baseline, embedder)
-        stats = baseline.complexity
-        config = self.config
-        absolute, relative = self._floor_lists
-        runs = baseline.runs
-        confidence = confidence_of(runs)
-        answer = native(
-            tool_shares_of(features.tools),
-            tool_shares_of(baseline.tools),
-            features.complexity,
-            embedding if features.has_text else None,
-            baseline.centroid_sum,
-            baseline.text_weight,
-            stats.mean,
-            stats.m2,
-            stats.weight,
-            baseline.blocks,
-            baseline.dimensions,
-            baseline.recent,
-            absolute,
-            relative,
-            self._z_cap,
-            self._weights,
-            features.tools,
-            baseline.tools,
-            config.shift_threshold,
-            config.explain_top,
-            confidence,
-            runs,
-            features.sample,
-        )
-        if answer is None:
-            return None
-        tool, semantic, complexity, composite, primary, severity, distance, z_by_dim, text = answer
-        score = _new_score(
-            composite,
-            severity,
-            confidence,
-            runs,
-            tool,
-            semantic,
-            complexity,
-            primary,
-            distance,
-            None,
-            z_by_dim,
-            None,
-        )
-        return score, cast("str", text)
-
-    @staticmethod
-    def _checked_embedding(
-        features: RunFeatures, baseline: Baseline, embedder: Embedder | None
-    ) -> FloatArray:
-        """The run's embedding, once the baseline is known to be of the run's embedder and
-        dimension (`BaselineMismatchError` otherwise)."""
-        if embedder is not None:
-            baseline.check_compatible(embedder.name, embedder.dim, tuple(embedder.blocks))
-        embedding = features.embedding
-        if embedding.size != baseline.dim:
-            raise BaselineMismatchError(
-                f"run embedding has {embedding.size} dimensions, baseline "
-                f"({baseline.embedder!r}) has {baseline.dim}"
-            )
-        return embedding
-
-    def _measure(
-        self, features: RunFeatures, baseline: Baseline, embedder: Embedder | None
-    ) -> tuple[Any, ...]:
-        """The components of a run against a baseline with runs: (tool, semantic, complexity,
-        composite, primary, severity, distance, x, sigmas, means, z by dimension, has_text,
-        run_shares)."""
-        embedding = self._checked_embedding(features, baseline, embedder)
-        has_text = features.has_text
-        run_shares = tool_shares_of(features.tools)
-        tool = _tool_mixes(run_shares, [tool_shares_of(baseline.tools)])[0]
-        distance = None
-        if has_text and baseline.text_weight > 0.0:
-            distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
-        semantic = 0.0 if distance is None else distance
-        stats = baseline.complexity
-        mean = stats.mean.tolist()
-        x: Sequence[float]
-        native = getattr(_wire._native, "complexity_scores", None)
-        scores = None
-        if native is not None:
-            # lists rather than arrays: numpy's buffer costs more than a short list's copy
-            absolute, relative = self._floor_lists
-            scores = native(
-                features.complexity,
-                mean,
-                stats.m2.tolist(),
-                stats.weight,
-                absolute,
-                relative,
-                self._z_cap,
-            )
-        if scores is None:  # None: input the C code leaves to Python
-            x = [float(v) for v in features.complexity]
-            sigmas = self._sigma_list(baseline)
-            complexity, z = self._complexity_of(x, mean, stats.m2.tolist(), sigmas)
-        else:
-            x = features.complexity
-            sigmas, z, complexity = scores
-        w_tool, w_sem, w_cx = self._weights
-        composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
-        # the primary driver: the largest component, the first of equals in `COMPONENTS` order
-        primary: Component = "tool_mix"
-        if semantic > tool:
-            primary = "semantic"
-        if complexity > (semantic if semantic > tool else tool):
-            primary = "complexity"
-        severity = severity_of(composite)
-        z_by_dim = dict(zip(baseline.dimensions, z, strict=True))
+        (`explanation_text()`): what the drift evaluator reports."""
+        explained = self.score(features, baseline, embedder=embedder)
+        if not explained.scored:
+            return explained, explained.explanation_text()
         return (
-            tool,
-            semantic,
-            complexity,
-            composite,
-            primary,
-            severity,
-            distance,
-            x,
-            sigmas,
-            mean,
-            z_by_dim,
-            has_text,
-            run_shares,
+            replace(explained, semantic_typical=None, explanation=None),
+            explained.explanation_text(),
         )
 
     # --- components --------------------------------------------------------------------------
@@ -749,42 +550,11 @@ class DriftScorer:
         squares = np.array(capped, dtype=np.float64)
         return _clip01(math.sqrt(float(squares @ squares) / len(capped))), z
 
-    def _recent_native(  # noqa: PLR0917 - private, two callers
-        self,
-        features: RunFeatures,
-        baseline: Baseline,
-        x: Sequence[float],
-        sigmas: list[float],
-        has_text: bool,
-        run_shares: dict[str, float] | None,
-        top: int,
-    ) -> tuple[list[tuple[str, str, float, int]], float | None] | None:
-        """`_recent_runs` by the C accelerator's `recent_divergences` (the divergences as
-        (trace_id, run_id, divergence, index)); None: not built, or input it leaves to Python."""
-        native = getattr(_wire._native, "recent_divergences", None)
-        if native is None:
-            return None
-        return cast(
-            "tuple[list[tuple[str, str, float, int]], float | None] | None",
-            native(
-                baseline.recent,
-                x,
-                sigmas,
-                self._z_cap,
-                run_shares,
-                baseline.centroid_sum,
-                features.embedding if has_text else None,
-                baseline.blocks,
-                self._weights,
-                top,
-            ),
-        )
-
     def _recent_runs(  # noqa: PLR0917 - private, one caller
         self,
         features: RunFeatures,
         baseline: Baseline,
-        x: Sequence[float],
+        x: list[float],
         sigmas: list[float],
         has_text: bool,
         run_shares: dict[str, float] | None,
@@ -796,24 +566,12 @@ class DriftScorer:
         if not recent:
             return (), None
         cap = self._z_cap
-        answer = self._recent_native(features, baseline, x, sigmas, has_text, run_shares, top)
-        if answer is not None:
-            first, typical = answer
-            return tuple(
-                Divergence(trace_id, run_id, divergence, recent[i].sample)
-                for trace_id, run_id, divergence, i in first
-            ), typical
         w_tool, w_sem, w_cx = self._weights
-        native = getattr(_wire._native, "complexity_distances", None)
-        complexity = None
-        if native is not None:
-            complexity = native([r.complexity for r in recent], x, sigmas, cap)
-        if complexity is None:  # None: input the C code leaves to numpy
-            others = np.array([r.complexity_array() for r in recent])
-            diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
-            n_dims = diff.shape[1]
-            complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
-        tools = _tool_mixes(run_shares, [r.tool_shares() for r in recent])
+        others = np.array([r.complexity_array() for r in recent])
+        diff = np.minimum(np.abs(others - np.array(x)) / np.array(sigmas), cap) / cap
+        n_dims = diff.shape[1]
+        complexity = [math.sqrt(v / n_dims) for v in np.einsum("ij,ij->i", diff, diff).tolist()]
+        tools = [_tool_mix(run_shares, r.tool_shares()) for r in recent]
         semantic = [0.0] * len(recent)
         typical = None
         if any(r.embedding is not None for r in recent):
@@ -1012,19 +770,6 @@ def _clipped_ratio(total: float, weight: float) -> float:
     if value >= 1.0:
         return 1.0
     return 0.0 if value <= 0.0 else value  # -0.0 becomes 0.0, as with np.clip; NaN stays
-
-
-def _tool_mixes(
-    run: dict[str, float] | None, baselines: list[dict[str, float] | None]
-) -> list[float]:
-    """`_tool_mix(run, b)` for each of `baselines` (the C accelerator's `tool_mixes` when
-    built: its sums run in another order, within 1e-12)."""
-    native = getattr(_wire._native, "tool_mixes", None)
-    if native is not None:
-        distances = native(run, baselines)
-        if distances is not None:  # None: input it leaves to Python
-            return cast("list[float]", distances)
-    return [_tool_mix(run, b) for b in baselines]
 
 
 def _tool_mix(run: dict[str, float] | None, baseline: dict[str, float] | None) -> float:
