@@ -36,7 +36,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.text import STOP_WORDS, informative_tokens
 
 __all__ = [
@@ -251,13 +251,13 @@ class HashingEmbedder:
         one hashing pass and one `bincount` for the batch. Both give the same bits.
         """
         n = len(token_lists)
-        embed_hashed = getattr(_wire._native, "embed_hashed", None)
+        embed_hashed = _accel.kernel("embed_hashed")
         if embed_hashed is not None:
             out = np.empty((n, self._dim), dtype=np.float64)
             stance_index = _STANCE_INDEX if self._stance_weight > 0 else None
             if embed_hashed(token_lists, out, self._lexical_dim, self._bigrams, stance_index):
                 return out
-            # None: input the C code does not handle; it left `out` all zeros
+            _accel.declined("embed_hashed")  # it left `out` all zeros
         else:
             out = np.zeros((n, self._dim), dtype=np.float64)
         lexical_dim = self._lexical_dim
@@ -310,13 +310,13 @@ class HashingEmbedder:
         `np.add.reduce` over the rows, which adds them in order; with the C accelerator,
         `embed_hashed_sum` adds them in that order too, without the rows' matrix: the same bits.
         """
-        native = getattr(_wire._native, "embed_hashed_sum", None)
+        native = _accel.kernel("embed_hashed_sum")
         if native is not None:
             out = np.empty(self._dim, dtype=np.float64)
             stance_index = _STANCE_INDEX if self._stance_weight > 0 else None
             if native(token_lists, out, self._lexical_dim, self._bigrams, stance_index):
                 return out
-            # None: input the C code does not handle
+            _accel.declined("embed_hashed_sum")
         rows = np.asarray(self.embed_tokens(token_lists), dtype=np.float64)
         total: FloatArray = np.add.reduce(rows, axis=0)
         return total
@@ -330,13 +330,14 @@ class HashingEmbedder:
         tokens without making them Python strings: the same bits as `embed_tokens_sum` of the
         texts' informative tokens.
         """
-        native = getattr(_wire._native, "embed_texts_sum", None)
+        native = _accel.kernel("embed_texts_sum")
         if native is None:
             return None
         out = np.empty(self._dim, dtype=np.float64)
         stance_index = _STANCE_INDEX if self._stance_weight > 0 else None
         if native(texts, out, self._lexical_dim, self._bigrams, stance_index, STOP_WORDS):
             return out
+        _accel.declined("embed_texts_sum")
         return None
 
     def _hash_miss(self, token: str) -> int:

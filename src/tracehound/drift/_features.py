@@ -13,7 +13,7 @@ from typing import cast
 
 import numpy as np
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.conventions.base import fields_maker
 from tracehound.drift._embed import Blocks, Embedder, FloatArray, HashingEmbedder
 from tracehound.steps import Run, Step, Trajectory
@@ -91,11 +91,12 @@ _new_features = fields_maker(RunFeatures)
 def has_nonzero(vector: FloatArray) -> bool:
     """`bool(vector.size) and bool(vector.any())` (the C accelerator's `any_nonzero` when built:
     a numpy reduction costs more than the scan)."""
-    native = getattr(_wire._native, "any_nonzero", None)
+    native = _accel.kernel("any_nonzero")
     if native is not None:
         found = native(vector)
-        if found is not None:  # None: input it leaves to numpy
+        if found is not None:
             return cast("bool", found)
+        _accel.declined("any_nonzero")
     return bool(vector.size) and bool(vector.any())
 
 
@@ -235,7 +236,7 @@ def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> bool:
     """Each block of `out` scaled to unit length; whether one had a norm > 0 (then `out` is not
     all zeros: NaN is no norm > 0)."""
     # the C accelerator's `divide_block` divides as numpy does, without numpy's call
-    divide = getattr(_wire._native, "divide_block", None)
+    divide = _accel.kernel("divide_block")
     nonzero = False
     for start, stop, _ in blocks:
         part = out[start:stop]
@@ -243,6 +244,8 @@ def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> bool:
         if norm > 0.0:
             nonzero = True
             if divide is None or divide(out, start, stop, norm) is None:
+                if divide is not None:
+                    _accel.declined("divide_block")
                 part /= norm  # `part / norm`, element by element, into `out`
     return nonzero
 
@@ -273,9 +276,10 @@ def _one_line_start(text: str) -> str:
 def _joined_words(text: str, stop: int) -> str:
     """`" ".join(text[:stop].split())` (the C accelerator's `joined_words`, the same string,
     when built: no list of words)."""
-    native = getattr(_wire._native, "joined_words", None)
+    native = _accel.kernel("joined_words")
     if native is not None:
         line = native(text, stop)
-        if line is not None:  # None: input it leaves to Python
+        if line is not None:
             return cast("str", line)
+        _accel.declined("joined_words")
     return " ".join(text[:stop].split())

@@ -53,7 +53,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.conventions.base import fields_maker
 from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
@@ -704,11 +704,12 @@ def _recent_distances(
     The C accelerator's `ring_distances` when built (sums in index order: within 1e-12 of
     numpy's, not to the bit), else numpy.
     """
-    native = getattr(_wire._native, "ring_distances", None)
+    native = _accel.kernel("ring_distances")
     if native is not None:
         columns = native(rows, centroid, run, blocks)
-        if columns is not None:  # None: input it leaves to numpy
+        if columns is not None:
             return cast("tuple[list[float], list[float]]", columns)
+        _accel.declined("ring_distances")
     zeros = np.zeros(centroid.shape[0])
     matrix = np.array([zeros if row is None else row for row in rows])
     targets = np.array([centroid, zeros if run is None else run])
@@ -832,11 +833,12 @@ def embedding_distance(a: FloatArray, b: FloatArray, blocks: Blocks) -> float | 
     None when no block can be compared (no text on one side). With the C accelerator, its sums
     run in index order rather than numpy's: the same value within 1e-12, not to the bit.
     """
-    native = getattr(_wire._native, "embedding_distance", None)
+    native = _accel.kernel("embedding_distance")
     if native is not None:
         distance = native(a, b, blocks)
         if distance is not NotImplemented:  # NotImplemented: input it leaves to numpy
             return cast("float | None", distance)
+        _accel.declined("embedding_distance")
     total = weight_sum = 0.0
     for start, stop, weight in blocks:
         x = a[start:stop]
