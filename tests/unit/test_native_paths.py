@@ -19,7 +19,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from helpers import FIXTURE_NAMES, fixture_logs_request, fixture_path, has_logs, logs_from_proto
-from tracehound import _accel, _wire
+from tracehound import _accel
 from tracehound.cli import select_evaluators
 from tracehound.engine import Engine, EngineConfig
 from tracehound.spans import LogView, SpanView, iter_proto_spans
@@ -98,7 +98,7 @@ def test_fixtures_read_and_evaluate_the_same_either_way(
     logs = logs_from_proto(fixture_logs_request(name)) if has_logs(name) else []
     assert any(hasattr(v, "_wire_at") for v in _views(raw)), "the C path was not taken"
     native = (_read(raw), _results(raw, logs))
-    monkeypatch.setattr(_wire, "_native", None)
+    monkeypatch.setattr(_accel, "_in_use", None)
     assert not any(hasattr(v, "_wire_at") for v in _views(raw))
     assert (_read(raw), _results(raw, logs)) == native
 
@@ -117,7 +117,7 @@ def test_benchmark_workloads_read_the_same_either_way(
     batches: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     native = [_read(raw) for raw in batches]
-    monkeypatch.setattr(_wire, "_native", None)
+    monkeypatch.setattr(_accel, "_in_use", None)
     assert [_read(raw) for raw in batches] == native
 
 
@@ -140,5 +140,5 @@ def test_bad_ids_are_reported_the_same_either_way(monkeypatch: pytest.MonkeyPatc
         [n.to_bytes(8, "big").hex() for n in (1, 3, 4)],
         ["span 's2': invalid trace/span/parent id size"],
     )
-    monkeypatch.setattr(_wire, "_native", None)
+    monkeypatch.setattr(_accel, "_in_use", None)
     assert read() == native

@@ -17,7 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings, Sidecar
@@ -110,7 +110,7 @@ def plain_request(count: int) -> ExportTraceServiceRequest:
 def byte_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Every test runs with the C accelerator's byte reader and with the pure-Python one."""
     if request.param == "pure-python":
-        monkeypatch.setattr(_wire, "_native", None)
+        monkeypatch.setattr(_accel, "_in_use", None)
     return str(request.param)
 
 

@@ -34,7 +34,7 @@ from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.drift import (
     COMPLEXITY_DIMENSIONS,
     Baseline,
@@ -61,7 +61,7 @@ compares_both_paths = pytest.mark.skipif(
 
 
 def native(name: str) -> Callable[..., Any]:
-    function = getattr(_wire._native, name, None)
+    function = getattr(_accel._in_use, name, None)
     assert function is not None, f"the C accelerator has no {name}"
     return function  # type: ignore[no-any-return]
 
@@ -445,7 +445,7 @@ def test_scores_with_the_c_distances_are_within_1e_12(seed: int, n_runs: int) ->
 def test_the_scorer_and_baselines_take_the_c_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     """Would fail if the scorer or the baselines silently ran the numpy code for a kernel the
     accelerator has."""
-    module = _wire._native
+    module = _accel._in_use
     calls: dict[str, list[Any]] = {}
 
     class Spy:
@@ -469,7 +469,7 @@ def test_the_scorer_and_baselines_take_the_c_kernels(monkeypatch: pytest.MonkeyP
     rng = random.Random(7)
     # copies: the features found has_text before the spy came in
     runs = [dataclasses.replace(r) for r in (features_of(rng, i) for i in range(8)) if r.has_text]
-    monkeypatch.setattr(_wire, "_native", Spy())
+    monkeypatch.setattr(_accel, "_in_use", Spy())
     baseline = Baseline.from_run(runs[0], EMBEDDER)
     for features in runs[1:]:
         DriftScorer().score(features, baseline, embedder=EMBEDDER)
@@ -587,7 +587,7 @@ def test_the_sample_takes_the_c_words(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(joined(*args))
         return calls[-1]
 
-    monkeypatch.setattr(_wire, "_native", SimpleNamespace(joined_words=spy))
+    monkeypatch.setattr(_accel, "_in_use", SimpleNamespace(joined_words=spy))
     text = "word  " * 100
     assert make_sample(["", text]) == ("word " * 24)[: SAMPLE_CHARS - 1] + "…"
     assert calls and all(isinstance(c, str) for c in calls)
@@ -761,7 +761,7 @@ def test_divide_block_leaves_other_input_to_numpy() -> None:
 @compares_both_paths
 def test_embed_run_divides_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
     """Would fail if the run's embedding were silently normalized by numpy's division."""
-    module = _wire._native
+    module = _accel._in_use
     results: list[Any] = []
 
     class Spy:
@@ -779,7 +779,7 @@ def test_embed_run_divides_in_c(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = ["maybe the search failed again", "the records are clearly fine"]
     with pure_python():
         expected = embed_run(texts, EMBEDDER)
-    monkeypatch.setattr(_wire, "_native", Spy())
+    monkeypatch.setattr(_accel, "_in_use", Spy())
     got = embed_run(texts, EMBEDDER)
     assert results == [True, True]
     assert got.tobytes() == expected.tobytes()

@@ -5,7 +5,7 @@ the numpy code computes, to the bit: the same CRC-32 of each token's UTF-8, the 
 buckets, the same norms and divisions. For input it does not handle (other sequence types, tokens
 that are not exact strs, lone surrogates, odd stance categories) it answers None with `out` all
 zeros, and `embed_tokens` runs the numpy code. The reference here is `embed_tokens` with the
-accelerator switched off (`_wire._native = None`).
+accelerator switched off (`_accel._in_use = None`).
 
 `embed_hashed_sum` is the sum of those rows (`np.add.reduce(rows, axis=0)`, which adds them in
 order), to the bit, without the rows' matrix: `HashingEmbedder.embed_tokens_sum`.
@@ -36,7 +36,7 @@ from _native import native_module, pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _speedups, _wire
+from tracehound import _accel, _speedups
 from tracehound.drift import _embed
 from tracehound.drift._embed import _N_STANCE, _STANCE_INDEX, HashingEmbedder
 from tracehound.drift._features import embed_run
@@ -454,7 +454,7 @@ def test_documented() -> None:
 
 
 def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`embed_tokens` (and so `embed`) calls `embed_hashed` when `_wire._native` has it (set
+    """`embed_tokens` (and so `embed`) calls `embed_hashed` when `_accel._in_use` has it (set
     here, so that this holds with TRACEHOUND_PURE_PYTHON=1 too), and the numpy code without."""
     calls: list[bool | None] = []
 
@@ -476,7 +476,7 @@ def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [informative_tokens(text), ()]
     for embedder in (HashingEmbedder(), HashingEmbedder(stance_weight=0.0, bigrams=False)):
         expected = reference(embedder, rows)
-        monkeypatch.setattr(_wire, "_native", _speedups)
+        monkeypatch.setattr(_accel, "_in_use", _speedups)
         assert embedder.embed_tokens(rows).tobytes() == expected.tobytes()
         assert calls == [True]
         assert embedder.embed([text, ""]).tobytes() == expected.tobytes()
@@ -488,10 +488,10 @@ def test_embed_tokens_uses_the_c_code(monkeypatch: pytest.MonkeyPatch) -> None:
         assert sums == [True] and calls == []  # one call, no rows made
         # the numpy code when the accelerator is off, or built without embed_hashed
         for off in (None, SimpleNamespace()):
-            monkeypatch.setattr(_wire, "_native", off)
+            monkeypatch.setattr(_accel, "_in_use", off)
             assert embedder.embed_tokens(rows).tobytes() == expected.tobytes()
         assert calls == []
-    monkeypatch.setattr(_wire, "_native", _speedups)
+    monkeypatch.setattr(_accel, "_in_use", _speedups)
     assert (
         HashingEmbedder().embed_tokens(rows).tobytes()
         == reference(HashingEmbedder(), rows).tobytes()
@@ -506,7 +506,7 @@ def test_embed_tokens_after_none(monkeypatch: pytest.MonkeyPatch) -> None:
         seen.append(token_lists)
         out.fill(0.0)
 
-    monkeypatch.setattr(_wire, "_native", SimpleNamespace(embed_hashed=declining))
+    monkeypatch.setattr(_accel, "_in_use", SimpleNamespace(embed_hashed=declining))
     rows = [("maybe", "the", "agent"), (), ("not", "again")]
     embedder = HashingEmbedder()
     got = embedder.embed_tokens(rows)
@@ -789,7 +789,7 @@ def test_texts_bad_arguments() -> None:
 
 
 def test_embed_run_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`embed_run` with the HashingEmbedder calls `embed_texts_sum` (set on `_wire._native`
+    """`embed_run` with the HashingEmbedder calls `embed_texts_sum` (set on `_accel._in_use`
     here, so that this holds with TRACEHOUND_PURE_PYTHON=1 too) and leaves the text cache
     alone on the ASCII path; off it, the cache's tokens give the same bits."""
     calls: list[bool | None] = []
@@ -800,7 +800,7 @@ def test_embed_run_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
         return result
 
     monkeypatch.setattr(_speedups, "embed_texts_sum", counting)
-    monkeypatch.setattr(_wire, "_native", _speedups)
+    monkeypatch.setattr(_accel, "_in_use", _speedups)
     embedder = HashingEmbedder()
     for texts, taken in (
         (["Maybe the tool failed \u2014 not sure, retrying.", "", "Done."], True),
@@ -816,7 +816,7 @@ def test_embed_run_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
         assert bool(cache._informative) is (taken is None)
         assert embed_run(texts, embedder).tobytes() == expected.tobytes()  # no cache
     # without the accelerator: the cache's tokens
-    monkeypatch.setattr(_wire, "_native", None)
+    monkeypatch.setattr(_accel, "_in_use", None)
     cache = TextCache()
     texts = ["Maybe the tool failed."]
     with pure_python():

@@ -21,7 +21,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tracehound import _speedups, _wire
+from tracehound import _accel, _speedups
 from tracehound.emit import event_attributes
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.server._otlp import (
@@ -166,7 +166,7 @@ def test_bad_tag(tag: Any) -> None:
 @pytest.fixture(params=["native", "pure-python"])
 def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     if request.param == "pure-python":
-        monkeypatch.setattr(_wire, "_native", None)
+        monkeypatch.setattr(_accel, "_in_use", None)
     return str(request.param)
 
 
@@ -198,7 +198,7 @@ def test_merge_attributes_takes_the_bytes_path(monkeypatch: pytest.MonkeyPatch) 
             calls.append(attributes)
             return encode_key_values(attributes, tag)
 
-    monkeypatch.setattr(_wire, "_native", Spy())
+    monkeypatch.setattr(_accel, "_in_use", Spy())
     span = Span()
     span.attributes.add(key="tracehound.score").value.int_value = 1
     merge_attributes(span, SPAN_ATTRIBUTES_TAG, {"new": 1}, {"tracehound.score"})

@@ -31,7 +31,7 @@ from _native import pure_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _speedups, _wire
+from tracehound import _accel, _speedups
 from tracehound.text import (
     _TYPOGRAPHIC,
     _UNIT_BOUNDARY,
@@ -331,7 +331,7 @@ def test_text_cache_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
             calls.append(args[0])  # type: ignore[arg-type]
             return _speedups.text_units(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_wire, "_native", Native())
+    monkeypatch.setattr(_accel, "_in_use", Native())
     cache = TextCache()
     text = "Alpha beta gamma. Delta epsilon zeta."
     units = cache.units(text)
@@ -346,7 +346,7 @@ def test_text_cache_takes_the_c_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_text_cache_without_the_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
     text = "Alpha beta gamma. Delta epsilon zeta."
     native = TextCache().units(text)
-    monkeypatch.setattr(_wire, "_native", None)
+    monkeypatch.setattr(_accel, "_in_use", None)
     assert TextCache().units(text) == native == split_units(text)
 
 
@@ -541,7 +541,7 @@ def test_text_cache_takes_the_c_tokens_path(monkeypatch: pytest.MonkeyPatch) -> 
             calls.append(args[0])  # type: ignore[arg-type]
             return _speedups.text_tokens(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_wire, "_native", Native())
+    monkeypatch.setattr(_accel, "_in_use", Native())
     cache = TextCache()
     text = "The model answered: GPT-5 is at v1.2."
     pair = cache.normalized_informative(text)
@@ -559,7 +559,7 @@ def test_text_cache_takes_the_c_tokens_path(monkeypatch: pytest.MonkeyPatch) -> 
 def test_text_cache_tokens_without_the_accelerator(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = ["The model answered: GPT-5 is at v1.2.", "Caf\u00e9 au lait, the model.", ""]
     native = [TextCache().normalized_informative(t) for t in texts]
-    monkeypatch.setattr(_wire, "_native", None)
+    monkeypatch.setattr(_accel, "_in_use", None)
     for text, pair in zip(texts, native, strict=True):
         cache = TextCache()
         assert cache.informative(text) == pair[1]  # informative first, then the pair
