@@ -45,10 +45,7 @@ The module also holds the other hot paths, each beside the Python code it stands
 - **Text and evidence**: the tokenizer for mostly-ASCII text (`ascii_tokens`, `tracehound.text`),
   a text's normalized form and informative tokens (`text_tokens`), evidence units (`text_units`),
   and the evidence index (`EvidenceCore`, `tracehound.evaluators._evidence_index`), which also
-  cuts, tokenizes and matches ASCII-path texts itself and feeds the evidence evaluator a span's
-  steps and a trace's totals in one call each (`feed_span`, `summary`; `summary_of` with the
-  trajectory's `final_answer` found in C), the evaluator's `on_span` being an
-  `EvidenceSpanHook`.
+  cuts, tokenizes and matches ASCII-path texts itself.
 - **Drift**: the hashed embedding (`embed_hashed`, `embed_hashed_sum`, `embed_texts_sum`, the same
   bits as numpy), the scorer's kernels (`embedding_distance`, `ring_distances`,
   `complexity_scores`, `complexity_distances`, `tool_mixes`, `recent_divergences` — sums in their
