@@ -29,41 +29,31 @@
  * token), so texts of the tokenizer's ASCII path never become Python objects: add_text cuts a
  * source's text into units and tokenizes them here (the segmenter and tokenizer of text_units
  * and ascii_tokens, _speedups_tokens.h, run over a lower-cased byte copy of the text, see
- * lower_text), match_text tokenizes an output and matches it in the same pass. A unit's Unit object (tracehound.text.Unit, equal to the one TextCache.units makes)
- * is made only when asked for (`unit`, `units`), from the source's text, the unit's bounds in it
- * and its class's tokens. Normalized texts are compared as sequences of token ids: normalized
- * is " ".join(tokens), so two are equal exactly when their sequences are, and " a " is in " b "
- * exactly when a's sequence is a run of b's (`contained`). Texts of other paths come as Unit
- * objects (add_units) and as informative tokens and normalized text (match), made by the Python
- * code; their tokens are interned by their characters too (a normalized text's tokens are its
- * pieces between spaces), into the same vocabulary. The stop words are interned first, flagged:
- * a token interned later is informative.
+ * lower_text), match_text tokenizes an output and matches it in the same pass. The fields of
+ * such a unit (its text, normalized text and informative tokens, those of the Unit that
+ * TextCache.units makes) are made only when asked for (`units`), from the source's text, the
+ * unit's bounds in it and its class's tokens. Normalized texts are compared as sequences of token
+ * ids: normalized is " ".join(tokens), so two are equal exactly when their sequences are, and
+ * " a " is in " b " exactly when a's sequence is a run of b's (`contained`). Texts of other
+ * paths come as (normalized, informative tokens) pairs (add_units) and as informative tokens and
+ * normalized text (match), made by the Python code; their tokens are interned by their
+ * characters too (a normalized text's tokens are its pieces between spaces), into the same
+ * vocabulary. The stop words are interned first, flagged: a token interned later is
+ * informative.
  *
- * The reuse positions stay on the EvidenceSource objects, updated as the Python index does
- * (`reuse[slot] += (position,)` through the source's `reuse_positions` attribute, read at each
- * match). Units given as objects are read through their `normalized`, `tokens` and `token_set`
- * attributes; `token_set` must be `frozenset(tokens)` (checked by size); tokens must be exact
- * strs.
+ * The core takes and returns plain values only (strs, tuples, ints, lists of them): it reads no
+ * attribute of a Python object and makes none but those. The matches come back as unit ids; the
+ * Python index records the reuse positions on its EvidenceSource objects and makes the Unit
+ * objects itself.
  *
  * The GIL is held throughout. A call that re-enters the same core (only possible through Python
- * code: the sources' attributes, or a finalizer run by a garbage collection that an allocation
- * triggers) raises RuntimeError rather than see arrays being changed.
+ * code: a finalizer run by a garbage collection that an allocation triggers, or the iterator of
+ * match's tokens) raises RuntimeError rather than see arrays being changed.
  *
  * Memory is allocated as the index grows (nothing before the first unit): the engine keeps one
  * index per trace, for up to thousands of traces at a time. A text reserves its share of room at
  * once (reserve_for_text), and the arrays of a core that goes are kept, emptied, for the next
  * one (a small pool, see pool_give).
- *
- * The evidence evaluator (tracehound.evaluators.evidence) uses a core of its own without the
- * Python index around it: feed_span reads a span's steps (their fields read from the instance
- * dict), adds its sources and matches its outputs as EvidenceEvaluator's Python loop does with
- * EvidenceIndex, keeping what it was fed (the texts, in order) and each match (the unit and the
- * output's item) in C arrays instead of EvidenceSource objects and reuse tuples; summary is
- * _streamed_survival and _summary over that state (summary_of: with the trajectory's final
- * answer found here, Trajectory.final_answer's rule). Texts off the ASCII path are read through
- * the TextCache given (cache.units, cache.normalized_informative), as EvidenceIndex reads them.
- * EvidenceSpanHook is the evaluator's on_span for such a core: feed_span and the span's result
- * in one call.
  */
 #include "_speedups.h"
 
@@ -72,9 +62,6 @@
 #include <string.h>
 
 #include "_speedups_tokens.h"
-
-#include <stddef.h>
-#include <structmember.h> /* T_PYSSIZET, READONLY before Python 3.12 */
 
 /* A growable array of ids (scratch lists). */
 typedef struct {
@@ -105,32 +92,10 @@ typedef struct {
     Py_ssize_t used;
 } table_t;
 
-/* An item fed to feed_span: an evidence text or an output. */
-typedef struct {
-    PyObject *text;
-    Py_ssize_t position;
-    int role; /* ROLE_EVIDENCE or ROLE_TARGET */
-} seen_t;
-
-#define ROLE_EVIDENCE 0
-#define ROLE_TARGET 1
-
-/* A source fed to feed_span: its item, its units, and the names the results give it. */
-typedef struct {
-    Py_ssize_t position, item;
-    int32_t first, count; /* unit ids first to first + count - 1 */
-    PyObject *tool, *name; /* the tool (tool results) and the retrieval source, or None */
-    PyObject *origin;      /* `tool or source or source_type` */
-} fed_source_t;
-
 typedef struct {
     PyObject_HEAD
     PyObject *stop_words; /* the set of stop words (strs) */
     PyObject *vocabulary_from; /* the core whose stop words to copy (see `fresh`), or NULL */
-    PyObject *unit_type;  /* tracehound.text.Unit */
-    PyObject *units;      /* list: unit id -> Unit, or None until made */
-    /* attribute names (references to those of `names`) */
-    PyObject *s_text, *s_normalized, *s_tokens, *s_token_set, *s_reuse_positions;
 
     /* the vocabulary: token id by characters */
     table_t words;
@@ -165,7 +130,6 @@ typedef struct {
     /* per unit id */
     Py_ssize_t n_units, cap_units;
     int32_t *owner;       /* source index */
-    int32_t *slot;        /* index within the source */
     int32_t *next_unit;   /* next unit of the same class, -1 at the end */
     int32_t *unit_class;
     Py_ssize_t *text_start; /* its text: source_text[owner][text_start:text_end] (add_text) */
@@ -183,62 +147,12 @@ typedef struct {
     Py_ssize_t cap_keys;
     char *scratch;  /* the text being read, lowered (see lower_text) */
     Py_ssize_t cap_scratch;
-    /* add_text's segments: pairs of start and end in the text, the current one, its source and
-     * that source's first unit id */
+    /* add_text's segments: pairs of start and end in the text, the current one and its source */
     const Py_ssize_t *segments;
-    Py_ssize_t segment, segment_first;
+    Py_ssize_t segment;
     int32_t segment_source;
     int busy;
-
-    /* The evaluator's streamed state (feed_span, summary): the items fed, in order (evidence
-     * and outputs), the sources among them, and each match of an output (a log: the unit, and
-     * the item of the output; n_seen for the declared answer matched by summary). */
-    seen_t *seen;
-    Py_ssize_t n_seen, cap_seen;
-    fed_source_t *fed;
-    Py_ssize_t n_fed, cap_fed;
-    ivec_t reuse_unit, reuse_item;
-    Py_ssize_t position; /* the next item's position */
-    ivec_t span_units;   /* the units matched by the outputs of the span being fed */
 } EvidenceCore;
-
-/* Attribute names and step kinds, interned once (the module is made once per process). */
-enum {
-    N_KIND,
-    N_TEXT,
-    N_TOOL,
-    N_CALL_ID,
-    N_SPAN_ID,
-    N_DOCUMENTS,
-    N_CONTENT,
-    N_SOURCE,
-    N_ID,
-    N_UNITS,
-    N_NORMALIZED_INFORMATIVE,
-    N_TOOL_RESULT,
-    N_RETRIEVAL,
-    N_ASSISTANT,
-    N_REASONING,
-    N_NORMALIZED,
-    N_TOKENS,
-    N_TOKEN_SET,
-    N_REUSE_POSITIONS,
-    N_STEPS,
-    N_RUNS,
-    N_RUN_ID,
-    N_PARENT_RUN_ID,
-    N_DECLARED_OUTPUT,
-    N_IMPLICIT,
-    N_COUNT
-};
-static const char *const name_chars[N_COUNT] = {
-    "kind",    "text",  "tool",  "call_id",
-    "span_id", "documents", "content", "source",
-    "id",      "units", "normalized_informative", "tool_result",
-    "retrieval", "assistant", "reasoning", "normalized", "tokens", "token_set",
-    "reuse_positions", "steps", "runs", "run_id", "parent_run_id", "declared_output", "implicit",
-};
-static PyObject *names[N_COUNT];
 
 /* --- arrays ---------------------------------------------------------------------------------- */
 
@@ -491,7 +405,6 @@ grow_units(EvidenceCore *self, Py_ssize_t cap)
         return 0;
     }
     GROW_UNZEROED(owner);
-    GROW_UNZEROED(slot);
     GROW_UNZEROED(next_unit);
     GROW_UNZEROED(unit_class);
     GROW_UNZEROED(text_start);
@@ -792,11 +705,10 @@ str_token(EvidenceCore *self, PyObject *token, int add, int stop)
     X(words) X(chars) X(cap_chars) X(cap_tokens) X(word_key) X(word_off) X(word_len)       \
     X(word_kind) X(word_stop) X(prefix) X(full) X(token_mark) X(class_of) X(cap_classes)   \
     X(threshold) X(tok_start) X(tok_len) X(full_start) X(full_len) X(first_unit)           \
-    X(last_unit) X(class_mark) X(class_tokens) X(full_tokens) X(cap_units) X(owner) X(slot) \
+    X(last_unit) X(class_mark) X(class_tokens) X(full_tokens) X(cap_units) X(owner)        \
     X(next_unit) X(unit_class) X(text_start) X(text_end) X(cap_sources) X(parent) X(size)  \
     X(source_text) X(candidates) X(matched) X(rarest) X(seq) X(informative) X(keys)        \
-    X(cap_keys) X(scratch) X(cap_scratch) X(seen) X(cap_seen) X(fed) X(cap_fed)           \
-    X(reuse_unit) X(reuse_item) X(span_units) X(stamp)
+    X(cap_keys) X(scratch) X(cap_scratch) X(stamp)
 
 #define POOL_SIZE 8
 /* the largest arrays kept: a trace's usual few thousand tokens and units */
@@ -814,7 +726,7 @@ pool_take(EvidenceCore *self)
     EvidenceCore *e;
     if (pool_count == 0 || self->words.slots != NULL || self->cap_tokens != 0 ||
         self->cap_classes != 0 || self->cap_units != 0 || self->cap_sources != 0 ||
-        self->chars != NULL || self->seen != NULL || self->scratch != NULL) {
+        self->chars != NULL || self->scratch != NULL) {
         return 0;
     }
     e = &pool[--pool_count];
@@ -843,9 +755,8 @@ pool_give(EvidenceCore *self)
         self->cap_units > POOL_MAX_ENTRIES || self->cap_sources > POOL_MAX_ENTRIES ||
         self->words.mask >= 2 * POOL_MAX_ENTRIES || self->class_of.mask >= 2 * POOL_MAX_ENTRIES ||
         self->cap_chars > POOL_MAX_CHARS || self->class_tokens.cap > 8 * POOL_MAX_ENTRIES ||
-        self->full_tokens.cap > 8 * POOL_MAX_ENTRIES || self->cap_seen > POOL_MAX_ENTRIES ||
-        self->cap_fed > POOL_MAX_ENTRIES || self->reuse_unit.cap > 8 * POOL_MAX_ENTRIES ||
-        self->cap_keys > POOL_MAX_ENTRIES || self->cap_scratch > POOL_MAX_CHARS) {
+        self->full_tokens.cap > 8 * POOL_MAX_ENTRIES || self->cap_keys > POOL_MAX_ENTRIES ||
+        self->cap_scratch > POOL_MAX_CHARS) {
         return 0;
     }
     if (self->n_tokens > 0) {
@@ -859,7 +770,6 @@ pool_give(EvidenceCore *self)
     self->class_tokens.len = self->full_tokens.len = 0;
     self->candidates.len = self->matched.len = self->rarest.len = 0;
     self->seq.len = self->informative.len = 0;
-    self->reuse_unit.len = self->reuse_item.len = self->span_units.len = 0;
     e = &pool[pool_count++];
 #define GIVE(f) e->f = self->f;
     POOLED_FIELDS(GIVE)
@@ -879,7 +789,7 @@ vocabulary_ready(EvidenceCore *self)
     if (self->words.slots != NULL) {
         return 0;
     }
-    if (from != NULL && from->units != NULL && vocabulary_ready(from) == 0 &&
+    if (from != NULL && from->stop_words != NULL && vocabulary_ready(from) == 0 &&
         from->n_units == 0) { /* (a core cleared by the garbage collector: not used) */
         Py_ssize_t n = from->n_tokens, cap = from->words.mask + 1, k;
         int pooled = pool_take(self);
@@ -1243,11 +1153,10 @@ link_class(EvidenceCore *self, int32_t c, int32_t source, uint32_t stamp)
 }
 
 /* A new class for unit u of `source`, whose token ids full[0:n_full] (hash `hash`) no class has;
- * its informative token ids, in order with repeats, are info[0:n_info]. `n_set`, if not -1, is
- * the size its unique informative tokens must have (a Unit's token_set). */
+ * its informative token ids, in order with repeats, are info[0:n_info]. */
 static int
 add_class(EvidenceCore *self, int32_t u, int32_t source, const int32_t *full, int32_t n_full,
-          uint32_t hash, const int32_t *info, int32_t n_info, Py_ssize_t n_set)
+          uint32_t hash, const int32_t *info, int32_t n_info)
 {
     int32_t c = (int32_t)self->n_classes, start = self->class_tokens.len;
     int32_t full_start = self->full_tokens.len, n, t, k;
@@ -1269,10 +1178,6 @@ add_class(EvidenceCore *self, int32_t u, int32_t source, const int32_t *full, in
         }
     }
     n = self->class_tokens.len - start;
-    if (n_set >= 0 && n != n_set) {
-        PyErr_SetString(PyExc_ValueError, "unit.token_set is not frozenset(unit.tokens)");
-        goto undo;
-    }
     if (ivec_extend(&self->full_tokens, full, n_full) < 0) {
         goto undo;
     }
@@ -1309,25 +1214,19 @@ undo:
     return -1;
 }
 
-/* A unit of `source` at `slot`, of token ids full[0:n_full] and informative ones info[0:n_info]
- * (see add_class), as `unit` (a new reference to the Unit, or to None: made when asked for): the
- * per-unit loop of EvidenceIndex.add_evidence. */
+/* The next unit, of `source`, of token ids full[0:n_full] and informative ones info[0:n_info]
+ * (see add_class): the per-unit loop of EvidenceIndex.add_evidence. */
 static int
-add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *full,
-         int32_t n_full, const int32_t *info, int32_t n_info, Py_ssize_t n_set, PyObject *unit)
+add_unit(EvidenceCore *self, int32_t source, const int32_t *full, int32_t n_full,
+         const int32_t *info, int32_t n_info)
 {
     int32_t u = (int32_t)self->n_units, c;
     uint32_t hash;
 
-    if (slot > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "EvidenceCore: more than 2**31 - 1 units");
-        return -1;
-    }
-    if (reserve_unit(self) < 0 || PyList_Append(self->units, unit) < 0) {
+    if (reserve_unit(self) < 0) {
         return -1;
     }
     self->owner[u] = source;
-    self->slot[u] = (int32_t)slot;
     self->next_unit[u] = -1;
     self->text_start[u] = self->text_end[u] = 0;
     self->n_units = u + 1;
@@ -1342,7 +1241,7 @@ add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *ful
         unite(self, self->owner[self->first_unit[c]], source);
         return 0;
     }
-    return add_class(self, u, source, full, n_full, hash, info, n_info, n_set);
+    return add_class(self, u, source, full, n_full, hash, info, n_info);
 }
 
 /* --- tokens of a text ------------------------------------------------------------------------ */
@@ -1477,9 +1376,8 @@ text_token(EvidenceCore *self, const char *lowered, Py_ssize_t start, Py_ssize_t
     return id < 0 ? -2 : id;
 }
 
-static int add_unit(EvidenceCore *self, int32_t source, Py_ssize_t slot, const int32_t *full,
-                    int32_t n_full, const int32_t *info, int32_t n_info, Py_ssize_t n_set,
-                    PyObject *unit);
+static int add_unit(EvidenceCore *self, int32_t source, const int32_t *full, int32_t n_full,
+                    const int32_t *info, int32_t n_info);
 
 /* The end of add_text's current segment (self->segment): its unit, if its tokens (in self->seq
  * and self->informative) hold two informative ones, with the segment's bounds, stripped, as
@@ -1491,9 +1389,8 @@ end_segment(EvidenceCore *self, int kind, const void *data)
     int32_t u = (int32_t)self->n_units;
 
     if (self->informative.len >= 2) {
-        if (add_unit(self, self->segment_source, u - self->segment_first, self->seq.items,
-                     self->seq.len, self->informative.items, self->informative.len, -1,
-                     Py_None) < 0) {
+        if (add_unit(self, self->segment_source, self->seq.items, self->seq.len,
+                     self->informative.items, self->informative.len) < 0) {
             return ST_ERROR;
         }
         /* its text, segment.strip() */
@@ -1613,7 +1510,7 @@ enter(EvidenceCore *self)
         PyErr_SetString(PyExc_RuntimeError, "EvidenceCore is already in use (re-entered)");
         return -1;
     }
-    if (self->units == NULL) { /* cleared by the garbage collector */
+    if (self->stop_words == NULL) { /* cleared by the garbage collector */
         PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
         return -1;
     }
@@ -1720,7 +1617,6 @@ add_text_entered(EvidenceCore *self, Py_ssize_t source, PyObject *text)
     self->segments = b.items;
     self->segment = 0;
     self->segment_source = (int32_t)source;
-    self->segment_first = first;
     self->seq.len = self->informative.len = 0;
     if (st == ST_OK) {
         st = scan_lowered(self, n, 1);
@@ -1778,58 +1674,49 @@ PyDoc_STRVAR(add_units_doc,
 "add_units($self, source_index, units, /)\n"
 "--\n"
 "\n"
-"Index the units (a list or tuple of tracehound.text.Unit) of the source at source_index,\n"
-"in order, as EvidenceIndex.add_evidence does; returns the unit id of the first one (they\n"
-"get consecutive ids). source_index must be above that of every earlier call; sources\n"
-"skipped in between are sources without units.");
+"Index the units of the source at source_index, in order, as EvidenceIndex.add_evidence does:\n"
+"`units` is a list or tuple of (normalized, tokens) pairs, a unit's normalized text (a str,\n"
+"its tokens joined by spaces) and its informative tokens (a tuple of str, in order, with\n"
+"repeats). Returns the unit id of the first one (they get consecutive ids). source_index must\n"
+"be above that of every earlier call; sources skipped in between are sources without units.");
 
-/* One Unit object of `source` at `slot`. */
+/* One unit of `source`, given as a (normalized, tokens) pair. */
 static int
-add_unit_object(EvidenceCore *self, PyObject *unit, int32_t source, Py_ssize_t slot)
+add_unit_pair(EvidenceCore *self, PyObject *pair, int32_t source)
 {
-    PyObject *norm, *tokens = NULL, *token_set = NULL;
-    Py_ssize_t i, n_set;
-    int result = -1;
+    PyObject *norm, *tokens;
+    Py_ssize_t i;
 
-    self->seq.len = self->informative.len = 0;
-    norm = PyObject_GetAttr(unit, self->s_normalized);
-    if (norm == NULL) {
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "add_units(): a unit must be a (normalized, tokens) tuple, not %.100s",
+                     Py_TYPE(pair)->tp_name);
         return -1;
     }
+    norm = PyTuple_GET_ITEM(pair, 0);
+    tokens = PyTuple_GET_ITEM(pair, 1);
     if (!PyUnicode_Check(norm)) {
-        PyErr_Format(PyExc_TypeError, "unit.normalized must be str, not %.100s",
+        PyErr_Format(PyExc_TypeError, "add_units(): normalized must be str, not %.100s",
                      Py_TYPE(norm)->tp_name);
-        goto done;
-    }
-    tokens = PyObject_GetAttr(unit, self->s_tokens);
-    if (tokens == NULL) {
-        goto done;
+        return -1;
     }
     if (!PyTuple_Check(tokens)) {
-        PyErr_Format(PyExc_TypeError, "unit.tokens must be a tuple, not %.100s",
+        PyErr_Format(PyExc_TypeError, "add_units(): tokens must be a tuple, not %.100s",
                      Py_TYPE(tokens)->tp_name);
-        goto done;
+        return -1;
     }
-    token_set = PyObject_GetAttr(unit, self->s_token_set);
-    if (token_set == NULL || (n_set = PyObject_Size(token_set)) < 0) {
-        goto done;
-    }
+    self->seq.len = self->informative.len = 0;
     if (str_pieces(self, norm, 1, &self->seq) < 0) {
-        goto done;
+        return -1;
     }
     for (i = 0; i < PyTuple_GET_SIZE(tokens); i++) {
         int32_t tok = str_token(self, PyTuple_GET_ITEM(tokens, i), 1, 0);
         if (tok < 0 || ivec_push(&self->informative, tok) < 0) {
-            goto done;
+            return -1;
         }
     }
-    result = add_unit(self, source, slot, self->seq.items, self->seq.len,
-                      self->informative.items, self->informative.len, n_set, unit);
-done:
-    Py_DECREF(norm);
-    Py_XDECREF(tokens);
-    Py_XDECREF(token_set);
-    return result;
+    return add_unit(self, source, self->seq.items, self->seq.len, self->informative.items,
+                    self->informative.len);
 }
 
 /* add_units' work, the core entered, for `units` (a PySequence_Fast): 0, or -1 with an
@@ -1841,8 +1728,8 @@ add_units_entered(EvidenceCore *self, Py_ssize_t source, PyObject *units)
     int st = reserve_sources_to(self, source) < 0 || vocabulary_ready(self) < 0 ? -1 : 0;
     for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(units); i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(units, i);
-        Py_INCREF(item); /* the list is the caller's: held while Python code may run */
-        st = add_unit_object(self, item, (int32_t)source, i);
+        Py_INCREF(item); /* the list is the caller's: held while a collection may run code */
+        st = add_unit_pair(self, item, (int32_t)source);
         Py_DECREF(item);
     }
     return st;
@@ -1887,78 +1774,6 @@ compare_ids(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* `sources[owner].reuse_positions[slot] += (position,)` for unit u. */
-static int
-add_reuse(EvidenceCore *self, PyObject *sources, int32_t u, PyObject *position)
-{
-    PyObject *source, *reuse, *old, *grown, *key = NULL, *one = NULL;
-    Py_ssize_t slot = self->slot[u], k, n;
-    int result = -1;
-
-    if (PyList_CheckExact(sources)) {
-        if (self->owner[u] >= PyList_GET_SIZE(sources)) {
-            PyErr_SetString(PyExc_IndexError, "list index out of range");
-            return -1;
-        }
-        source = PyList_GET_ITEM(sources, self->owner[u]);
-        Py_INCREF(source);
-    }
-    else {
-        source = PySequence_GetItem(sources, self->owner[u]);
-        if (source == NULL) {
-            return -1;
-        }
-    }
-    reuse = PyObject_GetAttr(source, self->s_reuse_positions);
-    Py_DECREF(source);
-    if (reuse == NULL) {
-        return -1;
-    }
-    if (PyList_CheckExact(reuse) && slot < PyList_GET_SIZE(reuse) &&
-        PyTuple_CheckExact(PyList_GET_ITEM(reuse, slot))) {
-        /* the usual case: a list of tuples, the tuple copied one longer */
-        old = PyList_GET_ITEM(reuse, slot);
-        n = PyTuple_GET_SIZE(old);
-        grown = PyTuple_New(n + 1);
-        if (grown == NULL) {
-            goto done;
-        }
-        for (k = 0; k < n; k++) {
-            PyObject *p = PyTuple_GET_ITEM(old, k);
-            Py_INCREF(p);
-            PyTuple_SET_ITEM(grown, k, p);
-        }
-        Py_INCREF(position);
-        PyTuple_SET_ITEM(grown, n, position);
-        PyList_SET_ITEM(reuse, slot, grown); /* the list takes the reference */
-        Py_DECREF(old);
-        result = 0;
-        goto done;
-    }
-    /* anything else: what `reuse[slot] += (position,)` does */
-    key = PyLong_FromSsize_t(slot);
-    one = PyTuple_Pack(1, position);
-    if (key == NULL || one == NULL) {
-        goto done;
-    }
-    old = PyObject_GetItem(reuse, key);
-    if (old == NULL) {
-        goto done;
-    }
-    grown = PyNumber_InPlaceAdd(old, one);
-    Py_DECREF(old);
-    if (grown == NULL) {
-        goto done;
-    }
-    result = PyObject_SetItem(reuse, key, grown);
-    Py_DECREF(grown);
-done:
-    Py_XDECREF(key);
-    Py_XDECREF(one);
-    Py_DECREF(reuse);
-    return result;
-}
-
 /* The candidates of the text being matched (its tokens marked with the current stamp, its token
  * ids in self->seq) checked: the matched unit ids, ascending, into self->matched. */
 static int
@@ -1989,10 +1804,9 @@ check_candidates(EvidenceCore *self)
     return 0;
 }
 
-/* check_candidates, then the matched unit ids returned as a list, and `position` appended to the
- * reuse positions of each. */
+/* check_candidates, then the matched unit ids returned as a list. */
 static PyObject *
-match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
+match_candidates(EvidenceCore *self)
 {
     PyObject *list;
     int32_t k;
@@ -2012,12 +1826,6 @@ match_candidates(EvidenceCore *self, PyObject *position, PyObject *sources)
         }
         PyList_SET_ITEM(list, k, id);
     }
-    for (k = 0; k < self->matched.len; k++) {
-        if (add_reuse(self, sources, self->matched.items[k], position) < 0) {
-            Py_DECREF(list);
-            return NULL;
-        }
-    }
     return list;
 }
 
@@ -2036,26 +1844,19 @@ scan_output(EvidenceCore *self, PyObject *text)
 }
 
 PyDoc_STRVAR(match_text_doc,
-"match_text($self, text, position, sources, /)\n"
+"match_text($self, text, /)\n"
 "--\n"
 "\n"
 "The units the output `text` reuses, as EvidenceIndex.match_output matches them, for a text\n"
-"of the tokenizer's ASCII path (see ascii_tokens): the unit ids ascending, `position` appended\n"
-"to sources[owner].reuse_positions[slot] of each (sources: the index's list of\n"
-"EvidenceSource). None, changing nothing, for any other text (match then takes its tokens made\n"
-"by the Python code).");
+"of the tokenizer's ASCII path (see ascii_tokens): their unit ids, ascending. None for any\n"
+"other text (match then takes its tokens made by the Python code).");
 
 static PyObject *
-match_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
+match_text(EvidenceCore *self, PyObject *text)
 {
-    PyObject *text, *list;
+    PyObject *list;
     int st;
 
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "match_text() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    text = args[0];
     if (!PyUnicode_CheckExact(text)) {
         PyErr_Format(PyExc_TypeError, "match_text(): text must be str, not %.100s",
                      Py_TYPE(text)->tp_name);
@@ -2070,7 +1871,7 @@ match_text(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
     st = scan_output(self, text);
     if (st == ST_OK) {
         /* (no token: an empty normalized text, which matches nothing, and no candidate) */
-        list = match_candidates(self, args[1], args[2]);
+        list = match_candidates(self);
     }
     else {
         list = st == ST_UNHANDLED ? Py_NewRef(Py_None) : NULL;
@@ -2100,7 +1901,7 @@ match_tokens(EvidenceCore *self, PyObject *tokens, uint32_t stamp)
     int st = 0;
 
     if (PyTuple_CheckExact(tokens)) {
-        /* The evaluator's case (TextCache.normalized_informative): the informative tokens in
+        /* EvidenceIndex's case (TextCache.normalized_informative): the informative tokens in
          * order, repeats included; marking a token or a candidate twice changes nothing. */
         Py_ssize_t i;
         for (i = 0; st == 0 && i < PyTuple_GET_SIZE(tokens); i++) {
@@ -2134,21 +1935,20 @@ scan_given(EvidenceCore *self, PyObject *tokens, PyObject *normalized)
 }
 
 PyDoc_STRVAR(match_doc,
-"match($self, tokens, normalized, position, sources, /)\n"
+"match($self, tokens, normalized, /)\n"
 "--\n"
 "\n"
 "The units a text reuses, as EvidenceIndex.match_output matches them: the text's informative\n"
 "tokens (an iterable of str; repeats change nothing) and its normalized text (a str). Returns\n"
-"the unit ids ascending, and appends `position` to sources[owner].reuse_positions[slot] of\n"
-"each (sources: the index's list of EvidenceSource).");
+"their unit ids, ascending.");
 
 static PyObject *
 match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *normalized, *list = NULL;
 
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "match() takes 4 arguments (%zd given)", nargs);
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "match() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
     normalized = args[1];
@@ -2161,7 +1961,7 @@ match(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (scan_given(self, args[0], normalized) == 0) {
-        list = match_candidates(self, args[2], args[3]);
+        list = match_candidates(self);
     }
     self->busy = 0;
     return list;
@@ -2199,20 +1999,20 @@ token_str(const EvidenceCore *self, int32_t tok)
                                      self->word_len[tok]);
 }
 
-/* The Unit of unit id u (indexed by add_text): made from its source's text and its class's
- * tokens, as TextCache.units makes it (text._segment_unit), and kept. A new reference, or NULL
- * with an exception. */
+/* The (text, normalized, tokens) of unit id u (indexed by add_text), made from its source's text
+ * and its class's tokens as TextCache.units makes a Unit's (text._segment_unit). A new
+ * reference, or NULL with an exception. */
 static PyObject *
-make_unit(EvidenceCore *self, Py_ssize_t u)
+unit_fields(EvidenceCore *self, Py_ssize_t u)
 {
     int32_t c = self->unit_class[u], n = self->full_len[c], k, n_info = 0;
     const int32_t *full = CLASS_FULL(self, c);
-    PyObject *words = NULL, *informative = NULL, *token_set = NULL, *normalized = NULL;
-    PyObject *text = NULL, *unit = NULL, *space = NULL, *values[4];
+    PyObject *words = NULL, *informative = NULL, *normalized = NULL, *text = NULL;
+    PyObject *space = NULL, *fields = NULL;
     PyObject *source_text = self->source_text[self->owner[u]];
 
     if (source_text == NULL) {
-        PyErr_SetString(PyExc_SystemError, "EvidenceCore: a unit without its text");
+        PyErr_Format(PyExc_ValueError, "units(): unit %zd was given to add_units", u);
         return NULL;
     }
     if ((words = PyList_New(n)) == NULL) {
@@ -2236,66 +2036,18 @@ make_unit(EvidenceCore *self, Py_ssize_t u)
     }
     if ((space = PyUnicode_FromOrdinal(' ')) == NULL ||
         (normalized = PyUnicode_Join(space, words)) == NULL ||
-        (token_set = PyFrozenSet_New(informative)) == NULL ||
         (text = PyUnicode_Substring(source_text, self->text_start[u], self->text_end[u])) ==
             NULL) {
         goto done;
     }
-    /* strings only: nothing for the garbage collector to scan (as in text_units) */
-    PyObject_GC_UnTrack(informative);
-    PyObject_GC_UnTrack(token_set);
-    unit = ((PyTypeObject *)self->unit_type)->tp_alloc((PyTypeObject *)self->unit_type, 0);
-    if (unit == NULL) {
-        goto done;
-    }
-    values[0] = text;
-    values[1] = normalized;
-    values[2] = informative;
-    values[3] = token_set;
-    for (k = 0; k < 4; k++) {
-        PyObject *name = k == 0   ? self->s_text
-                         : k == 1 ? self->s_normalized
-                         : k == 2 ? self->s_tokens
-                                  : self->s_token_set;
-        if (PyObject_GenericSetAttr(unit, name, values[k]) < 0) {
-            Py_CLEAR(unit);
-            goto done;
-        }
-    }
-    /* kept for the next call */
-    Py_INCREF(unit);
-    if (PyList_SetItem(self->units, u, unit) < 0) {
-        Py_CLEAR(unit);
-    }
+    fields = PyTuple_Pack(3, text, normalized, informative);
 done:
     Py_XDECREF(words);
     Py_XDECREF(informative);
-    Py_XDECREF(token_set);
     Py_XDECREF(normalized);
     Py_XDECREF(text);
     Py_XDECREF(space);
-    return unit;
-}
-
-/* The Unit of unit id u: a new reference, or NULL with an exception. */
-static PyObject *
-get_unit(EvidenceCore *self, Py_ssize_t u)
-{
-    PyObject *unit;
-    if (self->units == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
-        return NULL;
-    }
-    unit = PyList_GET_ITEM(self->units, u);
-    if (unit != Py_None) {
-        return Py_NewRef(unit);
-    }
-    if (enter(self) < 0) { /* making it may start a garbage collection */
-        return NULL;
-    }
-    unit = make_unit(self, u);
-    self->busy = 0;
-    return unit;
+    return fields;
 }
 
 PyDoc_STRVAR(owner_doc,
@@ -2314,29 +2066,14 @@ owner(EvidenceCore *self, PyObject *arg)
     return PyLong_FromLong(self->owner[i]);
 }
 
-PyDoc_STRVAR(unit_doc,
-"unit($self, unit_id, /)\n"
-"--\n"
-"\n"
-"The unit (negative ids count from the end, as list indexing does): the Unit given to\n"
-"add_units, or, for add_text's, one equal to TextCache.units', made at the first call.");
-
-static PyObject *
-unit(EvidenceCore *self, PyObject *arg)
-{
-    Py_ssize_t i = unit_index(self, arg);
-    if (i < 0) {
-        return NULL;
-    }
-    return get_unit(self, i);
-}
-
 PyDoc_STRVAR(units_doc,
 "units($self, start, stop, /)\n"
 "--\n"
 "\n"
-"The list of the units of ids start to stop - 1 (as unit() gives them; 0 <= start <= stop <=\n"
-"the number of units): those of a source.");
+"The units of ids start to stop - 1 (0 <= start <= stop <= the number of units), indexed by\n"
+"add_text: a list of (text, normalized, tokens), the fields of the tracehound.text.Unit that\n"
+"TextCache.units makes of the source's text (its token_set being frozenset(tokens)).\n"
+"ValueError for a unit given to add_units.");
 
 static PyObject *
 units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
@@ -2360,15 +2097,19 @@ units(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_IndexError, "units(): unit ids out of range");
         return NULL;
     }
+    if (enter(self) < 0) { /* the objects made may start a garbage collection */
+        return NULL;
+    }
     list = PyList_New(stop - start);
     for (u = start; list != NULL && u < stop; u++) {
-        PyObject *item = get_unit(self, u);
+        PyObject *item = unit_fields(self, u);
         if (item == NULL) {
             Py_CLEAR(list);
             break;
         }
         PyList_SET_ITEM(list, u - start, item);
     }
+    self->busy = 0;
     return list;
 }
 
@@ -2438,959 +2179,11 @@ error:
     return NULL;
 }
 
-/* --- the evaluator's streamed state ---------------------------------------------------------- */
-
-/* The step kind strs last found equal to each name of `names` (references): a step's kind is
- * usually one of a few objects, compared by identity. */
-static PyObject *kinds_seen[N_COUNT];
-
-/* Whether `kind` (a step's) is the kind `name`: 1, 0, or -1 with an exception. */
-static int
-kind_is(PyObject *kind, int name)
-{
-    PyObject *expected = names[name];
-    Py_ssize_t n;
-    int equal;
-    if (kind == expected || kind == kinds_seen[name]) {
-        return 1;
-    }
-    if (!PyUnicode_CheckExact(kind)) {
-        return PyObject_RichCompareBool(kind, expected, Py_EQ);
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(kind) < 0) {
-        return -1;
-    }
-#endif
-    n = PyUnicode_GET_LENGTH(kind);
-    equal = n == PyUnicode_GET_LENGTH(expected) && PyUnicode_KIND(kind) == PyUnicode_1BYTE_KIND &&
-            memcmp(PyUnicode_DATA(kind), PyUnicode_DATA(expected), (size_t)n) == 0;
-    if (equal) {
-        Py_XSETREF(kinds_seen[name], Py_NewRef(kind));
-    }
-    return equal;
-}
-
-/* obj.<name>, a new reference or NULL with an exception, for the steps and documents read here:
- * objects of plain classes whose fields are in their instance dict (the class's value, not a
- * descriptor, standing for those unset), read there directly; anything else, as
- * PyObject_GetAttr reads it. */
-static PyObject *
-plain_attr(PyObject *obj, PyObject *name)
-{
-    PyTypeObject *type = Py_TYPE(obj);
-    PyObject *descr, *dict, *value;
-
-    if (type->tp_getattro != PyObject_GenericGetAttr || type->tp_dictoffset == 0) {
-        return PyObject_GetAttr(obj, name);
-    }
-    descr = _PyType_Lookup(type, name); /* borrowed */
-    if (descr != NULL && Py_TYPE(descr)->tp_descr_get != NULL) {
-        return PyObject_GetAttr(obj, name); /* a descriptor: slots, properties, methods */
-    }
-    dict = PyObject_GenericGetDict(obj, NULL);
-    if (dict == NULL) {
-        return NULL;
-    }
-    value = PyDict_GetItemWithError(dict, name); /* borrowed; the object holds its dict */
-    Py_DECREF(dict);
-    if (value != NULL) {
-        return Py_NewRef(value);
-    }
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    return descr != NULL ? Py_NewRef(descr) : PyObject_GetAttr(obj, name);
-}
-
-/* Room for one more seen item and fed source. */
-static int
-reserve_fed(EvidenceCore *self)
-{
-    if (self->n_seen == self->cap_seen) {
-        Py_ssize_t cap = self->cap_seen ? 2 * self->cap_seen : 16;
-        seen_t *grown = PyMem_Realloc(self->seen, (size_t)cap * sizeof(seen_t));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->seen = grown;
-        self->cap_seen = cap;
-    }
-    if (self->n_fed == self->cap_fed) {
-        Py_ssize_t cap = self->cap_fed ? 2 * self->cap_fed : 8;
-        fed_source_t *grown = PyMem_Realloc(self->fed, (size_t)cap * sizeof(fed_source_t));
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        self->fed = grown;
-        self->cap_fed = cap;
-    }
-    return 0;
-}
-
-/* Record the item `text` at the current position (room reserved). */
-static void
-see(EvidenceCore *self, PyObject *text, int role)
-{
-    seen_t *item = &self->seen[self->n_seen++];
-    item->text = Py_NewRef(text);
-    item->position = self->position;
-    item->role = role;
-}
-
-/* EvidenceIndex.add_source for the evaluator: the source of `text` at the current position (tool
- * and source name: objects, None if none; `type`: the source type), its units from the text
- * itself on the ASCII path, else from `cache.units(text)`; then recorded as seen. 0, or -1 with an
- * exception. */
-static int
-feed_source(EvidenceCore *self, PyObject *text, PyObject *tool, PyObject *name, int type,
-            PyObject *cache)
-{
-    Py_ssize_t source = self->n_fed, first = self->n_units;
-    fed_source_t *fed;
-    PyObject *origin;
-    int st = ST_UNHANDLED, truth;
-
-    if (reserve_fed(self) < 0) {
-        return -1;
-    }
-    if (source < self->n_sources || source >= INT32_MAX) {
-        PyErr_SetString(PyExc_RuntimeError, "EvidenceCore: feed_span after add_text or add_units");
-        return -1;
-    }
-    if (PyUnicode_CheckExact(text)) {
-        st = add_text_entered(self, source, text);
-    }
-    if (st == ST_UNHANDLED) {
-        PyObject *units = PyObject_CallMethodOneArg(cache, names[N_UNITS], text), *fast;
-        if (units == NULL) {
-            return -1;
-        }
-        fast = PySequence_Fast(units, "TextCache.units() must return a list");
-        Py_DECREF(units);
-        if (fast == NULL) {
-            return -1;
-        }
-        st = add_units_entered(self, source, fast);
-        Py_DECREF(fast);
-    }
-    if (st != ST_OK) {
-        return -1;
-    }
-    fed = &self->fed[source];
-    fed->position = self->position;
-    fed->item = self->n_seen;
-    fed->first = (int32_t)first;
-    fed->count = (int32_t)(self->n_units - first);
-    /* `source.tool or source.source or source.source_type` */
-    if ((truth = PyObject_IsTrue(tool)) < 0) {
-        return -1;
-    }
-    origin = truth ? tool : names[type];
-    if (!truth) {
-        if ((truth = PyObject_IsTrue(name)) < 0) {
-            return -1;
-        }
-        origin = truth ? name : origin;
-    }
-    fed->origin = Py_NewRef(origin);
-    fed->tool = Py_NewRef(tool);
-    fed->name = Py_NewRef(name);
-    self->n_fed = source + 1;
-    see(self, text, ROLE_EVIDENCE);
-    return 0;
-}
-
-/* EvidenceIndex.match_output for the evaluator: the units the output `text` reuses into
- * self->matched (ascending), its tokens read here on the ASCII path, else taken from
- * `cache.normalized_informative(text)`. 0, or -1 with an exception. */
-static int
-match_output(EvidenceCore *self, PyObject *text, PyObject *cache)
-{
-    int st = ST_UNHANDLED;
-
-    self->matched.len = 0;
-    if (self->n_classes == 0) {
-        return 0; /* nothing to match, whatever the text */
-    }
-    if (PyUnicode_CheckExact(text)) {
-        st = scan_output(self, text);
-    }
-    if (st == ST_UNHANDLED) {
-        PyObject *pair = PyObject_CallMethodOneArg(cache, names[N_NORMALIZED_INFORMATIVE], text);
-        PyObject *normalized;
-        if (pair == NULL) {
-            return -1;
-        }
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
-            PyErr_SetString(PyExc_TypeError,
-                            "TextCache.normalized_informative() must return (str, tokens)");
-            Py_DECREF(pair);
-            return -1;
-        }
-        normalized = PyTuple_GET_ITEM(pair, 0);
-        if (PyUnicode_GET_LENGTH(normalized) == 0) {
-            Py_DECREF(pair);
-            return 0; /* an empty text matches nothing */
-        }
-        st = scan_given(self, PyTuple_GET_ITEM(pair, 1), normalized) < 0 ? ST_ERROR : ST_OK;
-        Py_DECREF(pair);
-    }
-    if (st != ST_OK) {
-        return -1;
-    }
-    return check_candidates(self);
-}
-
-/* The matches of self->matched recorded for the output of item `item`. */
-static int
-record_matches(EvidenceCore *self, Py_ssize_t item, int in_span)
-{
-    int32_t k;
-    for (k = 0; k < self->matched.len; k++) {
-        int32_t u = self->matched.items[k];
-        if (ivec_push(&self->reuse_unit, u) < 0 || ivec_push(&self->reuse_item, (int32_t)item) < 0 ||
-            (in_span && ivec_push(&self->span_units, u) < 0)) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* One step of feed_span (see there). */
-static int
-feed_step(EvidenceCore *self, PyObject *step, PyObject *cache, Py_ssize_t *outputs)
-{
-    PyObject *kind, *text = NULL, *extra = NULL, *docs = NULL;
-    int st = -1, r;
-
-    kind = plain_attr(step, names[N_KIND]);
-    if (kind == NULL) {
-        return -1;
-    }
-    if ((r = kind_is(kind, N_RETRIEVAL)) != 0) {
-        Py_ssize_t i;
-        if (r < 0 || (docs = plain_attr(step, names[N_DOCUMENTS])) == NULL ||
-            (extra = plain_attr(step, names[N_SOURCE])) == NULL) {
-            goto done;
-        }
-        Py_SETREF(docs, PySequence_Fast(docs, "step.documents must be a sequence"));
-        if (docs == NULL) {
-            goto done;
-        }
-        for (i = 0; i < PySequence_Fast_GET_SIZE(docs); i++) {
-            PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, i));
-            PyObject *content = plain_attr(doc, names[N_CONTENT]);
-            int truth = content == NULL ? -1 : PyObject_IsTrue(content);
-            if (truth > 0) {
-                truth = feed_source(self, content, Py_None, extra, N_RETRIEVAL, cache);
-                self->position += truth == 0;
-            }
-            Py_XDECREF(content);
-            Py_DECREF(doc);
-            if (truth < 0) {
-                goto done;
-            }
-        }
-        st = 0; /* (a retrieval's positions are its documents') */
-        goto done;
-    }
-    if ((text = plain_attr(step, names[N_TEXT])) == NULL || (r = PyObject_IsTrue(text)) < 0) {
-        goto done;
-    }
-    if (r) {
-        if ((r = kind_is(kind, N_TOOL_RESULT)) < 0) {
-            goto done;
-        }
-        if (r) {
-            if ((extra = plain_attr(step, names[N_TOOL])) == NULL ||
-                feed_source(self, text, extra, Py_None, N_TOOL_RESULT, cache) < 0) {
-                goto done;
-            }
-        }
-        else if ((r = kind_is(kind, N_ASSISTANT)) != 0 || (r = kind_is(kind, N_REASONING)) != 0) {
-            if (r < 0 || reserve_fed(self) < 0 || match_output(self, text, cache) < 0 ||
-                record_matches(self, self->n_seen, 1) < 0) {
-                goto done;
-            }
-            see(self, text, ROLE_TARGET);
-            *outputs += 1;
-        }
-    }
-    self->position += 1;
-    st = 0;
-done:
-    Py_DECREF(kind);
-    Py_XDECREF(text);
-    Py_XDECREF(extra);
-    Py_XDECREF(docs);
-    return st;
-}
-
-PyDoc_STRVAR(feed_span_doc,
-"feed_span($self, steps, cache, /)\n"
-"--\n"
-"\n"
-"The evidence evaluator's on_span on a core of its own: the steps of a span fed in order, as\n"
-"EvidenceEvaluator's Python path feeds them to its EvidenceIndex (tool results and retrieved\n"
-"documents with text become sources, assistant and reasoning texts are matched; texts off the\n"
-"tokenizer's ASCII path are read through `cache`, a TextCache). Returns None if the span had\n"
-"no output to match, else (the number of distinct units its outputs reuse, the sorted list of\n"
-"their sources' origins: tool, else source name, else source type). A core fed this way\n"
-"takes no add_text or add_units.");
-
-/* feed_span's work: -1 with an exception; 0 if the span had no output (None); 1 with *count
- * and *origins (a new reference to the sorted list) set. */
-static int
-feed_span_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *cache, Py_ssize_t *count_out,
-               PyObject **origins_out)
-{
-    PyObject *steps, *origins = NULL;
-    Py_ssize_t i, outputs = 0, count = 0;
-    int st = 0;
-
-    steps = PySequence_Fast(steps_arg, "feed_span(): steps must be a sequence");
-    if (steps == NULL) {
-        return -1;
-    }
-    if (enter(self) < 0) {
-        Py_DECREF(steps);
-        return -1;
-    }
-    self->span_units.len = 0;
-    for (i = 0; st == 0 && i < PySequence_Fast_GET_SIZE(steps); i++) {
-        PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, i));
-        st = feed_step(self, step, cache, &outputs);
-        Py_DECREF(step);
-    }
-    Py_DECREF(steps);
-    if (st == 0 && outputs > 0 && self->span_units.len > 0) {
-        /* the distinct units, and the set of their sources' origins */
-        int32_t *units = self->span_units.items, n = self->span_units.len, k;
-        PyObject *seen_origins = PySet_New(NULL);
-        qsort(units, (size_t)n, sizeof(int32_t), compare_ids);
-        for (k = 0; seen_origins != NULL && k < n; k++) {
-            if (k > 0 && units[k] == units[k - 1]) {
-                continue;
-            }
-            count++;
-            if (PySet_Add(seen_origins, self->fed[self->owner[units[k]]].origin) < 0) {
-                Py_CLEAR(seen_origins);
-            }
-        }
-        if (seen_origins != NULL) {
-            origins = PySequence_List(seen_origins);
-            Py_DECREF(seen_origins);
-        }
-        if (origins == NULL || PyList_Sort(origins) < 0) {
-            st = -1;
-        }
-    }
-    self->busy = 0;
-    if (st < 0) {
-        Py_XDECREF(origins);
-        return -1;
-    }
-    if (outputs == 0) {
-        return 0;
-    }
-    if (origins == NULL && (origins = PyList_New(0)) == NULL) {
-        return -1;
-    }
-    *count_out = count;
-    *origins_out = origins;
-    return 1;
-}
-
-static PyObject *
-feed_span(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *origins, *result, *number;
-    Py_ssize_t count;
-    int fed;
-
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "feed_span() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    fed = feed_span_impl(self, args[0], args[1], &count, &origins);
-    if (fed <= 0) {
-        return fed < 0 ? NULL : Py_NewRef(Py_None);
-    }
-    number = PyLong_FromSsize_t(count);
-    result = number == NULL ? NULL : PyTuple_New(2);
-    if (result == NULL) {
-        Py_XDECREF(number);
-        Py_DECREF(origins);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(result, 0, number);
-    PyTuple_SET_ITEM(result, 1, origins);
-    return result;
-}
-
-/* The label of an evidence item: `first` if true, else f"{span_id}#{step_index}" (number < 0),
- * or f"{span_id}#{step_index}.{number}". */
-static PyObject *
-item_label(PyObject *first, PyObject *step, Py_ssize_t step_index, Py_ssize_t number)
-{
-    PyObject *span_id, *label;
-    int truth = PyObject_IsTrue(first);
-    if (truth < 0) {
-        return NULL;
-    }
-    if (truth) {
-        return Py_NewRef(first);
-    }
-    if ((span_id = plain_attr(step, names[N_SPAN_ID])) == NULL) {
-        return NULL;
-    }
-    label = number < 0 ? PyUnicode_FromFormat("%S#%zd", span_id, step_index)
-                       : PyUnicode_FromFormat("%S#%zd.%zd", span_id, step_index, number);
-    Py_DECREF(span_id);
-    return label;
-}
-
-/* Whether item k of what was fed is `text` in `role`, as _streamed_survival checks it: 1, 0 (or
- * nothing left to compare), -1 with an exception. */
-static int
-fed_is(EvidenceCore *self, Py_ssize_t k, PyObject *text, int role)
-{
-    int equal;
-    if (k >= self->n_seen) {
-        return 0;
-    }
-    equal = PyObject_RichCompareBool(self->seen[k].text, text, Py_EQ);
-    return equal <= 0 ? equal : self->seen[k].role == role;
-}
-
-/* The walk of _streamed_survival over the trajectory's steps: `canonical[k]` the position in
- * trajectory_items of each item fed, the labels of the sources appended to `labels`, *final
- * the last output item whose text is `answer` (or -1), *count the number of positions. 1 if
- * the items fed are the trajectory's evidence and outputs in order, 0 if not, -1 with an
- * exception. */
-static int
-walk_trajectory(EvidenceCore *self, PyObject *steps, PyObject *answer, Py_ssize_t *canonical,
-                PyObject *labels, Py_ssize_t *final, Py_ssize_t *count)
-{
-    Py_ssize_t k = 0, position = 0, index;
-    int result = 1;
-
-    for (index = 0; result == 1 && index < PySequence_Fast_GET_SIZE(steps); index++) {
-        PyObject *step = Py_NewRef(PySequence_Fast_GET_ITEM(steps, index));
-        PyObject *kind = NULL, *text = NULL, *docs = NULL, *label = NULL;
-        int r;
-        result = -1;
-        if ((kind = plain_attr(step, names[N_KIND])) == NULL ||
-            (r = kind_is(kind, N_RETRIEVAL)) < 0) {
-            goto next;
-        }
-        if (r) {
-            Py_ssize_t number;
-            docs = plain_attr(step, names[N_DOCUMENTS]);
-            Py_XSETREF(docs, docs == NULL ? NULL
-                                          : PySequence_Fast(docs, "step.documents must be a sequence"));
-            if (docs == NULL) {
-                goto next;
-            }
-            result = 1;
-            for (number = 0; result == 1 && number < PySequence_Fast_GET_SIZE(docs); number++) {
-                PyObject *doc = Py_NewRef(PySequence_Fast_GET_ITEM(docs, number));
-                PyObject *content = plain_attr(doc, names[N_CONTENT]), *id = NULL;
-                int truth = content == NULL ? -1 : PyObject_IsTrue(content);
-                if (truth > 0) {
-                    truth = fed_is(self, k, content, ROLE_EVIDENCE);
-                    if (truth > 0) {
-                        canonical[k++] = position++;
-                        id = plain_attr(doc, names[N_ID]);
-                        label = id == NULL ? NULL : item_label(id, step, index, number);
-                        truth = label == NULL || PyList_Append(labels, label) < 0 ? -1 : 1;
-                        Py_CLEAR(label);
-                        Py_XDECREF(id);
-                    }
-                    result = truth;
-                }
-                else if (truth < 0) {
-                    result = -1;
-                }
-                Py_XDECREF(content);
-                Py_DECREF(doc);
-            }
-            goto next;
-        }
-        if ((text = plain_attr(step, names[N_TEXT])) == NULL ||
-            (r = PyObject_IsTrue(text)) < 0) {
-            goto next;
-        }
-        if (r) {
-            int evidence, target = 0;
-            if ((evidence = kind_is(kind, N_TOOL_RESULT)) < 0) {
-                goto next;
-            }
-            if (!evidence && (target = kind_is(kind, N_ASSISTANT)) == 0) {
-                target = kind_is(kind, N_REASONING);
-            }
-            if (target < 0) {
-                goto next;
-            }
-            if (evidence || target) {
-                if ((r = fed_is(self, k, text, evidence ? ROLE_EVIDENCE : ROLE_TARGET)) <= 0) {
-                    result = r;
-                    goto next;
-                }
-                canonical[k] = position;
-                if (evidence) {
-                    PyObject *call_id = plain_attr(step, names[N_CALL_ID]);
-                    label = call_id == NULL ? NULL : item_label(call_id, step, index, -1);
-                    Py_XDECREF(call_id);
-                    if (label == NULL || PyList_Append(labels, label) < 0) {
-                        Py_XDECREF(label);
-                        goto next;
-                    }
-                    Py_DECREF(label);
-                }
-                else if (answer != Py_None) {
-                    /* (compared, not hashed: outputs are long) */
-                    if ((r = PyObject_RichCompareBool(text, answer, Py_EQ)) < 0) {
-                        goto next;
-                    }
-                    if (r) {
-                        *final = k;
-                    }
-                }
-                k++;
-            }
-        }
-        position++;
-        result = 1;
-    next:
-        Py_XDECREF(kind);
-        Py_XDECREF(text);
-        Py_XDECREF(docs);
-        Py_DECREF(step);
-    }
-    if (result == 1 && k != self->n_seen) {
-        result = 0;
-    }
-    *count = position;
-    return result;
-}
-
-PyDoc_STRVAR(summary_doc,
-"summary($self, steps, answer, cache, /)\n"
-"--\n"
-"\n"
-"The evidence evaluator's _streamed_survival on a core fed by feed_span: None if the items fed\n"
-"are not the evidence and outputs of the trajectory's `steps` in order; else the declared\n"
-"`answer` (a str or None) matched after everything when no output is it, and (sources, units,\n"
-"reused, final_reused, unused labels, repeated groups, max steps until last reuse or None,\n"
-"per-tool totals, per-source totals), each totals a list of (name, sources, units, reused,\n"
-"final_reused) in order of first source.");
-
-static PyObject *summary_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *answer,
-                              PyObject *cache);
-
-static PyObject *
-summary(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_Format(PyExc_TypeError, "summary() takes 3 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    return summary_impl(self, args[0], args[1], args[2]);
-}
-
-/* The last assistant step with text, from the end of steps[0:n], whose run id is `run_id` (with
- * `ids` NULL) or in the set `ids`: its text (a new reference), NULL with *error set to 0 if
- * none, or NULL with *error set to 1 and an exception. */
-static PyObject *
-last_assistant_text(PyObject *const *steps, Py_ssize_t n, PyObject *run_id, PyObject *ids,
-                    int *error)
-{
-    Py_ssize_t i;
-    *error = 1;
-    for (i = n - 1; i >= 0; i--) {
-        PyObject *rid = plain_attr(steps[i], names[N_RUN_ID]), *kind, *text;
-        int in, r;
-        if (rid == NULL) {
-            return NULL;
-        }
-        in = ids == NULL ? PyObject_RichCompareBool(rid, run_id, Py_EQ) : PySet_Contains(ids, rid);
-        Py_DECREF(rid);
-        if (in <= 0) {
-            if (in < 0) {
-                return NULL;
-            }
-            continue;
-        }
-        if ((kind = plain_attr(steps[i], names[N_KIND])) == NULL) {
-            return NULL;
-        }
-        r = kind_is(kind, N_ASSISTANT);
-        Py_DECREF(kind);
-        if (r <= 0) {
-            if (r < 0) {
-                return NULL;
-            }
-            continue;
-        }
-        if ((text = plain_attr(steps[i], names[N_TEXT])) == NULL ||
-            (r = PyObject_IsTrue(text)) < 0) {
-            Py_XDECREF(text);
-            return NULL;
-        }
-        if (r) {
-            *error = 0;
-            return text;
-        }
-        Py_DECREF(text);
-    }
-    *error = 0;
-    return NULL;
-}
-
-/* Trajectory.final_answer() of `trajectory` (its top-level run's): a new reference, or NULL
- * with an exception. */
-static PyObject *
-final_answer_of(PyObject *trajectory, PyObject *steps)
-{
-    PyObject *runs, *run, *declared, *run_id = NULL, *ids = NULL, *answer = NULL;
-    PyObject *const *items = PySequence_Fast_ITEMS(steps);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(steps), i;
-    int implicit, error = 0;
-
-    runs = PyObject_GetAttr(trajectory, names[N_RUNS]);
-    if (runs == NULL) {
-        return NULL;
-    }
-    Py_SETREF(runs, PySequence_Fast(runs, "trajectory.runs must be a sequence"));
-    if (runs == NULL) {
-        return NULL;
-    }
-    if (PySequence_Fast_GET_SIZE(runs) == 0) {
-        Py_DECREF(runs);
-        Py_RETURN_NONE;
-    }
-    run = PySequence_Fast_GET_ITEM(runs, 0);
-    if ((declared = PyObject_GetAttr(run, names[N_DECLARED_OUTPUT])) == NULL ||
-        (i = PyObject_IsTrue(declared)) < 0) {
-        goto done;
-    }
-    if (i) {
-        answer = Py_NewRef(declared);
-        goto done;
-    }
-    if ((run_id = PyObject_GetAttr(run, names[N_RUN_ID])) == NULL) {
-        goto done;
-    }
-    {
-        PyObject *flag = PyObject_GetAttr(run, names[N_IMPLICIT]);
-        implicit = flag == NULL ? -1 : PyObject_IsTrue(flag);
-        Py_XDECREF(flag);
-        if (implicit < 0) {
-            goto done;
-        }
-    }
-    /* the run's own steps first (not for the implicit run, which stands for the whole trace) */
-    if (!implicit) {
-        answer = last_assistant_text(items, n, run_id, NULL, &error);
-        if (answer != NULL || error) {
-            goto done;
-        }
-    }
-    /* then the steps of the runs inside it too (runs come parents first) */
-    if ((ids = PySet_New(NULL)) == NULL || PySet_Add(ids, run_id) < 0) {
-        goto done;
-    }
-    for (i = 0; i < PySequence_Fast_GET_SIZE(runs); i++) {
-        PyObject *other = PySequence_Fast_GET_ITEM(runs, i), *parent, *other_id;
-        int in;
-        if ((parent = PyObject_GetAttr(other, names[N_PARENT_RUN_ID])) == NULL) {
-            goto done;
-        }
-        in = PySet_Contains(ids, parent);
-        Py_DECREF(parent);
-        if (in < 0) {
-            goto done;
-        }
-        if (in) {
-            if ((other_id = PyObject_GetAttr(other, names[N_RUN_ID])) == NULL) {
-                goto done;
-            }
-            in = PySet_Add(ids, other_id);
-            Py_DECREF(other_id);
-            if (in < 0) {
-                goto done;
-            }
-        }
-    }
-    answer = last_assistant_text(items, n, NULL, ids, &error);
-    if (answer == NULL && !error) {
-        answer = Py_NewRef(Py_None);
-    }
-done:
-    Py_DECREF(runs);
-    Py_XDECREF(declared);
-    Py_XDECREF(run_id);
-    Py_XDECREF(ids);
-    return answer;
-}
-
-PyDoc_STRVAR(summary_of_doc,
-"summary_of($self, trajectory, cache, /)\n"
-"--\n"
-"\n"
-"summary(trajectory.steps, trajectory.final_answer(), cache), the final answer found here\n"
-"(the rule of Trajectory.final_answer, the steps' fields read as feed_span reads them).");
-
-static PyObject *
-summary_of(EvidenceCore *self, PyObject *const *args, Py_ssize_t nargs)
-{
-    PyObject *steps, *answer, *result;
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "summary_of() takes 2 arguments (%zd given)", nargs);
-        return NULL;
-    }
-    steps = PyObject_GetAttr(args[0], names[N_STEPS]);
-    if (steps == NULL) {
-        return NULL;
-    }
-    Py_SETREF(steps, PySequence_Fast(steps, "trajectory.steps must be a sequence"));
-    if (steps == NULL) {
-        return NULL;
-    }
-    answer = final_answer_of(args[0], steps);
-    result = answer == NULL ? NULL : summary_impl(self, steps, answer, args[1]);
-    Py_XDECREF(answer);
-    Py_DECREF(steps);
-    return result;
-}
-
-PyDoc_STRVAR(final_answer_doc,
-"final_answer($module, trajectory, /)\n"
-"--\n"
-"\n"
-"trajectory.final_answer(), as summary_of finds it.");
-
-static PyObject *
-final_answer(PyObject *module, PyObject *trajectory)
-{
-    PyObject *steps = PyObject_GetAttr(trajectory, names[N_STEPS]), *answer;
-    (void)module;
-    if (steps == NULL) {
-        return NULL;
-    }
-    Py_SETREF(steps, PySequence_Fast(steps, "trajectory.steps must be a sequence"));
-    if (steps == NULL) {
-        return NULL;
-    }
-    answer = final_answer_of(trajectory, steps);
-    Py_DECREF(steps);
-    return answer;
-}
-
-static PyObject *
-summary_impl(EvidenceCore *self, PyObject *steps_arg, PyObject *answer, PyObject *cache)
-{
-    PyObject *steps, *labels = NULL, *unused = NULL, *result = NULL;
-    PyObject *totals[2] = {NULL, NULL}, *index_of[2] = {NULL, NULL};
-    Py_ssize_t *canonical = NULL, final = -1, count = 0, final_position = 0, s, i;
-    Py_ssize_t units = 0, reused = 0, final_reused = 0, last_reuse = -1, groups = 0;
-    Py_ssize_t *sums = NULL;
-    uint8_t *any = NULL, *at_final = NULL;
-    int32_t *last = NULL;
-    int walked;
-
-    steps = PySequence_Fast(steps_arg, "summary(): steps must be a sequence");
-    if (steps == NULL) {
-        return NULL;
-    }
-    if (enter(self) < 0) {
-        Py_DECREF(steps);
-        return NULL;
-    }
-    canonical = PyMem_Malloc((size_t)(self->n_seen + 1) * sizeof(Py_ssize_t));
-    labels = PyList_New(0);
-    if (canonical == NULL || labels == NULL) {
-        if (canonical == NULL) {
-            PyErr_NoMemory();
-        }
-        goto done;
-    }
-    walked = walk_trajectory(self, steps, answer, canonical, labels, &final, &count);
-    if (walked <= 0) {
-        if (walked == 0) {
-            result = Py_NewRef(Py_None);
-        }
-        goto done;
-    }
-    if (final >= 0) {
-        final_position = self->seen[final].position;
-    }
-    else if (answer != Py_None) {
-        /* the declared output, not a step: matched after everything else */
-        final = self->n_seen;
-        final_position = self->position;
-        canonical[final] = count;
-        if (match_output(self, answer, cache) < 0 || record_matches(self, final, 0) < 0) {
-            goto done;
-        }
-    }
-    /* per unit: reused at all, its last output item, reused by the final answer */
-    any = PyMem_Calloc((size_t)self->n_units + 1, 1);
-    at_final = PyMem_Calloc((size_t)self->n_units + 1, 1);
-    last = PyMem_Calloc((size_t)self->n_units + 1, sizeof(int32_t));
-    sums = PyMem_Calloc((size_t)self->n_fed + 1, 4 * sizeof(Py_ssize_t) * 2);
-    if (any == NULL || at_final == NULL || last == NULL || sums == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (i = 0; i < self->reuse_unit.len; i++) {
-        int32_t u = self->reuse_unit.items[i], item = self->reuse_item.items[i];
-        any[u] = 1;
-        if (item > last[u]) {
-            last[u] = item;
-        }
-        at_final[u] |= item == final;
-    }
-    if ((unused = PyList_New(0)) == NULL || (totals[0] = PyList_New(0)) == NULL ||
-        (totals[1] = PyList_New(0)) == NULL || (index_of[0] = PyDict_New()) == NULL ||
-        (index_of[1] = PyDict_New()) == NULL) {
-        goto done;
-    }
-    for (s = 0; s < self->n_fed; s++) {
-        const fed_source_t *src = &self->fed[s];
-        Py_ssize_t src_reused = 0, src_final = 0, t;
-        int32_t u, src_last = -1;
-        for (u = src->first; u < src->first + src->count; u++) {
-            if (any[u]) {
-                src_reused++;
-                src_last = last[u] > src_last ? last[u] : src_last;
-            }
-        }
-        if (src_reused) {
-            Py_ssize_t steps_after = canonical[src_last] - canonical[src->item];
-            if (steps_after && (last_reuse < 0 || steps_after > last_reuse)) {
-                last_reuse = steps_after;
-            }
-            if (final >= 0 && final_position > src->position) {
-                for (u = src->first; u < src->first + src->count; u++) {
-                    src_final += at_final[u];
-                }
-            }
-        }
-        else if (PyList_Append(unused, PyList_GET_ITEM(labels, s)) < 0) {
-            goto done;
-        }
-        units += src->count;
-        reused += src_reused;
-        final_reused += src_final;
-        for (t = 0; t < 2; t++) {
-            PyObject *name = t == 0 ? src->tool : src->name, *at;
-            Py_ssize_t entry, *sum;
-            if (name == Py_None) {
-                continue;
-            }
-            at = PyDict_GetItemWithError(index_of[t], name);
-            if (at == NULL) {
-                PyObject *number;
-                if (PyErr_Occurred()) {
-                    goto done;
-                }
-                entry = PyList_GET_SIZE(totals[t]);
-                number = PyLong_FromSsize_t(entry);
-                if (number == NULL || PyDict_SetItem(index_of[t], name, number) < 0 ||
-                    PyList_Append(totals[t], name) < 0) {
-                    Py_XDECREF(number);
-                    goto done;
-                }
-                Py_DECREF(number);
-            }
-            else {
-                entry = PyLong_AsSsize_t(at);
-            }
-            sum = sums + 4 * (2 * entry + t);
-            sum[0] += 1;
-            sum[1] += src->count;
-            sum[2] += src_reused;
-            sum[3] += src_final;
-        }
-    }
-    for (s = 0; s < self->n_sources; s++) {
-        groups += self->parent[s] == s && self->size[s] >= 2;
-    }
-    for (i = 0; i < 2; i++) {
-        PyObject *list = totals[i];
-        for (s = 0; s < PyList_GET_SIZE(list); s++) {
-            const Py_ssize_t *sum = sums + 4 * (2 * s + i);
-            PyObject *entry = PyTuple_New(5);
-            int k;
-            if (entry == NULL) {
-                goto done;
-            }
-            PyTuple_SET_ITEM(entry, 0, Py_NewRef(PyList_GET_ITEM(list, s)));
-            for (k = 0; k < 4; k++) {
-                PyObject *number = PyLong_FromSsize_t(sum[k]);
-                if (number == NULL) {
-                    Py_DECREF(entry);
-                    goto done;
-                }
-                PyTuple_SET_ITEM(entry, k + 1, number);
-            }
-            Py_DECREF(PyList_GET_ITEM(list, s)); /* the name: index_of holds it too */
-            PyList_SET_ITEM(list, s, entry);
-        }
-    }
-    {
-        const Py_ssize_t numbers[6] = {PyList_GET_SIZE(labels), units, reused, final_reused, 0,
-                                       groups};
-        result = PyTuple_New(9);
-        for (i = 0; result != NULL && i < 9; i++) {
-            PyObject *item;
-            if (i == 4) {
-                item = Py_NewRef(unused);
-            }
-            else if (i == 6) {
-                item = last_reuse < 0 ? Py_NewRef(Py_None) : PyLong_FromSsize_t(last_reuse);
-            }
-            else if (i >= 7) {
-                item = Py_NewRef(totals[i - 7]);
-            }
-            else {
-                item = PyLong_FromSsize_t(numbers[i]);
-            }
-            if (item == NULL) {
-                Py_CLEAR(result);
-                break;
-            }
-            PyTuple_SET_ITEM(result, i, item);
-        }
-    }
-done:
-    self->busy = 0;
-    Py_DECREF(steps);
-    Py_XDECREF(labels);
-    Py_XDECREF(unused);
-    Py_XDECREF(totals[0]);
-    Py_XDECREF(totals[1]);
-    Py_XDECREF(index_of[0]);
-    Py_XDECREF(index_of[1]);
-    PyMem_Free(canonical);
-    PyMem_Free(any);
-    PyMem_Free(at_final);
-    PyMem_Free(last);
-    PyMem_Free(sums);
-    return result;
-}
-
 PyDoc_STRVAR(fresh_doc,
 "fresh($self, /)\n"
 "--\n"
 "\n"
-"A new, empty EvidenceCore with the same stop words and unit type, which copies this one's\n"
+"A new, empty EvidenceCore with the same stop words, which copies this one's\n"
 "interned stop words (when this one holds no unit) instead of interning them again: a core\n"
 "kept for that makes each trace's core cheaper to start.");
 
@@ -3400,23 +2193,13 @@ static PyObject *fresh(EvidenceCore *self, PyObject *unused);
 
 /* A new core of `type` (zeroed), with its references; NULL with an exception. */
 static EvidenceCore *
-core_alloc(PyTypeObject *type, PyObject *stop_words, PyObject *unit_type)
+core_alloc(PyTypeObject *type, PyObject *stop_words)
 {
     EvidenceCore *self = (EvidenceCore *)type->tp_alloc(type, 0); /* zeroed */
     if (self == NULL) {
         return NULL;
     }
     self->stop_words = Py_NewRef(stop_words);
-    self->unit_type = Py_NewRef(unit_type);
-    if ((self->units = PyList_New(0)) == NULL) {
-        Py_DECREF(self);
-        return NULL;
-    }
-    self->s_text = Py_NewRef(names[N_TEXT]);
-    self->s_normalized = Py_NewRef(names[N_NORMALIZED]);
-    self->s_tokens = Py_NewRef(names[N_TOKENS]);
-    self->s_token_set = Py_NewRef(names[N_TOKEN_SET]);
-    self->s_reuse_positions = Py_NewRef(names[N_REUSE_POSITIONS]);
     return self;
 }
 
@@ -3425,11 +2208,11 @@ fresh(EvidenceCore *self, PyObject *unused)
 {
     EvidenceCore *core;
     (void)unused;
-    if (self->stop_words == NULL || self->unit_type == NULL) {
+    if (self->stop_words == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "EvidenceCore was cleared");
         return NULL;
     }
-    core = core_alloc(Py_TYPE(self), self->stop_words, self->unit_type);
+    core = core_alloc(Py_TYPE(self), self->stop_words);
     if (core != NULL) {
         core->vocabulary_from = Py_NewRef((PyObject *)self);
     }
@@ -3439,16 +2222,14 @@ fresh(EvidenceCore *self, PyObject *unused)
 static PyObject *
 core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *stop_words, *unit_type, *iter, *word;
-    PyTypeObject *utype;
+    PyObject *stop_words, *iter, *word;
 
-    if (PyTuple_GET_SIZE(args) != 2 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
+    if (PyTuple_GET_SIZE(args) != 1 || (kwds != NULL && PyDict_GET_SIZE(kwds) != 0)) {
         PyErr_SetString(PyExc_TypeError,
-                        "EvidenceCore() takes 2 positional arguments: stop_words, unit_type");
+                        "EvidenceCore() takes 1 positional argument: stop_words");
         return NULL;
     }
     stop_words = PyTuple_GET_ITEM(args, 0);
-    unit_type = PyTuple_GET_ITEM(args, 1);
     if (!PyFrozenSet_CheckExact(stop_words)) {
         PyErr_Format(PyExc_TypeError,
                      "EvidenceCore() argument 'stop_words' must be a frozenset, not %.100s",
@@ -3473,66 +2254,26 @@ core_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (PyErr_Occurred()) {
         return NULL;
     }
-    /* a Python class whose objects object.__new__ makes (as a dataclass's) */
-    utype = (PyTypeObject *)unit_type;
-    if (!PyType_Check(unit_type) || !PyType_HasFeature(utype, Py_TPFLAGS_HEAPTYPE) ||
-        utype->tp_new != PyBaseObject_Type.tp_new) {
-        PyErr_SetString(PyExc_TypeError,
-                        "EvidenceCore() argument 'unit_type' must be a class made by a class "
-                        "statement, without a __new__ of its own");
-        return NULL;
-    }
-    return (PyObject *)core_alloc(type, stop_words, unit_type);
+    return (PyObject *)core_alloc(type, stop_words);
 }
 
-/* The containers may hold anything a unit holds; the sources' texts are strs, which refer to
- * nothing, so they need no visit (and stay until the object goes). */
+/* The sources' texts are strs, which refer to nothing, so they need no visit (and stay until
+ * the object goes). */
 static int
 core_traverse(EvidenceCore *self, visitproc visit, void *arg)
 {
-    Py_ssize_t i;
     Py_VISIT(Py_TYPE(self));
-    Py_VISIT(self->units);
-    Py_VISIT(self->unit_type);
     Py_VISIT(self->stop_words);
     Py_VISIT(self->vocabulary_from);
-    for (i = 0; i < self->n_seen; i++) {
-        Py_VISIT(self->seen[i].text);
-    }
-    for (i = 0; i < self->n_fed; i++) {
-        Py_VISIT(self->fed[i].tool);
-        Py_VISIT(self->fed[i].name);
-        Py_VISIT(self->fed[i].origin);
-    }
     return 0;
 }
 
-/* The references of the streamed state dropped (the core is then unusable: see enter). */
-static void
-clear_fed(EvidenceCore *self)
-{
-    Py_ssize_t n = self->n_seen, i;
-    self->n_seen = 0;
-    for (i = 0; i < n; i++) {
-        Py_CLEAR(self->seen[i].text);
-    }
-    n = self->n_fed;
-    self->n_fed = 0;
-    for (i = 0; i < n; i++) {
-        Py_CLEAR(self->fed[i].tool);
-        Py_CLEAR(self->fed[i].name);
-        Py_CLEAR(self->fed[i].origin);
-    }
-}
-
+/* (the core is then unusable: see enter) */
 static int
 core_clear(EvidenceCore *self)
 {
-    Py_CLEAR(self->units);
-    Py_CLEAR(self->unit_type);
     Py_CLEAR(self->stop_words);
     Py_CLEAR(self->vocabulary_from);
-    clear_fed(self);
     return 0;
 }
 
@@ -3544,11 +2285,6 @@ core_dealloc(EvidenceCore *self)
 
     PyObject_GC_UnTrack(self);
     (void)core_clear(self);
-    Py_CLEAR(self->s_text);
-    Py_CLEAR(self->s_normalized);
-    Py_CLEAR(self->s_tokens);
-    Py_CLEAR(self->s_token_set);
-    Py_CLEAR(self->s_reuse_positions);
     for (i = 0; i < self->n_tokens; i++) {
         if (self->prefix[i].cap) {
             PyMem_Free(self->prefix[i].ids.heap);
@@ -3587,7 +2323,6 @@ core_dealloc(EvidenceCore *self)
     PyMem_Free(self->class_tokens.items);
     PyMem_Free(self->full_tokens.items);
     PyMem_Free(self->owner);
-    PyMem_Free(self->slot);
     PyMem_Free(self->next_unit);
     PyMem_Free(self->unit_class);
     PyMem_Free(self->text_start);
@@ -3602,11 +2337,6 @@ core_dealloc(EvidenceCore *self)
     PyMem_Free(self->informative.items);
     PyMem_Free(self->keys);
     PyMem_Free(self->scratch);
-    PyMem_Free(self->seen);
-    PyMem_Free(self->fed);
-    PyMem_Free(self->reuse_unit.items);
-    PyMem_Free(self->reuse_item.items);
-    PyMem_Free(self->span_units.items);
     type->tp_free(self);
     Py_DECREF(type);
 }
@@ -3614,29 +2344,26 @@ core_dealloc(EvidenceCore *self)
 static PyMethodDef core_methods[] = {
     {"add_text", (PyCFunction)(void (*)(void))add_text, METH_FASTCALL, add_text_doc},
     {"add_units", (PyCFunction)(void (*)(void))add_units, METH_FASTCALL, add_units_doc},
-    {"match_text", (PyCFunction)(void (*)(void))match_text, METH_FASTCALL, match_text_doc},
+    {"match_text", (PyCFunction)(void (*)(void))match_text, METH_O, match_text_doc},
     {"match", (PyCFunction)(void (*)(void))match, METH_FASTCALL, match_doc},
     {"owner", (PyCFunction)(void (*)(void))owner, METH_O, owner_doc},
-    {"unit", (PyCFunction)(void (*)(void))unit, METH_O, unit_doc},
     {"units", (PyCFunction)(void (*)(void))units, METH_FASTCALL, units_doc},
     {"repeated_groups", (PyCFunction)(void (*)(void))repeated_groups, METH_NOARGS,
      repeated_groups_doc},
     {"fresh", (PyCFunction)(void (*)(void))fresh, METH_NOARGS, fresh_doc},
-    {"feed_span", (PyCFunction)(void (*)(void))feed_span, METH_FASTCALL, feed_span_doc},
-    {"summary", (PyCFunction)(void (*)(void))summary, METH_FASTCALL, summary_doc},
-    {"summary_of", (PyCFunction)(void (*)(void))summary_of, METH_FASTCALL, summary_of_doc},
     {NULL, NULL, 0, NULL},
 };
 
 PyDoc_STRVAR(core_doc,
-"EvidenceCore(stop_words, unit_type)\n"
+"EvidenceCore(stop_words)\n"
 "--\n"
 "\n"
 "The state and loops of tracehound.evaluators._evidence_index.EvidenceIndex in C: token\n"
 "postings, classes of identical units, repeated-evidence groups; for the texts of the\n"
 "tokenizer's ASCII path, their units and tokens too. stop_words: the frozenset of tokens that\n"
-"are not informative (tracehound.text.STOP_WORDS); unit_type: tracehound.text.Unit. The Python\n"
-"index calls it and stays the reference: every match and group is the same.");
+"are not informative (tracehound.text.STOP_WORDS). The Python index calls it, records the\n"
+"reuse positions and makes the Unit objects itself, and stays the reference: every match and\n"
+"group is the same.");
 
 static PyType_Slot core_slots[] = {
     {Py_tp_new, core_new},
@@ -3661,276 +2388,16 @@ static PyType_Spec core_spec = {
 };
 
 
-/* --- the evaluator's span hook --------------------------------------------------------------- */
-
-/* The EvidenceCore type (set when the module is made, once per process). */
-static PyTypeObject *core_type;
-
-/* What a hook holds, in order (see EvidenceSpanHook's docstring). */
-enum {
-    H_FALLBACK,
-    H_MAKER,
-    H_EVAL_NAME,
-    H_NAME,
-    H_VERSION,
-    H_ATTR_REUSED_UNITS,
-    H_ATTR_REUSED_FROM,
-    H_NO_REUSE,
-    H_REUSES,
-    H_NO_REUSE_EXPLANATION,
-    H_LLM,
-    H_CORE,
-    H_CACHE,
-    H_OPERATION,
-    H_SPAN_ID,
-    H_COUNT
-};
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    PyObject *items[H_COUNT];
-} SpanHook;
-
-/* The result of a span whose outputs reuse `count` units (from `origins`, a list of str). */
-static PyObject *
-reuse_result(SpanHook *hook, PyObject *span_id, Py_ssize_t count, PyObject *origins)
-{
-    PyObject *const *h = hook->items;
-    PyObject *attributes = PyDict_New(), *number = PyLong_FromSsize_t(count), *score = NULL;
-    PyObject *joined = NULL, *explanation = NULL, *result = NULL, *args[9];
-
-    if (attributes == NULL || number == NULL ||
-        PyDict_SetItem(attributes, h[H_ATTR_REUSED_UNITS], number) < 0) {
-        goto done;
-    }
-    if (count == 0) {
-        score = PyFloat_FromDouble(0.0);
-        explanation = Py_NewRef(h[H_NO_REUSE_EXPLANATION]);
-    }
-    else {
-        PyObject *comma = PyUnicode_FromString(", ");
-        if (comma == NULL || PyDict_SetItem(attributes, h[H_ATTR_REUSED_FROM], origins) < 0) {
-            Py_XDECREF(comma);
-            goto done;
-        }
-        joined = PyUnicode_Join(comma, origins);
-        Py_DECREF(comma);
-        score = PyFloat_FromDouble((double)count);
-        explanation = joined == NULL ? NULL
-                                     : PyUnicode_FromFormat(
-                                           "outputs reuse %zd evidence unit(s) from %U", count,
-                                           joined);
-    }
-    if (score == NULL || explanation == NULL) {
-        goto done;
-    }
-    args[0] = h[H_EVAL_NAME];
-    args[1] = h[H_NAME];
-    args[2] = h[H_VERSION];
-    args[3] = span_id;
-    args[4] = score;
-    args[5] = count ? h[H_REUSES] : h[H_NO_REUSE];
-    args[6] = explanation;
-    args[7] = attributes;
-    args[8] = Py_None;
-    result = PyObject_Vectorcall(h[H_MAKER], args, 9, NULL);
-done:
-    Py_XDECREF(attributes);
-    Py_XDECREF(number);
-    Py_XDECREF(score);
-    Py_XDECREF(joined);
-    Py_XDECREF(explanation);
-    return result;
-}
-
-/* hook(state, span, steps, trace): EvidenceEvaluator.on_span's accelerated branch (see the
- * type's docstring). */
-static PyObject *
-span_hook_call(PyObject *callable, PyObject *const *args, size_t nargsf, PyObject *kwnames)
-{
-    SpanHook *hook = (SpanHook *)callable;
-    PyObject *const *h = hook->items;
-    PyObject *core, *cache, *origins = NULL, *operation, *span_id, *result, *list;
-    Py_ssize_t count = 0;
-    int fed, llm;
-
-    if (kwnames != NULL || PyVectorcall_NARGS(nargsf) != 4) {
-        return PyObject_Vectorcall(h[H_FALLBACK], args, nargsf, kwnames);
-    }
-    core = PyObject_GetAttr(args[0], h[H_CORE]);
-    if (core == NULL) {
-        return NULL;
-    }
-    if (Py_TYPE(core) != core_type) { /* a state of the Python path */
-        Py_DECREF(core);
-        return PyObject_Vectorcall(h[H_FALLBACK], args, nargsf, NULL);
-    }
-    cache = PyObject_GetAttr(args[0], h[H_CACHE]);
-    fed = cache == NULL ? -1 : feed_span_impl((EvidenceCore *)core, args[2], cache, &count, &origins);
-    Py_DECREF(core);
-    Py_XDECREF(cache);
-    if (fed <= 0) {
-        return fed < 0 ? NULL : PyTuple_New(0);
-    }
-    operation = PyObject_GetAttr(args[1], h[H_OPERATION]);
-    llm = operation == NULL ? -1 : PyObject_RichCompareBool(operation, h[H_LLM], Py_EQ);
-    Py_XDECREF(operation);
-    if (llm <= 0) {
-        Py_DECREF(origins);
-        return llm < 0 ? NULL : PyTuple_New(0);
-    }
-    span_id = PyObject_GetAttr(args[1], h[H_SPAN_ID]);
-    result = span_id == NULL ? NULL : reuse_result(hook, span_id, count, origins);
-    Py_XDECREF(span_id);
-    Py_DECREF(origins);
-    if (result == NULL) {
-        return NULL;
-    }
-    list = PyList_New(1);
-    if (list == NULL) {
-        Py_DECREF(result);
-        return NULL;
-    }
-    PyList_SET_ITEM(list, 0, result);
-    return list;
-}
-
-PyDoc_STRVAR(span_hook_doc,
-"EvidenceSpanHook(fallback, maker, eval_name, name, version, attr_reused_units,\n"
-"                 attr_reused_from, no_reuse, reuses_evidence, no_reuse_explanation, llm, /)\n"
-"--\n"
-"\n"
-"EvidenceEvaluator.on_span as one call, for an evaluator's instance: hook(state, span, steps,\n"
-"trace) feeds the steps to state.core (an EvidenceCore) with state.cache, as feed_span, and\n"
-"makes the span's result with `maker` (llm spans with an output: reuses_evidence with the\n"
-"count and origins, or no_reuse), as the Python method does; for a state without a core, it\n"
-"calls `fallback` (the Python method) instead.");
-
-static PyObject *
-span_hook_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
-{
-    static const char *const extra[] = {"core", "cache", "operation", "span_id"};
-    SpanHook *self;
-    Py_ssize_t k, given = H_COUNT - 4;
-
-    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
-        PyErr_SetString(PyExc_TypeError, "EvidenceSpanHook() takes no keyword arguments");
-        return NULL;
-    }
-    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != given) {
-        PyErr_Format(PyExc_TypeError, "EvidenceSpanHook() takes %zd arguments", given);
-        return NULL;
-    }
-    self = (SpanHook *)type->tp_alloc(type, 0);
-    if (self == NULL) {
-        return NULL;
-    }
-    self->vectorcall = span_hook_call;
-    for (k = 0; k < given; k++) {
-        self->items[k] = Py_NewRef(PyTuple_GET_ITEM(args, k));
-    }
-    for (k = 0; k < 4; k++) {
-        if ((self->items[given + k] = PyUnicode_InternFromString(extra[k])) == NULL) {
-            Py_DECREF(self);
-            return NULL;
-        }
-    }
-    return (PyObject *)self;
-}
-
-static int
-span_hook_traverse(SpanHook *self, visitproc visit, void *arg)
-{
-    int k;
-    Py_VISIT(Py_TYPE(self));
-    for (k = 0; k < H_COUNT; k++) {
-        Py_VISIT(self->items[k]);
-    }
-    return 0;
-}
-
-static int
-span_hook_clear(SpanHook *self)
-{
-    int k;
-    for (k = 0; k < H_COUNT; k++) {
-        Py_CLEAR(self->items[k]);
-    }
-    return 0;
-}
-
-static void
-span_hook_dealloc(SpanHook *self)
-{
-    PyTypeObject *type = Py_TYPE(self);
-    PyObject_GC_UnTrack(self);
-    span_hook_clear(self);
-    type->tp_free(self);
-    Py_DECREF(type);
-}
-
-static PyObject *
-span_hook_call_args(PyObject *self, PyObject *args, PyObject *kwds)
-{
-    return PyVectorcall_Call(self, args, kwds);
-}
-
-static PyMemberDef span_hook_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(SpanHook, vectorcall), READONLY, NULL},
-    {NULL, 0, 0, 0, NULL},
-};
-
-static PyType_Slot span_hook_slots[] = {
-    {Py_tp_doc, (void *)span_hook_doc},
-    {Py_tp_new, (void *)span_hook_new},
-    {Py_tp_call, (void *)span_hook_call_args},
-    {Py_tp_traverse, (void *)span_hook_traverse},
-    {Py_tp_clear, (void *)span_hook_clear},
-    {Py_tp_dealloc, (void *)span_hook_dealloc},
-    {Py_tp_members, (void *)span_hook_members},
-    {0, NULL},
-};
-
-static PyType_Spec span_hook_spec = {
-    "tracehound._speedups.EvidenceSpanHook",
-    sizeof(SpanHook),
-    0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    span_hook_slots,
-};
-
-static PyMethodDef evidence_methods[] = {
-    {"final_answer", (PyCFunction)final_answer, METH_O, final_answer_doc},
-    {NULL, NULL, 0, NULL},
-};
-
 int
 tracehound_add_evidence(PyObject *module)
 {
-    PyObject *type;
-    int k;
-    for (k = 0; k < N_COUNT; k++) {
-        if (names[k] == NULL && (names[k] = PyUnicode_InternFromString(name_chars[k])) == NULL) {
-            return -1;
-        }
-    }
-    type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
+    PyObject *type = PyType_FromModuleAndSpec(module, &core_spec, NULL);
     if (type == NULL) {
         return -1;
     }
-    core_type = (PyTypeObject *)type; /* (the module holds it) */
     if (PyModule_AddObject(module, "EvidenceCore", type) < 0) {
         Py_DECREF(type);
         return -1;
     }
-    type = PyType_FromModuleAndSpec(module, &span_hook_spec, NULL);
-    if (type == NULL) {
-        return -1;
-    }
-    if (PyModule_AddObject(module, "EvidenceSpanHook", type) < 0) {
-        Py_DECREF(type);
-        return -1;
-    }
-    return PyModule_AddFunctions(module, evidence_methods);
+    return 0;
 }

@@ -7,8 +7,7 @@ from typing import Any, TypeVar
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
-from tracehound.evaluators._evidence_index import EvidenceSource
-from tracehound.text import TextCache, Unit
+from tracehound.text import Unit
 
 _T = TypeVar("_T")
 
@@ -32,7 +31,6 @@ def read_trace_views(
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
 def json_loads(text: object, /) -> tuple[Any] | None: ...
 def ascii_tokens(text: str, /) -> list[str] | None: ...
-def final_answer(trajectory: Any, /) -> str | None: ...
 def encode_key_values(attributes: object, tag: bytes, /) -> bytes | None: ...
 def encode_log_record(
     attributes: object,
@@ -107,78 +105,17 @@ def divide_block(
     vector: WriteableBuffer, start: int, stop: int, divisor: float, /
 ) -> bool | None: ...
 
-class EvidenceSpanHook:
-    def __init__(
-        self,
-        fallback: Callable[..., Any],
-        maker: Callable[..., Any],
-        eval_name: str,
-        name: str,
-        version: str,
-        attr_reused_units: str,
-        attr_reused_from: str,
-        no_reuse: str,
-        reuses_evidence: str,
-        no_reuse_explanation: str,
-        llm: str,
-        /,
-    ) -> None: ...
-    def __call__(self, state: Any, span: Any, steps: Sequence[Any], trace: Any, /) -> Any: ...
-
 class EvidenceCore:
     """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""
 
-    def __init__(self, stop_words: frozenset[str], unit_type: type[Unit], /) -> None: ...
+    def __init__(self, stop_words: frozenset[str], /) -> None: ...
     def add_text(self, source_index: int, text: str, /) -> int | None: ...
-    def add_units(self, source_index: int, units: Sequence[Unit], /) -> int: ...
-    def match_text(
-        self, text: str, position: int, sources: Sequence[EvidenceSource], /
-    ) -> list[int] | None: ...
-    def match(
-        self,
-        tokens: Iterable[str],
-        normalized: str,
-        position: int,
-        sources: Sequence[EvidenceSource],
-        /,
-    ) -> list[int]: ...
+    def add_units(
+        self, source_index: int, units: Sequence[tuple[str, tuple[str, ...]]], /
+    ) -> int: ...
+    def match_text(self, text: str, /) -> list[int] | None: ...
+    def match(self, tokens: Iterable[str], normalized: str, /) -> list[int]: ...
     def owner(self, unit_id: int, /) -> int: ...
-    def unit(self, unit_id: int, /) -> Unit: ...
-    def units(self, start: int, stop: int, /) -> list[Unit]: ...
+    def units(self, start: int, stop: int, /) -> list[tuple[str, str, tuple[str, ...]]]: ...
     def fresh(self) -> EvidenceCore: ...
     def repeated_groups(self) -> list[list[int]]: ...
-    def feed_span(
-        self, steps: Sequence[Any], cache: TextCache, /
-    ) -> tuple[int, list[str]] | None: ...
-    def summary_of(
-        self, trajectory: Any, cache: TextCache, /
-    ) -> (
-        tuple[
-            int,
-            int,
-            int,
-            int,
-            list[str],
-            int,
-            int | None,
-            list[tuple[str, int, int, int, int]],
-            list[tuple[str, int, int, int, int]],
-        ]
-        | None
-    ): ...
-    def summary(
-        self, steps: Sequence[Any], answer: str | None, cache: TextCache, /
-    ) -> (
-        tuple[
-            int,
-            int,
-            int,
-            int,
-            list[str],
-            int,
-            int | None,
-            list[tuple[str, int, int, int, int]],
-            list[tuple[str, int, int, int, int]],
-        ]
-        | None
-    ): ...

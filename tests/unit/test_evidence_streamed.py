@@ -148,7 +148,7 @@ def test_streamed_equals_a_fresh_analysis(
         streamed = _streamed_survival(fed(shuffled), trajectory)
         assert streamed is None or streamed == expected
         # and the evaluator's results, either way: those of the fresh analysis
-        fresh = EvidenceEvaluator()._trace_results(expected.as_summary())
+        fresh = EvidenceEvaluator()._trace_results(expected)
         assert results(fed(shuffled), trajectory) == [repr(r) for r in fresh]
         assert results(fed(spans), trajectory) == [repr(r) for r in fresh]
 

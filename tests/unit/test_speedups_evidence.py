@@ -432,35 +432,37 @@ def test_the_core_reads_the_texts_of_the_ascii_path_itself() -> None:
         assert index.repeated_groups() == [[0, 1]]
 
 
+def fields_of(units: list[Unit]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """What `EvidenceCore.units` gives of these units (their token sets: `frozenset(tokens)`)."""
+    assert all(unit.token_set == frozenset(unit.tokens) for unit in units)
+    return [(unit.text, unit.normalized, unit.tokens) for unit in units]
+
+
 def test_fresh_cores_copy_the_stop_words() -> None:
     """`fresh` cores take their stop words from the core they come from (interned there once),
     or, if that one holds units, intern them themselves: the same units either way."""
-    template = EvidenceCore(STOP_WORDS, Unit)
-    used = EvidenceCore(STOP_WORDS, Unit)
+    template = EvidenceCore(STOP_WORDS)
+    used = EvidenceCore(STOP_WORDS)
     used.add_text(0, "Alpha and beta.")
     expected = TextCache().units("The alpha of the beta. Is it the gamma delta? A the.")
     for core in (template.fresh(), template.fresh(), used.fresh(), used.fresh().fresh()):
         assert core.add_text(0, "The alpha of the beta. Is it the gamma delta? A the.") == 2
-        assert core.units(0, 2) == expected
-        assert core.match_text(
-            "the beta, the alpha",
-            1,
-            [EvidenceSource("e", 0, "k", "retrieval", None, None, range(2), [(), ()], None)],
-        ) == [0]
-    assert template.units(0, 0) == [] and used.units(0, 1)[0].tokens == ("alpha", "beta")
+        assert core.units(0, 2) == fields_of(expected)
+        assert core.match_text("the beta, the alpha") == [0]
+    assert template.units(0, 0) == [] and used.units(0, 1)[0][2] == ("alpha", "beta")
 
 
 def test_a_core_without_units_matches_nothing() -> None:
-    core = EvidenceCore(STOP_WORDS, Unit)
-    assert core.match_text("alpha beta", 0, []) == []
-    assert core.match_text("café beta", 0, []) == []
+    core = EvidenceCore(STOP_WORDS)
+    assert core.match_text("alpha beta") == []
+    assert core.match_text("café beta") == []
     assert core.add_text(0, "alpha") == 0  # a source without units
-    assert core.match_text("alpha alpha", 1, []) == []
+    assert core.match_text("alpha alpha") == []
     assert core.units(0, 0) == []
 
 
 def test_arguments_are_checked() -> None:
-    core = EvidenceCore(STOP_WORDS, Unit)
+    core = EvidenceCore(STOP_WORDS)
     assert core.add_text(0, "naïve text here") is None  # off the path: nothing changed
     assert core.add_text(0, "alpha beta") == 1
     with pytest.raises(ValueError, match="goes back"):
@@ -468,68 +470,84 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match="str"):
         core.add_text(1, b"alpha beta")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="str"):
-        core.match_text(None, 1, [])  # type: ignore[arg-type]
+        core.match_text(None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        core.match_text("alpha")  # type: ignore[call-arg]
+        core.match_text()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="str"):
-        core.match((1,), "alpha", 1, [])
+        core.match((1,), "alpha")  # type: ignore[arg-type]
     for start, stop in ((1, 0), (-1, 1), (0, 2)):
         with pytest.raises(IndexError):
             core.units(start, stop)
-    for args in ((), (set(STOP_WORDS), Unit), (frozenset({1}), Unit), (STOP_WORDS, dict)):
+    for args in ((), (set(STOP_WORDS),), (frozenset({1}),), (STOP_WORDS, Unit)):
         with pytest.raises(TypeError):
             EvidenceCore(*args)  # type: ignore[arg-type]
 
 
-def test_units_must_be_consistent() -> None:
-    core = EvidenceCore(STOP_WORDS, Unit)
-    bad = Unit("a b", "a b", ("a", "b"), frozenset({"a"}))
-    with pytest.raises(ValueError, match="token_set"):
-        core.add_units(0, [bad])
-    with pytest.raises(TypeError, match="tuple"):
-        core.add_units(1, [Unit("a b", "c d", ["c", "d"], frozenset("cd"))])  # type: ignore[arg-type]
-    with pytest.raises(AttributeError):
-        core.add_units(2, [object()])  # type: ignore[list-item]
+def pairs(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """What `EvidenceIndex` gives `add_units` of a text's units."""
+    return [(unit.normalized, unit.tokens) for unit in TextCache().units(text)]
+
+
+def test_units_must_be_pairs() -> None:
+    core = EvidenceCore(STOP_WORDS)
+    with pytest.raises(TypeError, match="tokens must be a tuple"):
+        core.add_units(0, [("c d", ["c", "d"])])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="normalized must be str"):
+        core.add_units(1, [(None, ("c", "d"))])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="str"):
+        core.add_units(2, [("c d", ("c", 1))])  # type: ignore[list-item]
+    unit = Unit("c d", "c d", ("c", "d"), frozenset("cd"))
+    for source, bad in enumerate((object(), ("c d",), ("c d", ("c", "d"), 1), unit), 3):
+        with pytest.raises(TypeError, match=r"\(normalized, tokens\) tuple"):
+            core.add_units(source, [bad])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="list or tuple"):
-        core.add_units(3, None)  # type: ignore[arg-type]
+        core.add_units(7, None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="goes back"):
         core.add_units(0, [])
     with pytest.raises(TypeError, match="str"):
-        core.match({"a"}, None, 0, [])  # type: ignore[arg-type]
+        core.match({"a"}, None)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        core.match({"a"}, "a")  # type: ignore[call-arg]
+        core.match({"a"})  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        EvidenceCore(1)  # type: ignore[call-arg]
+        EvidenceCore(1)  # type: ignore[arg-type]
     assert core.repeated_groups() == []
 
 
+def test_units_are_given_for_add_texts_only() -> None:
+    """The fields of add_text's units come from the core; add_units' units are the caller's."""
+    core = EvidenceCore(STOP_WORDS)
+    assert core.add_units(0, pairs("Alpha beta. Gamma delta.")) == 0
+    assert core.add_text(1, "Eps zeta. Alpha beta.") == 2
+    assert core.units(2, 4) == fields_of(TextCache().units("Eps zeta. Alpha beta."))
+    for start, stop in ((0, 1), (1, 3)):
+        with pytest.raises(ValueError, match="add_units"):
+            core.units(start, stop)
+    assert core.match_text("alpha beta") == [0, 3]
+    assert [core.owner(u) for u in range(4)] == [0, 0, 1, 1]
+
+
 def test_a_call_from_inside_a_call_is_refused() -> None:
-    """Python code run during a call (here a source's `reuse_positions`, read as a match records
-    its reuse) cannot change the core under it."""
-    core = EvidenceCore(STOP_WORDS, Unit)
-    core.add_units(0, TextCache().units("alpha beta"))
+    """Python code run during a call (here the iterator of a text's tokens, read as a match
+    looks them up) cannot change the core under it."""
+    core = EvidenceCore(STOP_WORDS)
+    core.add_units(0, pairs("alpha beta"))
     inner: list[BaseException] = []
 
-    class Source:
-        @property
-        def reuse_positions(self) -> list[tuple[int, ...]]:
-            try:
-                core.add_units(1, TextCache().units("gamma delta"))
-            except RuntimeError as error:
-                inner.append(error)
-                raise
-            return [()]
+    def tokens() -> Iterator[str]:
+        yield "alpha"
+        try:
+            core.add_units(1, pairs("gamma delta"))
+        except RuntimeError as error:
+            inner.append(error)
+            raise
+        yield "beta"
 
     with pytest.raises(RuntimeError, match="re-entered"):
-        core.match(("alpha", "beta"), "alpha beta", 1, [Source()])
+        core.match(tokens(), "alpha beta")
     assert len(inner) == 1
-    with pytest.raises(RuntimeError, match="re-entered"):
-        core.match_text("alpha beta", 1, [Source()])
-    assert len(inner) == 2
-    sources = [EvidenceSource("e", 0, "k", "retrieval", None, None, range(1), [()], [])]
-    assert core.match(frozenset(("alpha", "beta")), "alpha beta", 2, sources) == [0]
-    assert core.match_text("beta alpha", 3, sources) == [0]
-    assert sources[0].reuse_positions == [(2, 3)]
+    assert core.match(frozenset(("alpha", "beta")), "alpha beta") == [0]
+    assert core.match_text("beta alpha") == [0]
+    assert core.add_units(1, pairs("gamma delta")) == 1
 
 
 def test_owner_and_unit_index_as_lists_do() -> None:
@@ -555,7 +573,6 @@ def test_documented() -> None:
         "match_text",
         "match",
         "owner",
-        "unit",
         "units",
         "repeated_groups",
         "fresh",
@@ -568,7 +585,7 @@ def test_documented() -> None:
 
 _CACHE = TextCache()
 _UNITS = [
-    _CACHE.units(text)
+    [(unit.normalized, unit.tokens) for unit in _CACHE.units(text)]
     for text in (
         "Alpha the alpha. Beta gamma delta eps zeta eta theta.",
         "beta gamma! Alpha beta. Gamma delta eps zeta.",
@@ -580,38 +597,16 @@ _TARGETS = [
 ]
 
 
-def _sources(every: int = 1) -> list[EvidenceSource]:
-    """Sources of the units, at every `every`-th index (the others without units)."""
-    sources = []
-    for i in range(every * (len(_UNITS) - 1) + 1):
-        units = _UNITS[i // every] if i % every == 0 else []
-        sources.append(
-            EvidenceSource(
-                f"e{i}",
-                i,
-                "k",
-                "retrieval",
-                None,
-                None,
-                range(len(units)),
-                [()] * len(units),
-                units,
-            )
-        )
-    return sources
-
-
 def _whole_index() -> None:
     """A core's life: made, fed, matched, asked, dropped."""
-    core = EvidenceCore(STOP_WORDS, Unit)
-    sources = _sources(2)
+    core = EvidenceCore(STOP_WORDS)
     for i, units in enumerate(_UNITS):
         core.add_units(2 * i, units)
-    for position, target in enumerate(_TARGETS):
-        core.match(target.token_set, target.normalized, position, sources)
+    for target in _TARGETS:
+        core.match(target.token_set, target.normalized)
     core.repeated_groups()
     core.owner(0)
-    core.unit(-1)
+    core.owner(-1)
 
 
 _TEXTS = [
@@ -623,49 +618,41 @@ _TEXTS = [
 
 def _whole_text_index() -> None:
     """A core's life with texts of the ASCII path: made, fed, matched, asked, dropped."""
-    core = EvidenceCore(STOP_WORDS, Unit)
-    sources = _sources(2)
+    core = EvidenceCore(STOP_WORDS)
     for i, text in enumerate(_TEXTS):
         core.add_text(2 * i, text)
     core.add_text(7, "naïve")
-    core.match_text("so alpha the alpha, beta gamma", 8, sources)
-    core.match_text("gamma delta eps w1 w3", 9, sources)
-    core.match_text("naïve", 10, sources)
+    core.match_text("so alpha the alpha, beta gamma")
+    core.match_text("gamma delta eps w1 w3")
+    core.match_text("naïve")
     core.units(0, 4)
-    core.unit(-1)
+    core.owner(-1)
     core.repeated_groups()
 
 
-_CORE = EvidenceCore(STOP_WORDS, Unit)
+_CORE = EvidenceCore(STOP_WORDS)
 for _i, _units in enumerate(_UNITS):
     _CORE.add_units(_i, _units)
-_SOURCES = _sources()
 
 
 def _match() -> None:
-    _CORE.match(_TARGETS[0].token_set, _TARGETS[0].normalized, 5, _SOURCES)
-    for source in _SOURCES:  # what the match added: a fresh list each time
-        source.reuse_positions = [()] * len(source.units)
+    _CORE.match(_TARGETS[0].token_set, _TARGETS[0].normalized)
 
 
 def _match_tuple() -> None:
-    """The evaluator's way: the informative tokens as a tuple, repeats included."""
+    """`EvidenceIndex.match_output`'s way: the informative tokens as a tuple, repeats included."""
     normalized, informative = _CACHE.normalized_informative("so alpha the alpha, beta gamma")
-    _CORE.match(informative, normalized, 5, _SOURCES)
-    for source in _SOURCES:
-        source.reuse_positions = [()] * len(source.units)
+    _CORE.match(informative, normalized)
 
 
-_TEMPLATE = EvidenceCore(STOP_WORDS, Unit)
+_TEMPLATE = EvidenceCore(STOP_WORDS)
 _TEXT_CORE = _TEMPLATE.fresh()
 for _i, _text in enumerate(_TEXTS):
     _TEXT_CORE.add_text(_i, _text)
 
 
 def _match_text() -> None:
-    _TEXT_CORE.match_text("so alpha the alpha, beta gamma", 5, _SOURCES)
-    for source in _SOURCES:
-        source.reuse_positions = [()] * len(source.units)
+    _TEXT_CORE.match_text("so alpha the alpha, beta gamma")
 
 
 def test_a_tuple_with_repeats_matches_as_the_set_does() -> None:
@@ -676,28 +663,25 @@ def test_a_tuple_with_repeats_matches_as_the_set_does() -> None:
         normalized, informative = _CACHE.normalized_informative(target)
         answers = []
         for tokens in (informative, frozenset(informative), informative * 2, list(informative)):
-            core = EvidenceCore(STOP_WORDS, Unit)
-            sources = _sources()
+            core = EvidenceCore(STOP_WORDS)
             for i, units in enumerate(_UNITS):
                 core.add_units(i, units)
-            answers.append((core.match(tokens, normalized, 5, sources), astuple_all(sources)))
+            answers.append(core.match(tokens, normalized))
         assert all(answer == answers[0] for answer in answers), target
-        matched += bool(answers[0][0])
+        matched += bool(answers[0])
     assert matched >= 2
 
 
-def astuple_all(sources: list[EvidenceSource]) -> list[tuple[Any, ...]]:
-    return [astuple(source) for source in sources]
-
-
 def test_leak_inputs_take_the_intended_paths() -> None:
-    _match()
-    _match_tuple()
-    assert _CORE.match(_TARGETS[0].token_set, _TARGETS[0].normalized, 5, _SOURCES)
-    assert any(len(u.token_set) == 1 for units in _UNITS for u in units)  # containment
+    assert _CORE.match(_TARGETS[0].token_set, _TARGETS[0].normalized)
+    normalized, informative = _CACHE.normalized_informative("so alpha the alpha, beta gamma")
+    assert _CORE.match(informative, normalized)
+    assert any(len(set(tokens)) == 1 for units in _UNITS for _, tokens in units)  # containment
     assert _CORE.repeated_groups()
-    assert _TEXT_CORE.match_text("so alpha the alpha, beta gamma", 5, _SOURCES)
-    assert _TEXT_CORE.units(0, 7) == [u for text in _TEXTS for u in TextCache().units(text)]
+    assert _TEXT_CORE.match_text("so alpha the alpha, beta gamma")
+    assert _TEXT_CORE.units(0, 7) == [
+        field for text in _TEXTS for field in fields_of(TextCache().units(text))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -714,23 +698,25 @@ def test_leak_inputs_take_the_intended_paths() -> None:
         pytest.param(_match, 50_000, id="match"),
         pytest.param(_match_tuple, 50_000, id="match-tuple"),
         pytest.param(_CORE.repeated_groups, 100_000, id="groups"),
-        pytest.param(lambda: _CORE.unit(3), 100_000, id="unit"),
         pytest.param(lambda: _CORE.owner(-1), 100_000, id="owner"),
-        pytest.param(expecting(lambda: _CORE.unit(99), IndexError), 100_000, id="index-error"),
+        pytest.param(expecting(lambda: _CORE.owner(99), IndexError), 100_000, id="index-error"),
+        pytest.param(
+            expecting(lambda: _CORE.units(0, 2), ValueError), 100_000, id="units-of-add-units"
+        ),
         pytest.param(
             expecting(
-                lambda: EvidenceCore(STOP_WORDS, Unit).add_units(0, [_UNITS[0][0], 1]),  # type: ignore[list-item]
-                AttributeError,
+                lambda: EvidenceCore(STOP_WORDS).add_units(0, [_UNITS[0][0], 1]),  # type: ignore[list-item]
+                TypeError,
             ),
             20_000,
             id="bad-unit",
         ),
         pytest.param(
-            expecting(lambda: _CORE.match(["alpha"], 1, 0, []), TypeError),  # type: ignore[arg-type]
+            expecting(lambda: _CORE.match(["alpha"], 1), TypeError),  # type: ignore[arg-type]
             100_000,
             id="bad-text",
         ),
     ],
 )
 def test_no_leaks(call: Callable[[], object], n: int) -> None:
-    assert_leak_free(call, [*_UNITS, *_TARGETS, _CORE, _TEXT_CORE, _TEMPLATE, *_SOURCES], n)
+    assert_leak_free(call, [*_UNITS, *_TARGETS, _CORE, _TEXT_CORE, _TEMPLATE], n)

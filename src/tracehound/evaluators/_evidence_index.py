@@ -23,11 +23,11 @@ a full index — skipping those already in its source's group.
 With the C accelerator, the index's state and loops are an `EvidenceCore`
 (`tracehound._speedups`, see `_speedups_evidence.c`): the same index with tokens interned to ints
 and postings in C arrays, making every decision this code makes. It also cuts and tokenizes the
-texts of the tokenizer's ASCII path itself (the others come from the `TextCache`), and makes a
-source's `Unit` objects only when they are asked for (`EvidenceSource.units`). This code stays
-the reference and the path without the accelerator; each index picks one when it is made. (The
-evidence evaluator, with the accelerator, feeds a core of its own whole spans instead: see
-`EvidenceCore.feed_span`.)
+texts of the tokenizer's ASCII path itself (the others come from the `TextCache`); it answers
+with unit ids, and this code records the reuse positions and makes a source's `Unit` objects
+(from the fields the core gives, only when they are asked for: `EvidenceSource.units`). This
+code stays the reference and the path without the accelerator; each index picks one when it is
+made.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def _new_core() -> EvidenceCore | None:
         return None
     template = _CORE_TEMPLATES.get(core_type)
     if template is None:
-        template = _CORE_TEMPLATES[core_type] = core_type(STOP_WORDS, Unit)
+        template = _CORE_TEMPLATES[core_type] = core_type(STOP_WORDS)
     return template.fresh()
 
 
@@ -82,7 +82,7 @@ class EvidenceSource:
     # for each unit, the positions of the later outputs that reuse it (ascending; tuples, for
     # the garbage collector's sake, as the index's postings)
     reuse_positions: list[tuple[int, ...]]
-    # its units: given, or made by the C core when first asked for (`units`)
+    # its units: given, or made from the C core's fields when first asked for (`units`)
     _units: list[Unit] | None = field(default=None, repr=False, compare=False)
     _core: EvidenceCore | None = field(default=None, repr=False, compare=False)
 
@@ -92,7 +92,10 @@ class EvidenceSource:
         if units is None:
             assert self._core is not None
             ids = self.unit_ids
-            units = self._units = self._core.units(ids.start, ids.stop)
+            units = self._units = [
+                Unit(text, normalized, tokens, frozenset(tokens))
+                for text, normalized, tokens in self._core.units(ids.start, ids.stop)
+            ]
         return units
 
 
@@ -200,7 +203,7 @@ class EvidenceIndex:
             units = self._cache.units(text)
             count = len(units)
             if core is not None:
-                core.add_units(source_index, units)
+                core.add_units(source_index, [(unit.normalized, unit.tokens) for unit in units])
         self._unit_count = first + count
         source = EvidenceSource(
             evidence_id,
@@ -245,15 +248,19 @@ class EvidenceIndex:
         core = self._core
         if core is not None:
             # the core tokenizes the texts of the tokenizer's ASCII path itself
-            reused = core.match_text(text, position, self.sources)
-            if reused is not None:
-                return reused
-            # the others: from the cache's tokens (informative ones as they are, repeats and
-            # all: no set needed)
-            normalized, informative = self._cache.normalized_informative(text)
-            if not normalized:
-                return []
-            return core.match(informative, normalized, position, self.sources)
+            reused = core.match_text(text)
+            if reused is None:
+                # the others: from the cache's tokens (informative ones as they are, repeats and
+                # all: no set needed)
+                normalized, informative = self._cache.normalized_informative(text)
+                if not normalized:
+                    return []
+                reused = core.match(informative, normalized)
+            sources, owner = self.sources, core.owner
+            for unit_id in reused:
+                source = sources[owner(unit_id)]
+                source.reuse_positions[unit_id - source.unit_ids.start] += (position,)
+            return reused
         target = self._cache.tokenized(text)
         if not target.normalized:
             return []
@@ -282,7 +289,8 @@ class EvidenceIndex:
 
     def unit(self, unit_id: int) -> Unit:
         if self._core is not None:
-            return self._core.unit(unit_id)
+            source = self.owner(unit_id)  # (the id checked as list indexing checks it)
+            return source.units[unit_id % self._unit_count - source.unit_ids.start]
         return self._units[unit_id]
 
     def repeated_groups(self) -> list[list[int]]:

@@ -11,12 +11,9 @@ reused and the tools/sources they came from. Per trace (at finalization, from th
 trajectory, so independent of arrival order): overall and final-answer survival, per tool and
 per source, unused sources, repeated-evidence groups, steps until last reuse.
 
-With the C accelerator, a trace's state is an `EvidenceCore` fed each span's steps in one call
-(`feed_span`: the loop of `on_span` below) and summarized in one more (`summary_of`: the walk of
-`_streamed_survival` and the sums of `_summary`, the final answer found in C); an evaluator's
-`on_span` is then its own `EvidenceSpanHook`, which feeds the core and makes the span's result
-in one call, without a Python frame. The Python code stays the reference and the path without
-it.
+The rules here (which steps are evidence or outputs, the final answer, the totals and the
+results) have this one implementation; the index under them (`_evidence_index`) may keep its
+state in the C accelerator's `EvidenceCore`.
 """
 
 from __future__ import annotations
@@ -26,16 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tracehound import _wire, names
+from tracehound import names
 from tracehound.conventions import NormalizedSpan
 from tracehound.conventions.base import fields_maker
-from tracehound.evaluators._evidence_index import (
-    EvidenceIndex,
-    Item,
-    _new_core,
-    analyze_items,
-    summarize,
-)
+from tracehound.evaluators._evidence_index import EvidenceIndex, Item, analyze_items, summarize
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.steps import Step, Trajectory
 from tracehound.text import TextCache
@@ -118,12 +109,6 @@ def _final_position(trajectory: Trajectory, items: list[Item]) -> int | None:
 
 _quote = json.encoder.encode_basestring_ascii  # (C) a str as `json.dumps` writes it
 
-# Totals of a tool or retrieval source: (name, sources, units, reused, final_reused).
-_Totals = tuple[str, int, int, int, int]
-# What the trace results say of the evidence (`_Survival`'s fields, in order, its totals as
-# `_Totals` in order of first source): what `EvidenceCore.summary` returns.
-_Summary = tuple[int, int, int, int, list[str], int, int | None, list[_Totals], list[_Totals]]
-
 
 def _totals_json(totals: dict[str, dict[str, Any]]) -> str:
     """`json.dumps(totals, sort_keys=True)` for `_compact_totals` entries (ints, and finite
@@ -161,17 +146,6 @@ def _entry_text(sources: int, units: int, reused: int, final_reused: int) -> str
     return text
 
 
-def _entries_json(entries: list[_Totals]) -> str:
-    """`_totals_json` of the totals given as (name, sources, units, reused, final_reused)."""
-    return (
-        "{"
-        + ", ".join(
-            [f"{_quote(e[0])}: {_entry_text(e[1], e[2], e[3], e[4])}" for e in sorted(entries)]
-        )
-        + "}"
-    )
-
-
 def _rounded_ratio(part: int, whole: int) -> float:
     """`round(part / whole if whole else 0.0, 4)`."""
     key = (part, whole)
@@ -202,17 +176,12 @@ _TARGET_KINDS = frozenset(("assistant", "reasoning"))
 
 
 class _State:
-    """A trace's evidence so far: with the C accelerator, an `EvidenceCore` fed whole spans
-    (`feed_span`), which keeps what it was fed itself; else the Python index, and what it was fed
-    (for `_streamed_survival`)."""
+    """A trace's evidence so far: the index, and what it was fed (for `_streamed_survival`)."""
 
-    __slots__ = ("cache", "core", "index", "position", "seen")
+    __slots__ = ("cache", "index", "position", "seen")
 
     def __init__(self, cache: TextCache | None = None) -> None:
         self.cache = cache if cache is not None else TextCache()
-        self.core = _new_core()
-        if self.core is not None:
-            return
         self.index = EvidenceIndex(self.cache)
         self.position = 0
         # What the index was fed, in order: (position, role, text) of each evidence and target
@@ -250,26 +219,6 @@ class _Survival:
             per_source=_compact(report["sources"]),
         )
 
-    def as_summary(self) -> _Summary:
-        return (
-            self.sources,
-            self.units,
-            self.reused,
-            self.final_reused,
-            self.unused,
-            self.repeated_groups,
-            self.max_steps_until_last_reuse,
-            _as_totals(self.tools),
-            _as_totals(self.per_source),
-        )
-
-
-def _as_totals(totals: dict[str, dict[str, Any]]) -> list[_Totals]:
-    return [
-        (name, t["sources"], t["units"], t["reused"], t["final_reused"])
-        for name, t in totals.items()
-    ]
-
 
 def _survival(state: _State, trajectory: Trajectory) -> _Survival:
     streamed = _streamed_survival(state, trajectory)
@@ -294,23 +243,6 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     analysis would make; only positions and labels are the canonical trajectory's (positions are
     mapped, in the same order, from those the items had as they arrived).
     """
-    core = state.core
-    if core is not None:
-        made = core.summary_of(trajectory, state.cache)
-        if made is None:
-            return None
-        sources, units, reused, final_reused, unused, groups, last_reuse, tools, per_source = made
-        return _Survival(
-            sources=sources,
-            units=units,
-            reused=reused,
-            final_reused=final_reused,
-            unused=unused,
-            repeated_groups=groups,
-            max_steps_until_last_reuse=last_reuse,
-            tools={entry[0]: _compact_totals(*entry[1:]) for entry in tools},
-            per_source={entry[0]: _compact_totals(*entry[1:]) for entry in per_source},
-        )
     seen = state.seen
     count = len(seen)
     canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
@@ -428,23 +360,6 @@ class EvidenceEvaluator(Evaluator):
     def __init__(self, config: EvidenceConfig | None = None) -> None:
         self.config = config or EvidenceConfig()
         self._threshold = f"{self.config.min_final_survival:.0%}"  # as the explanations write it
-        hook_type = getattr(_wire._native, "EvidenceSpanHook", None)
-        if hook_type is not None and type(self).on_span is EvidenceEvaluator.on_span:
-            # The C accelerator: `on_span` as one call, no Python frame per span (the engine
-            # calls an instance's own `on_span`); it calls this method for states without a core.
-            self.on_span = hook_type(  # type: ignore[method-assign]
-                type(self).on_span.__get__(self),
-                _new_result,
-                names.EVAL_EVIDENCE_REUSE,
-                self.name,
-                self.version,
-                names.ATTR_EVIDENCE_REUSED_UNITS,
-                names.ATTR_EVIDENCE_REUSED_FROM,
-                "no_reuse",
-                "reuses_evidence",
-                "outputs reuse no evidence seen so far",
-                "llm",
-            )
 
     def start_trace(self, trace: TraceInfo) -> _State:
         return _State(trace.texts)
@@ -452,27 +367,6 @@ class EvidenceEvaluator(Evaluator):
     def on_span(
         self, state: _State, span: NormalizedSpan, steps: Sequence[Step], trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        core = state.core
-        if core is not None:  # the C accelerator: the loop below, in one call
-            fed = core.feed_span(steps, state.cache)
-            if fed is None or span.operation != "llm":
-                return ()
-            count, origins = fed
-            if count:
-                return [self._reuse_result(span.span_id, count, origins)]
-            return [
-                _new_result(
-                    names.EVAL_EVIDENCE_REUSE,
-                    self.name,
-                    self.version,
-                    span.span_id,
-                    0.0,
-                    "no_reuse",
-                    "outputs reuse no evidence seen so far",
-                    {names.ATTR_EVIDENCE_REUSED_UNITS: 0},
-                    None,
-                )
-            ]
         reused: set[int] = set()
         outputs = 0
         index, seen, position = state.index, state.seen, state.position
@@ -557,21 +451,12 @@ class EvidenceEvaluator(Evaluator):
     def finish_trace(
         self, state: _State, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        core = state.core
-        if core is None:
-            return self._trace_results(_survival(state, trajectory).as_summary())
-        # the C accelerator: `_streamed_survival`'s numbers as they come (the final answer found
-        # there too), unless the spans came in another order
-        made = core.summary_of(trajectory, state.cache)
-        if made is None:
-            made = _fresh_survival(state.cache, trajectory).as_summary()
-        return self._trace_results(made)
+        return self._trace_results(_survival(state, trajectory))
 
-    def _trace_results(self, summary: _Summary) -> list[EvaluationResult]:
-        """The trace results of a `_Survival` (its fields, see `_Summary`)."""
-        sources, units, reused, final_reused, unused, groups, last_reuse, tools, per_source = (
-            summary
-        )
+    def _trace_results(self, survival: _Survival) -> list[EvaluationResult]:
+        """The trace results of a `_Survival`."""
+        sources, units, reused = survival.sources, survival.units, survival.reused
+        final_reused, unused = survival.final_reused, survival.unused
         if not units:
             # No evidence: survival is undefined, not zero (a gate on it must not trip). Sources
             # too short to hold a unit (`timeout`, `[]`) give nothing to reuse either.
@@ -601,14 +486,15 @@ class EvidenceEvaluator(Evaluator):
             names.ATTR_EVIDENCE_SURVIVAL_RATIO: ratio,
             names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO: final_ratio,
             names.ATTR_EVIDENCE_UNUSED_SOURCES: len(unused),
-            names.ATTR_EVIDENCE_REPEATED_GROUPS: groups,
+            names.ATTR_EVIDENCE_REPEATED_GROUPS: survival.repeated_groups,
         }
+        last_reuse = survival.max_steps_until_last_reuse
         if last_reuse is not None:
             attributes[names.ATTR_EVIDENCE_MAX_STEPS_UNTIL_LAST_REUSE] = last_reuse
-        if tools:
-            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _entries_json(tools)
-        if per_source:
-            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _entries_json(per_source)
+        if survival.tools:
+            attributes[names.ATTR_EVIDENCE_PER_TOOL] = _totals_json(survival.tools)
+        if survival.per_source:
+            attributes[names.ATTR_EVIDENCE_PER_SOURCE] = _totals_json(survival.per_source)
         final_percent = _percent(final_ratio)
         explanation = (
             f"{reused} of {units} evidence units reused ({_percent(ratio)}); "
