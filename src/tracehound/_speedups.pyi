@@ -1,6 +1,6 @@
 """Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from types import NotImplementedType
 from typing import Any, TypeVar

@@ -16,14 +16,14 @@ from _native import native_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.conventions.base import Document
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.steps import Run, Step, Trajectory
 from tracehound.text import TextCache
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-NATIVE = _wire._native
+NATIVE = _accel._in_use
 
 pytestmark = pytest.mark.skipif(
     NATIVE is None, reason="the C accelerator is off (TRACEHOUND_PURE_PYTHON=1 or not built)"

@@ -19,7 +19,7 @@ from _native import native_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.conventions.base import Document
 from tracehound.evaluators import evidence
 from tracehound.evaluators._evidence_index import analyze_items, summarize
@@ -36,7 +36,7 @@ from tracehound.steps import Run, Step, Trajectory
 from tracehound.text import TextCache
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-NATIVE = _wire._native
+NATIVE = _accel._in_use
 
 
 @contextmanager

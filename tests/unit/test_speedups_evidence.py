@@ -7,7 +7,7 @@ the same `match_output` answers, the same `EvidenceSource` fields (unit ids, reu
 small vocabulary so that what the index's shortcuts are about happens often: shared tokens,
 one-token units (matched by containment), identical units (classes), long units with high
 thresholds, repeated groups; then real prose. Both sides run with the accelerator switched on or
-off as a whole (`_wire._native`), whatever TRACEHOUND_PURE_PYTHON says.
+off as a whole (`_accel._in_use`), whatever TRACEHOUND_PURE_PYTHON says.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tracehound import _speedups, _wire
+from tracehound import _accel, _speedups
 from tracehound.cli import select_evaluators
 from tracehound.engine import Engine, EngineConfig
 from tracehound.evaluators._evidence_index import (
@@ -344,8 +344,8 @@ def test_engine_results() -> None:
     others = SimpleNamespace(**{k: v for k, v in vars(_speedups).items() if k != "EvidenceCore"})
 
     def results(native: Any) -> list[str]:
-        saved = _wire._native
-        _wire._native = native
+        saved = _accel._in_use
+        _accel._in_use = native
         try:
             engine = Engine(select_evaluators(None), EngineConfig())
             out: list[str] = []
@@ -358,7 +358,7 @@ def test_engine_results() -> None:
                     out.extend(repr(r) for r in trace.results)
             return out
         finally:
-            _wire._native = saved
+            _accel._in_use = saved
 
     with_core = results(_speedups)
     assert with_core == results(others)
@@ -376,7 +376,7 @@ def test_the_c_path_is_used_when_the_accelerator_is() -> None:
         assert EvidenceIndex()._core is None
     # the engine's evaluator: whatever the environment chose
     index = EvidenceIndex()
-    assert (type(index._core) is EvidenceCore) is (_wire._native is not None)
+    assert (type(index._core) is EvidenceCore) is (_accel._in_use is not None)
 
 
 def test_the_implementation_is_chosen_when_the_index_is_made() -> None:

@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from tracehound import _wire
+from tracehound import _accel
 from tracehound.text import STOP_WORDS, TextCache, Unit
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ _CORE_TEMPLATES: dict[type[EvidenceCore], EvidenceCore] = {}
 
 def _new_core() -> EvidenceCore | None:
     """A core for a new index with the accelerator in use, else None."""
-    core_type: type[EvidenceCore] | None = getattr(_wire._native, "EvidenceCore", None)
+    core_type = cast("type[EvidenceCore] | None", _accel.kernel("EvidenceCore"))
     if core_type is None:
         return None
     template = _CORE_TEMPLATES.get(core_type)
