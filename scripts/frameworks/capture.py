@@ -94,6 +94,29 @@ FRAMEWORKS: dict[str, Framework] = {
                 ),
             ),
         ),
+        Framework(
+            name="smolagents",
+            requirements=(
+                "smolagents==1.26.0",
+                "openinference-instrumentation-smolagents==0.1.43",
+                "openai==2.54.0",
+                *OTEL,
+            ),
+            instrumentation="openinference-instrumentation-smolagents",
+            scenarios=("loop", "clean", "nested"),
+        ),
+        Framework(
+            name="llamaindex",
+            requirements=(
+                "llama-index-core==0.14.25",
+                "llama-index-llms-openai==0.8.3",
+                "openinference-instrumentation-llama-index==4.6.1",
+                "openai==2.54.0",
+                *OTEL,
+            ),
+            instrumentation="openinference-instrumentation-llama-index",
+            scenarios=("loop", "clean", "nested", "rag"),
+        ),
     )
 }
 
