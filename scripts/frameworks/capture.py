@@ -117,6 +117,48 @@ FRAMEWORKS: dict[str, Framework] = {
             instrumentation="openinference-instrumentation-llama-index",
             scenarios=("loop", "clean", "nested", "rag"),
         ),
+        *(
+            Framework(
+                name=f"langgraph_{instrumentation}",
+                requirements=(
+                    "langgraph==1.2.24",
+                    "langchain==1.5.2",
+                    "langchain-core==1.8.3",
+                    "langchain-openai==1.7.4",
+                    "openai==3.57.0",
+                    "numpy==2.4.6",  # langchain-core's in-memory vector store needs it
+                    package,
+                    *OTEL,
+                ),
+                instrumentation=package.split("==")[0],
+                driver="langgraph_agents.py",
+                scenarios=("loop", "clean", "nested"),
+                variants=(
+                    Variant(
+                        "react",
+                        driver_args=("--agent", "react", "--instrumentation", instrumentation),
+                    ),
+                    Variant(
+                        "create_agent",
+                        driver_args=(
+                            "--agent",
+                            "create_agent",
+                            "--instrumentation",
+                            instrumentation,
+                        ),
+                    ),
+                    Variant(
+                        "chain",
+                        driver_args=("--agent", "chain", "--instrumentation", instrumentation),
+                        scenarios=("rag",),
+                    ),
+                ),
+            )
+            for instrumentation, package in (
+                ("openinference", "openinference-instrumentation-langchain==0.1.80"),
+                ("traceloop", "opentelemetry-instrumentation-langchain==0.62.4"),
+            )
+        ),
     )
 }
 

@@ -51,8 +51,14 @@ class HashedBagOfWordsEmbedding(BaseEmbedding):
 
 
 def llm(base_url: str) -> OpenAI:
-    return OpenAI(model=MODEL_ID, api_base=base_url, api_key="sk-fake-capture-key",
-                  temperature=0.0, max_retries=0, timeout=30)
+    return OpenAI(
+        model=MODEL_ID,
+        api_base=base_url,
+        api_key="sk-fake-capture-key",
+        temperature=0.0,
+        max_retries=0,
+        timeout=30,
+    )
 
 
 def make_agent(scenario: Scenario, name: str, base_url: str, extra: list[Any]) -> FunctionAgent:
@@ -101,8 +107,11 @@ def run_rag(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
     engine = INDEXES[0].as_query_engine(llm=llm(base_url), similarity_top_k=1)
     response = engine.query(scenario.user_prompt)
     retrieved = [
-        {"document": node.node.ref_doc_id, "text": node.node.get_content(),
-         "score": round(float(node.score or 0.0), 6)}
+        {
+            "document": node.node.ref_doc_id,
+            "text": node.node.get_content(),
+            "score": round(float(node.score or 0.0), 6),
+        }
         for node in response.source_nodes
     ]
     return str(response), {
