@@ -159,6 +159,23 @@ FRAMEWORKS: dict[str, Framework] = {
                 ("traceloop", "opentelemetry-instrumentation-langchain==0.62.4"),
             )
         ),
+        Framework(
+            name="openai_agents",
+            requirements=(
+                "openai-agents==0.24.0",
+                "openai==3.57.0",
+                "openinference-instrumentation-openai-agents==2.6.0",
+                *OTEL,
+            ),
+            instrumentation="openinference-instrumentation-openai-agents",
+            scenarios=("loop", "clean", "nested"),
+            variants=(
+                Variant("chat", driver_args=("--model", "chat")),
+                Variant("chat_stream", driver_args=("--model", "chat", "--stream")),
+                Variant("responses", driver_args=("--model", "responses")),
+                Variant("responses_stream", driver_args=("--model", "responses", "--stream")),
+            ),
+        ),
     )
 }
 

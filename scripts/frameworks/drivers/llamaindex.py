@@ -35,6 +35,8 @@ from openinference.instrumentation.llama_index import LlamaIndexInstrumentor  # 
 from scenarios import RAG_DOCUMENTS, Scenario  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
+# one loop for every scenario: clients made in a run are closed on the loop they were made on
+LOOP = asyncio.new_event_loop()
 
 
 class HashedBagOfWordsEmbedding(BaseEmbedding):
@@ -123,7 +125,7 @@ def run_rag(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
     if scenario.name == "rag":
         return run_rag(scenario, base_url)
-    return asyncio.run(run_agent(scenario, base_url)), {}
+    return LOOP.run_until_complete(run_agent(scenario, base_url)), {}
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""smolagents ToolCallingAgent + OpenAIServerModel, traced by openinference-instrumentation-smolagents.
+"""smolagents ToolCallingAgent + OpenAIServerModel, traced by OpenInference (smolagents).
 
 `nested` uses a managed agent (a ToolCallingAgent the coordinator calls as a tool; smolagents
 gives it a ``task`` argument). smolagents ends a run with its ``final_answer`` tool, which the fake
