@@ -49,6 +49,8 @@ VENV_PYTHON = os.environ.get("FRAMEWORK_CAPTURE_PYTHON", "python3.11")
 # what every driver needs to write OTLP/JSON
 OTEL = ["opentelemetry-sdk==1.45.1", "opentelemetry-exporter-otlp-proto-common==1.45.1"]
 SEMCONV = "OTEL_SEMCONV_STABILITY_OPT_IN"
+CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+ADK_SPANS = "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS"
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class Framework:
     variants: tuple[Variant, ...] = (Variant(""),)
     timeout_s: int = 300
     driver: str | None = None  # default: drivers/<name>.py
+    # installed first with --no-deps (a package whose own pins pip cannot resolve)
+    no_deps: tuple[str, ...] = ()
 
     @property
     def driver_path(self) -> Path:
@@ -176,6 +180,69 @@ FRAMEWORKS: dict[str, Framework] = {
                 Variant("responses_stream", driver_args=("--model", "responses", "--stream")),
             ),
         ),
+        Framework(
+            name="traceloop_sdk",
+            # traceloop-sdk requires ~40 unpinned instrumentation packages that pip cannot
+            # resolve together; it is installed alone and only what it imports is added
+            no_deps=("traceloop-sdk==0.62.4",),
+            requirements=(
+                "openai==3.57.0",
+                "opentelemetry-instrumentation-openai==0.62.4",
+                "opentelemetry-instrumentation-logging==0.66b1",
+                "opentelemetry-instrumentation-threading==0.66b1",
+                "opentelemetry-instrumentation-requests==0.66b1",
+                "opentelemetry-instrumentation-urllib3==0.66b1",
+                "opentelemetry-exporter-otlp-proto-grpc==1.45.1",
+                "opentelemetry-exporter-otlp-proto-http==1.45.1",
+                "opentelemetry-semantic-conventions-ai==0.5.1",
+                "aiohttp==3.14.5",
+                "colorama==0.4.6",
+                "cuid==0.4",
+                "Deprecated==1.3.1",
+                "httpx==0.28.1",
+                "Jinja2==3.1.6",
+                "pydantic==2.14.4",
+                "tenacity==9.2.1",
+                *OTEL,
+            ),
+            instrumentation="traceloop-sdk decorators + opentelemetry-instrumentation-openai",
+            scenarios=("loop", "clean", "nested"),
+        ),
+        Framework(
+            name="google_adk",
+            requirements=(
+                "google-adk==2.13.0",
+                "google-genai==2.34.0",
+                "litellm==1.110.2",
+                # google-adk holds the OTel SDK below 1.45
+                "opentelemetry-sdk==1.44.0",
+                "opentelemetry-exporter-otlp-proto-common==1.44.0",
+            ),
+            instrumentation="google-adk built-in telemetry (google.adk.telemetry)",
+            scenarios=("loop", "clean", "nested"),
+            variants=(
+                # ADK's default: content on its (legacy) spans, and log records too
+                Variant("content_spans", {ADK_SPANS: "true", SEMCONV: "", CAPTURE: ""}),
+                # latest GenAI semconv, content only in log records
+                Variant(
+                    "content_logs",
+                    {
+                        ADK_SPANS: "false",
+                        SEMCONV: "gen_ai_latest_experimental",
+                        CAPTURE: "EVENT_ONLY",
+                    },
+                ),
+                # no content anywhere
+                Variant(
+                    "no_content",
+                    {
+                        ADK_SPANS: "false",
+                        SEMCONV: "gen_ai_latest_experimental",
+                        CAPTURE: "NO_CONTENT",
+                    },
+                ),
+            ),
+        ),
     )
 }
 
@@ -192,27 +259,26 @@ def ensure_venv(framework: Framework) -> Path:
     venv = VENVS / framework.name
     stamp = venv / "capture-requirements.txt"
     wanted = "\n".join(framework.requirements) + "\n"
+    if framework.no_deps:
+        wanted += "# --no-deps: " + " ".join(framework.no_deps) + "\n"
     if stamp.exists() and stamp.read_text() == wanted and venv_python(framework).exists():
         return venv_python(framework)
     if not venv_python(framework).exists():
         subprocess.run([VENV_PYTHON, "-m", "venv", str(venv)], check=True)
+    pip = [
+        str(venv_python(framework)),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ]
+    if framework.no_deps:
+        subprocess.run([*pip, "--no-deps", *framework.no_deps], check=True, timeout=1800)
     requirements = venv / "requirements.txt"
-    requirements.write_text(wanted)
+    requirements.write_text("\n".join(framework.requirements) + "\n")
     print(f"[{framework.name}] pip install {' '.join(framework.requirements)}", flush=True)
-    subprocess.run(
-        [
-            str(venv_python(framework)),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-            str(requirements),
-        ],
-        check=True,
-        timeout=1800,
-    )
+    subprocess.run([*pip, "-r", str(requirements)], check=True, timeout=1800)
     stamp.write_text(wanted)
     return venv_python(framework)
 
@@ -319,7 +385,10 @@ def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]
 
 
 def _pinned(framework: Framework, versions: dict[str, str]) -> dict[str, str | None]:
-    names = [r.split("==")[0].split("[")[0].lower() for r in framework.requirements]
+    names = [
+        r.split("==")[0].split("[")[0].lower()
+        for r in (*framework.no_deps, *framework.requirements)
+    ]
     keys = [k for k in versions if k.startswith(("opentelemetry", "openinference", "traceloop"))]
     keys += ["openai", "litellm", "protobuf"]
     return {

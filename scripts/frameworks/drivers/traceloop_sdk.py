@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from _common import (
-    TOOL_LOG,
     TOOL_FUNCTIONS,
+    TOOL_LOG,
     Capture,
     guard_network,
     parse_args,
