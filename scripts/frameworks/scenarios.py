@@ -1,0 +1,284 @@
+"""The scripted scenarios every framework driver runs, and their ground truth.
+
+Stdlib only: imported by `capture.py` and by the drivers inside each framework's venv. Tool
+results are distinctive (odd codes and numbers), so a later answer that reuses one can be told
+from one that does not. The drivers' tools are real Python functions that return
+`tool_result(...)`; the scripts below are what the fake model asks for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fake_llm import Script, ToolCall, Turn
+
+# --- tool results (what the real tool functions return) -------------------------------------
+
+ORDER_STATUS = "Order A-1042: status PENDING_REVIEW at warehouse Tromsø-7, ticket ZX-5519"
+WEATHER_OSLO = "Oslo: 7°C, light rain, wind 4 m/s"
+RATE_NOK_EUR = "1 NOK = 0.0853 EUR"
+AURORA_FACT = "Aurora forecast: Kp index 6 over Skibotn station SKB-88, peak at 22:40 local"
+
+_RESULTS: dict[tuple[str, str], str] = {
+    ("get_order_status", json.dumps({"order_id": "A-1042"})): ORDER_STATUS,
+    ("get_weather", json.dumps({"city": "Oslo"})): WEATHER_OSLO,
+    (
+        "get_exchange_rate",
+        json.dumps({"base": "NOK", "quote": "EUR"}, sort_keys=True),
+    ): RATE_NOK_EUR,
+    ("lookup_fact", json.dumps({"topic": "aurora"})): AURORA_FACT,
+}
+
+
+def tool_result(name: str, **arguments: Any) -> str:
+    """What the real tool `name` returns for these arguments."""
+    key = (name, json.dumps(arguments, sort_keys=True))
+    if key not in _RESULTS:
+        return f"no data for {name}({json.dumps(arguments, sort_keys=True)})"
+    return _RESULTS[key]
+
+
+# --- RAG corpus --------------------------------------------------------------------------------
+
+RAG_DOCUMENTS: dict[str, str] = {
+    "doc-kettle": (
+        "The Fjordline X3 kettle carries a 27-month warranty; register it with code FJ-X3-7781."
+    ),
+    "doc-toaster": "The Fjordline T9 toaster has six browning levels and a crumb tray of 14 cm.",
+    "doc-blender": (
+        "The Nordvik B2 blender ships with a 1.8 litre jar and a 5-year motor guarantee."
+    ),
+}
+RAG_QUESTION = "How long is the warranty on the Fjordline X3 kettle?"
+RAG_ANSWER = "The Fjordline X3 kettle has a 27-month warranty; register it with code FJ-X3-7781."
+
+# --- scripts -----------------------------------------------------------------------------------
+
+LOOP_FINAL = (
+    "I could not get a definitive answer about that order after several attempts; "
+    "please contact customer support."
+)
+CLEAN_FINAL = f"Weather now: {WEATHER_OSLO}. Exchange rate: {RATE_NOK_EUR}."
+NESTED_INNER_FINAL = "Kp index 6 over Skibotn station SKB-88, peaking at 22:40 local."
+NESTED_OUTER_FINAL = (
+    "The research agent reports a Kp index 6 over Skibotn station SKB-88, peaking at 22:40 local."
+)
+
+_ORDER_CALL = ToolCall("get_order_status", {"order_id": "A-1042"})
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """One agent as a user would see it."""
+
+    name: str
+    instructions: str
+    script: Script
+    tools: tuple[str, ...]
+    # agents this agent calls as tools, by name
+    sub_agents: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    user_prompt: str
+    agents: tuple[AgentSpec, ...]  # the first is the agent the user runs
+    is_loop: bool
+    final_answer: str
+    # which tool results the final answer reuses (ground truth for "final survival")
+    final_reuses: tuple[str, ...]
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def main(self) -> AgentSpec:
+        return self.agents[0]
+
+    def agent(self, name: str) -> AgentSpec:
+        return next(a for a in self.agents if a.name == name)
+
+    def scripts(self) -> list[Script]:
+        return [a.script for a in self.agents]
+
+
+def _instructions(text: str, script: str) -> str:
+    # the marker lets the fake model tell the agents of one conversation apart
+    return f"{text} [[script:{script}]]"
+
+
+LOOP = Scenario(
+    name="loop",
+    user_prompt="What is the status of order A-1042?",
+    agents=(
+        AgentSpec(
+            name="order_agent",
+            instructions=_instructions(
+                "You are a support agent. Use get_order_status to answer.", "loop"
+            ),
+            script=Script(
+                "loop",
+                (
+                    Turn((_ORDER_CALL,)),
+                    Turn((_ORDER_CALL,)),
+                    Turn((_ORDER_CALL,)),
+                    Turn((_ORDER_CALL,)),
+                    Turn(text=LOOP_FINAL),
+                ),
+            ),
+            tools=("get_order_status",),
+        ),
+    ),
+    is_loop=True,
+    final_answer=LOOP_FINAL,
+    final_reuses=(),
+    notes="the same call 4 times with the same result; the final answer reuses none of it",
+)
+
+CLEAN = Scenario(
+    name="clean",
+    user_prompt="What is the weather in Oslo, and how many euros is one Norwegian krone?",
+    agents=(
+        AgentSpec(
+            name="travel_agent",
+            instructions=_instructions(
+                "You are a travel assistant. Use the tools, then answer.", "clean"
+            ),
+            script=Script(
+                "clean",
+                (
+                    Turn((ToolCall("get_weather", {"city": "Oslo"}),)),
+                    Turn((ToolCall("get_exchange_rate", {"base": "NOK", "quote": "EUR"}),)),
+                    Turn(text=CLEAN_FINAL),
+                ),
+            ),
+            tools=("get_weather", "get_exchange_rate"),
+        ),
+    ),
+    is_loop=False,
+    final_answer=CLEAN_FINAL,
+    final_reuses=(WEATHER_OSLO, RATE_NOK_EUR),
+    notes="two different tools once each; the final answer quotes both results",
+)
+
+NESTED = Scenario(
+    name="nested",
+    user_prompt="Ask the research agent about tonight's aurora and tell me what it found.",
+    agents=(
+        AgentSpec(
+            name="coordinator",
+            instructions=_instructions(
+                "You coordinate. Delegate research to research_agent, then answer.", "nested_outer"
+            ),
+            script=Script(
+                "nested_outer",
+                (
+                    Turn((ToolCall("research_agent", {"query": "aurora tonight"}),)),
+                    Turn(text=NESTED_OUTER_FINAL),
+                ),
+            ),
+            tools=(),
+            sub_agents=("research_agent",),
+        ),
+        AgentSpec(
+            name="research_agent",
+            instructions=_instructions(
+                "You research facts with lookup_fact and report them briefly.", "nested_inner"
+            ),
+            script=Script(
+                "nested_inner",
+                (
+                    Turn((ToolCall("lookup_fact", {"topic": "aurora"}),)),
+                    Turn(text=NESTED_INNER_FINAL),
+                ),
+            ),
+            tools=("lookup_fact",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=NESTED_OUTER_FINAL,
+    final_reuses=(NESTED_INNER_FINAL,),
+    notes="an agent used as a tool by another agent; the inner agent calls lookup_fact once",
+)
+
+RAG = Scenario(
+    name="rag",
+    user_prompt=RAG_QUESTION,
+    agents=(
+        AgentSpec(
+            name="rag_query",
+            instructions=_instructions("Answer from the given context only.", "rag"),
+            script=Script("rag", (Turn(text=RAG_ANSWER),)),
+            tools=(),
+        ),
+    ),
+    is_loop=False,
+    final_answer=RAG_ANSWER,
+    final_reuses=(RAG_DOCUMENTS["doc-kettle"],),
+    notes="a retriever over three in-memory documents, then one LLM call with the context",
+    extra={"documents": RAG_DOCUMENTS, "relevant_document": "doc-kettle"},
+)
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (LOOP, CLEAN, NESTED, RAG)}
+
+
+def with_agent_call_arguments(scenario: Scenario, arguments: dict[str, Any]) -> Scenario:
+    """The scenario with the sub-agent tool called with `arguments` instead.
+
+    Frameworks give an agent used as a tool their own input schema (``input``, ``task``, ...).
+    """
+    agents = []
+    for agent in scenario.agents:
+        turns = tuple(
+            Turn(
+                tuple(
+                    ToolCall(c.name, arguments) if c.name in agent.sub_agents else c
+                    for c in t.tool_calls
+                )
+            )
+            if t.tool_calls
+            else t
+            for t in agent.script.turns
+        )
+        agents.append(replace(agent, script=replace(agent.script, turns=turns)))
+    return replace(scenario, agents=tuple(agents))
+
+
+def expected_tool_calls(scenario: Scenario) -> list[dict[str, Any]]:
+    """The tool calls the scripts ask for, in execution (start) order, with their results.
+
+    A sub-agent used as a tool appears where it is called, followed by its own calls.
+    """
+    calls: list[dict[str, Any]] = []
+
+    def walk(agent: AgentSpec) -> None:
+        for turn in agent.script.turns:
+            for call in turn.tool_calls:
+                if call.name in agent.sub_agents:
+                    sub = scenario.agent(call.name)
+                    final = next(t.text for t in sub.script.turns if t.text is not None)
+                    calls.append(
+                        {
+                            "agent": agent.name,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                            "result": final,
+                            "kind": "agent",
+                        }
+                    )
+                    walk(sub)
+                else:
+                    calls.append(
+                        {
+                            "agent": agent.name,
+                            "name": call.name,
+                            "arguments": call.arguments,
+                            "result": tool_result(call.name, **call.arguments),
+                            "kind": "function",
+                        }
+                    )
+
+    walk(scenario.main)
+    return calls
