@@ -11,7 +11,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from tracehound import _accel, names
 from tracehound.conventions.base import parse_json_value
-from tracehound.server._telemetry import ServeTelemetry
+from tracehound.server._telemetry import ServerMetrics
 
 try:
     from tracehound import _speedups
@@ -76,7 +76,7 @@ def test_a_declined_input_is_counted_and_gets_the_python_answer() -> None:
 def test_fallbacks_are_exported_by_kernel() -> None:
     _accel.declined("test_kernel")
     reader = InMemoryMetricReader()
-    ServeTelemetry(MeterProvider(metric_readers=[reader]), "test")
+    ServerMetrics(MeterProvider(metric_readers=[reader]), "test")
     data = reader.get_metrics_data()
     assert data is not None
     points = {

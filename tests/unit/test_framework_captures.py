@@ -1,0 +1,149 @@
+"""Live captures of real agent frameworks read as a careful reader of each capture reads them.
+
+`tests/fixtures/frameworks/` holds what each framework's own instrumentation exported (spans in
+the order the SDK exported them, log records beside them), made by `scripts/frameworks/capture.py`
+against a scripted fake LLM on 127.0.0.1; `manifest.json` gives, per capture, the truth taken
+from the scenario and from what the real tool functions returned — never from tracehound.
+
+Each capture must give: every executed tool call once, with the arguments the tool received and
+its result text once; the real final answer; the agents as the user defined them; the loop
+verdict `tracehound eval` would give; and a final-answer evidence survival within 0.1 of the
+true value (loop scenarios reuse no tool result, clean ones reuse every one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tracehound import names
+from tracehound.cli import OFFLINE_CONFIG, run_engine, select_evaluators
+from tracehound.conventions.base import canonical_arguments
+from tracehound.engine import Engine, FinalizedTrace
+from tracehound.files import read_paths
+from tracehound.steps import Step, Trajectory
+
+CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
+MANIFEST: dict[str, Any] = json.loads((CAPTURES / "manifest.json").read_text())["captures"]
+_GAPS = CAPTURES / "known_gaps.json"
+KNOWN_GAPS: dict[str, dict[str, str]] = json.loads(_GAPS.read_text()) if _GAPS.exists() else {}
+"""Captures whose reading is known to be wrong, by check: {capture: {check: why}} (each one a
+gap the README's supported-frameworks table states)."""
+
+CHECKS = ("tool_calls", "results_once", "final_answer", "agents", "loop_verdict", "survival")
+
+
+@cache
+def evaluated(capture: str) -> FinalizedTrace:
+    entry = MANIFEST[capture]
+    paths = [CAPTURES / entry["file"]]
+    if entry.get("logs_file"):
+        paths.append(CAPTURES / entry["logs_file"])
+    telemetry = read_paths(paths)
+    assert telemetry.problems == [], telemetry.problems
+    engine = Engine(select_evaluators(None), config=OFFLINE_CONFIG)
+    traces, _ = run_engine(telemetry, engine)
+    genai = [t for t in traces if t.trajectory.steps]
+    assert len(genai) == 1, [t.trace_id for t in traces]
+    return genai[0]
+
+
+def _words(text: str | None) -> str:
+    return re.sub(r"\s+", " ", text or "").strip()
+
+
+def tool_calls(trajectory: Trajectory) -> list[tuple[str, str | None]]:
+    return [(s.tool or "", s.arguments) for s in trajectory.steps if s.kind == "tool_call"]
+
+
+def results_by_call(trajectory: Trajectory) -> dict[str, list[Step]]:
+    out: dict[str, list[Step]] = {}
+    for step in trajectory.steps:
+        if step.kind == "tool_result":
+            out.setdefault(step.call_id or f"<no id {step.span_id}>", []).append(step)
+    return out
+
+
+def agent_tree(trajectory: Trajectory) -> list[tuple[str, str | None]]:
+    """(agent, parent agent) of each agent run, in order; the implicit run is not an agent."""
+    by_id = {r.run_id: r for r in trajectory.runs}
+    out = []
+    for run in trajectory.runs:
+        if run.implicit:
+            continue
+        parent = by_id.get(run.parent_run_id or "")
+        out.append(
+            (run.agent_name, None if parent is None or parent.implicit else parent.agent_name)
+        )
+    return out
+
+
+def true_agent_tree(agents: list[dict[str, Any]], parent: str | None = None) -> list[Any]:
+    out: list[tuple[str, str | None]] = []
+    for agent in agents:
+        out.append((agent["name"], parent))
+        out.extend(true_agent_tree(agent.get("sub_agents", []), agent["name"]))
+    return out
+
+
+def true_survival(truth: dict[str, Any]) -> float | None:
+    """The final answer's share of the distinct tool results it reuses: 0 for a loop whose answer
+    reuses none, 1 for a clean run reusing each; None where the scenario sets no such share."""
+    results = {_words(c["result"]) for c in truth["tool_calls"] if c.get("kind") != "agent"}
+    if truth.get("final_reuses_no_tool_result"):
+        return 0.0
+    reused = {_words(r) for r in truth.get("final_reuses_tool_results", [])}
+    if results and reused >= results:
+        return 1.0
+    return None
+
+
+def check(capture: str, what: str) -> None:
+    truth = MANIFEST[capture]["truth"]
+    trace = evaluated(capture)
+    trajectory = trace.trajectory
+    if what == "tool_calls":
+        expected = [(c["name"], canonical_arguments(c["arguments"])) for c in truth["tool_calls"]]
+        assert tool_calls(trajectory) == expected
+    elif what == "results_once":
+        by_call = results_by_call(trajectory)
+        got = sorted(
+            (_words(steps[0].text) for steps in by_call.values()),
+        )
+        assert all(len(steps) == 1 for steps in by_call.values()), by_call
+        assert got == sorted(_words(c["result"]) for c in truth["tool_calls"])
+    elif what == "final_answer":
+        assert _words(trajectory.final_answer()) == _words(truth["final_answer"])
+    elif what == "agents":
+        assert agent_tree(trajectory) == true_agent_tree(truth["agents"])
+    elif what == "loop_verdict":
+        detected = trace.attributes.get(names.ATTR_LOOPS_DETECTED, False)
+        assert bool(detected) is bool(truth["is_loop"])
+    elif what == "survival":
+        expected = true_survival(truth)
+        if expected is None:
+            pytest.skip("this scenario sets no final-answer survival")
+        got = trace.attributes.get(names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO)
+        assert isinstance(got, float) and abs(got - expected) <= 0.1, got
+
+
+@pytest.mark.parametrize("what", CHECKS)
+@pytest.mark.parametrize("capture", sorted(MANIFEST))
+def test_capture_reads_exactly(capture: str, what: str, request: pytest.FixtureRequest) -> None:
+    gap = KNOWN_GAPS.get(capture, {}).get(what)
+    if gap:  # strict: once the reading is right, the gap must be struck off
+        request.applymarker(pytest.mark.xfail(reason=gap, strict=True))
+    check(capture, what)
+
+
+def test_every_capture_has_its_truth_and_versions() -> None:
+    assert MANIFEST, "no captures"
+    for name, entry in MANIFEST.items():
+        assert (CAPTURES / entry["file"]).exists(), name
+        assert entry["versions"], name
+        assert {"tool_calls", "final_answer", "agents", "is_loop"} <= set(entry["truth"]), name
