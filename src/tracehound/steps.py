@@ -525,7 +525,8 @@ def _agent_draft(span: NormalizedSpan) -> _Draft:
 def _agent_tool_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     """An agent span that says it may be used as a tool (`tool_name`: smolagents' managed agents,
     which have no tool span) executes the oldest pending, not yet executed call of that tool: its
-    output is the call's result. Nothing when no such call is pending (a top-level agent)."""
+    output is the call's result, a step of the span the agent ran under (the caller's run).
+    Nothing when no such call is pending (a top-level agent)."""
     name = span.tool_name or ""
     call_id = _pending_call_for(state, name, None)
     if call_id is None:
@@ -544,7 +545,9 @@ def _agent_tool_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
         "text": span.declared_output,
         "error": span.error,
     }
-    return [((view.end_ns, view.start_ns, view.span_id, 1), fields)]
+    # The result is the caller's: it goes on the span the agent ran under, in the caller's run.
+    at_span = view.parent_span_id or view.span_id
+    return [((view.end_ns, view.start_ns, at_span, 1), fields)]
 
 
 # Part types whose content is a step of its own.

@@ -329,8 +329,6 @@ def _langchain(span: NormalizedSpan, attrs: dict[str, Any]) -> None:
         span.operation = "agent"  # the graph the user built (`create_agent` names it)
 
 
-
-
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     attrs = view.attributes
     kind = str(attrs.get("openinference.span.kind", "")).upper()
@@ -342,10 +340,16 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     if span.operation == "llm":
         _llm(span, attrs, scope)
     elif span.operation == "tool":
-        span.tool_name = genai.first_str(view, "tool.name") or view.name
-        if scope == SMOLAGENTS_SCOPE and span.tool_name == _FINAL_ANSWER:
-            span.operation = "other"  # how smolagents answers; the answer is the LLM's output
+        tool_name = genai.first_str(view, "tool.name")
+        if (scope == SMOLAGENTS_SCOPE and tool_name == _FINAL_ANSWER) or (
+            scope == OPENAI_AGENTS_SCOPE and tool_name is None and view.name.startswith("handoff")
+        ):
+            # smolagents answers through its `final_answer` tool: the answer is the LLM's output.
+            # An Agents SDK handoff span is the change of agent, not a tool run: the model's
+            # `transfer_to_*` call gets its result in the next agent's input.
+            span.operation = "other"
             return span
+        span.tool_name = tool_name or view.name
         span.tool_call_id = genai.first_str(view, "tool.id", "tool_call.id")
         span.tool_arguments = _tool_input(attrs.get("input.value"))
         span.tool_result, error = _tool_output(attrs.get("output.value"))
@@ -369,12 +373,15 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
             )
     elif span.operation == "agent":
         _agent(span, attrs, scope)
-    elif span.operation == "workflow" and scope == LLAMA_INDEX_SCOPE:
-        if view.name.rpartition(".")[2] in _AGENT_WORKFLOW_STEPS:
-            # a step of an agent workflow: its parent is the agent's run, named by the
-            # `current_agent_name` of the events the step handles
-            found = _CURRENT_AGENT.search(str(attrs.get("input.value") or ""))
-            span.parent_agent = found.group(1) if found else ""
+    elif (
+        span.operation == "workflow"
+        and scope == LLAMA_INDEX_SCOPE
+        and view.name.rpartition(".")[2] in _AGENT_WORKFLOW_STEPS
+    ):
+        # a step of an agent workflow: its parent is the agent's run, named by the
+        # `current_agent_name` of the events the step handles
+        found = _CURRENT_AGENT.search(str(attrs.get("input.value") or ""))
+        span.parent_agent = found.group(1) if found else ""
     return span
 
 
@@ -388,8 +395,8 @@ def _llm(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
     span.output_tokens = genai.first_int(view, "llm.token_count.completion")
     span.input_messages = _flat_messages(attrs, "llm.input_messages.")
     span.output_messages = _flat_messages(attrs, "llm.output_messages.")
-    if not span.output_messages:
-        span.output_messages = _response_output(attrs.get("output.value"))
+    if not any(message.parts for message in span.output_messages):
+        span.output_messages = _response_output(attrs.get("output.value")) or span.output_messages
     span.finish_reasons = genai.finish_reasons_of(attrs.get("llm.finish_reason"))
     if scope == SMOLAGENTS_SCOPE:
         _final_answer_as_text(span.output_messages)
