@@ -386,3 +386,27 @@ def test_tool_whose_parameters_are_named_args_and_kwargs_is_read_as_is() -> None
     captured = capture(scenario)
     steps = outline(trajectory(captured), captured)
     assert steps[0]["arguments"] == '{"args":["x"],"kwargs":{"k":1},"mode":"fast"}'
+
+
+def test_langchain_agent_kind_is_read_from_what_the_run_is() -> None:
+    """A retriever and a chat model whose names contain "agent" get kind AGENT from the
+    LangChain instrumentation; they are a retrieval and a model call."""
+
+    def scenario(rec: Recorder) -> None:
+        docs = {
+            "openinference.span.kind": "AGENT",
+            "input.value": "kettle",
+            "retrieval.documents.0.document.content": "27 months",
+        }
+        model = llm([("user", "kettle?")], text="27 months.")
+        model["openinference.span.kind"] = "AGENT"
+        with rec.span("RunnableSequence", chain(), scope=LC):
+            with rec.span("agent_docs", docs, scope=LC):
+                pass
+            with rec.span("agent_model", model, scope=LC):
+                pass
+
+    captured = capture(scenario)
+    traj = trajectory(captured)
+    assert kinds(outline(traj, captured)) == ["retrieval", "user", "llm", "assistant"]
+    assert [r[1] for r in run_outline(traj, captured)] == ["RunnableSequence"]

@@ -5,6 +5,13 @@ Messages are flattened as `llm.input_messages.{i}.message.{role,content,tool_cal
 `...message.tool_calls.{k}.tool_call.{id,function.name,function.arguments}`. Tool spans carry the
 arguments and result in `input.value` / `output.value`; retriever spans carry
 `retrieval.documents.{i}.document.{id,content,score}`.
+
+Each framework's instrumentation gives these keys its own meaning, read here by scope: the
+arguments a tool received inside a `{"args", "kwargs"}` call binding (smolagents, LlamaIndex);
+tool results as a LangChain ToolMessage or a LlamaIndex ToolOutput; smolagents' `final_answer`
+tool as its answer; LlamaIndex spans of kind LLM that made no model call; LangChain's AGENT kind,
+which only says that a run's name contains "agent" (LangGraph nodes are steps of the graph, the
+agent); the OpenAI Agents SDK's trace span, of kind AGENT but no agent.
 """
 
 from __future__ import annotations
@@ -304,8 +311,8 @@ _LANGGRAPH_INTEGRATIONS = frozenset(("langgraph", "langchain_create_agent"))
 def _langchain(span: NormalizedSpan, attrs: dict[str, Any]) -> None:
     """LangChain: its AGENT kind only says that the run's name contains "agent" (a tool called
     `research_agent`, the LangGraph node `agent`). Read what the run is instead: a tool (it has
-    `tool.name`), a model call, a LangGraph node (a step of its graph, the agent the user built),
-    the graph itself (the agent), or a plain chain."""
+    `tool.name`), a model call, a retriever, a LangGraph node (a step of its graph), the graph
+    itself (the agent the user built), or a plain chain."""
     view = span.view
     if span.operation == "agent":
         if "tool.name" in attrs:
@@ -313,6 +320,9 @@ def _langchain(span: NormalizedSpan, attrs: dict[str, Any]) -> None:
             return
         if "llm.model_name" in attrs or "llm.invocation_parameters" in attrs:
             span.operation = "llm"
+            return
+        if any(key.startswith("retrieval.documents.") for key in attrs):
+            span.operation = "retrieval"
             return
     elif span.operation != "workflow":
         return
@@ -406,6 +416,7 @@ def _llm(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
         and not span.output_messages
         and span.input_tokens is None
         and span.error is None
+        and not any(key.startswith("llm.prompts") for key in attrs)
     ):
         # LlamaIndex gives every method of an LLM class a span of kind LLM; the model call's
         # span is the one with messages (`_prepare_chat_with_tools` only builds the request,
