@@ -235,7 +235,7 @@ class TrajectoryBuilder:
         if span_id in spans:
             return []
         spans[span_id] = span
-        if span.operation in _STATEFUL_OPERATIONS:
+        if _is_stateful(span):
             self._stateful.append(span)
         drafts = _span_drafts(span, self._state)
         self._drafts.extend(drafts)
@@ -249,12 +249,14 @@ class TrajectoryBuilder:
     ) -> Trajectory:
         # `add` keeps one span per id already: no deduplication to do here
         ordered = sorted(self._spans.values(), key=_span_order)
+        ordered, promoted = _promote_agents(ordered)
         # Drafts depend on the order of spans only through the dedupe state, which LLM and tool
         # spans alone use: when those were added in canonical order (the usual case: they arrive
         # as they end, one after the other), `add` already made the canonical drafts.
-        stateful = [span for span in ordered if span.operation in _STATEFUL_OPERATIONS]
+        stateful = [span for span in ordered if _is_stateful(span)]
         if _same_spans(stateful, self._stateful) and not _has_agent_history(ordered):
             drafts = list(self._drafts)
+            drafts.extend(_agent_draft(span) for span in promoted)
         else:
             drafts = _canonical_drafts(ordered)
         return _assemble(self._trace_id, ordered, drafts, parents, names)
@@ -262,6 +264,45 @@ class TrajectoryBuilder:
 
 # Operations whose drafts read or change `_State`; the others' drafts depend on the span alone.
 _STATEFUL_OPERATIONS = frozenset(("llm", "tool"))
+
+
+def _is_stateful(span: NormalizedSpan) -> bool:
+    """Whether the span's drafts use the dedupe state: LLM and tool spans, and an agent span that
+    may execute a tool call (an agent used as a tool, with no tool span of its own)."""
+    op = span.operation
+    return op in _STATEFUL_OPERATIONS or (op == "agent" and span.tool_name is not None)
+
+
+def _promote_agents(
+    ordered: list[NormalizedSpan],
+) -> tuple[list[NormalizedSpan], list[NormalizedSpan]]:
+    """Spans whose children say their parent is an agent (`NormalizedSpan.parent_agent`) become
+    agent spans, named as the first child naming them says (else their own name); a span that
+    is an agent already keeps its own reading. Returns the spans, promoted ones replaced, and
+    the promoted ones. Copies: the spans as added are left as they were."""
+    declared: dict[str, str] = {}
+    for span in ordered:
+        name = span.parent_agent
+        if name is not None:
+            parent = span.view.parent_span_id
+            if parent and not declared.get(parent):
+                declared[parent] = name
+    if not declared:
+        return ordered, []
+    out: list[NormalizedSpan] = []
+    promoted: list[NormalizedSpan] = []
+    for span in ordered:
+        name = declared.get(span.view.span_id)
+        if name is not None and span.operation != "agent":
+            span = replace(
+                span,
+                operation="agent",
+                agent_name=name or span.agent_name or span.view.name,
+                declared_output=None,
+            )
+            promoted.append(span)
+        out.append(span)
+    return out, promoted
 
 
 def _same_spans(a: list[NormalizedSpan], b: list[NormalizedSpan]) -> bool:
@@ -311,7 +352,7 @@ def build_trajectory(
     that an agent span's subtree is found through pass-through spans; `names` gives span names for
     the implicit run of a trace without agent spans. Both default to what the GenAI spans say.
     """
-    ordered = _canonical_order(spans)
+    ordered, _ = _promote_agents(_canonical_order(spans))
     return _assemble(trace_id, ordered, _canonical_drafts(ordered), parents, names)
 
 
@@ -422,12 +463,9 @@ def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     out: list[_Draft] = []
     op = span.operation
     if op == "agent":
-        out.append(
-            (
-                (start, start, span_id, 0),
-                {"kind": "agent", "start_ns": start, "end_ns": end, "agent": span.agent_name},
-            )
-        )
+        out.append(_agent_draft(span))
+        if span.tool_name is not None:
+            out.extend(_agent_tool_drafts(span, state))
     elif op == "llm":
         seq = 0
         for text in span.system_instructions:
@@ -475,6 +513,41 @@ def _span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
         fields = {"kind": "error", "error": span.error, "start_ns": end, "end_ns": end}
         out.append(((end, start, span_id, _ERROR_SEQ), fields))
     return out
+
+
+def _agent_draft(span: NormalizedSpan) -> _Draft:
+    view = span.view
+    start = view.start_ns
+    fields = {"kind": "agent", "start_ns": start, "end_ns": view.end_ns, "agent": span.agent_name}
+    return ((start, start, view.span_id, 0), fields)
+
+
+def _agent_tool_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
+    """An agent span that says it may be used as a tool (`tool_name`: smolagents' managed agents,
+    which have no tool span) executes the oldest pending, not yet executed call of that tool: its
+    output is the call's result, a step of the span the agent ran under (the caller's run).
+    Nothing when no such call is pending (a top-level agent)."""
+    name = span.tool_name or ""
+    call_id = _pending_call_for(state, name, None)
+    if call_id is None:
+        return []
+    view = span.view
+    call = state.call_steps[call_id][1]
+    call["exec_span_id"] = view.span_id
+    state.seen_ids.add(("tool_result", call_id))
+    state.pending_calls.remove(call_id)
+    fields = {
+        "kind": "tool_result",
+        "start_ns": view.start_ns,
+        "end_ns": view.end_ns,
+        "tool": name,
+        "call_id": call_id,
+        "text": span.declared_output,
+        "error": span.error,
+    }
+    # The result is the caller's: it goes on the span the agent ran under, in the caller's run.
+    at_span = view.parent_span_id or view.span_id
+    return [((view.end_ns, view.start_ns, at_span, 1), fields)]
 
 
 # Part types whose content is a step of its own.

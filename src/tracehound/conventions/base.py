@@ -132,6 +132,11 @@ class NormalizedSpan:
     source: str | None = None
     documents: list[Document] = field(default_factory=list)
     declared_output: str | None = None
+    # Set on a span that is a step of an agent whose own span is this span's parent, when the
+    # parent does not say it is an agent (a LangGraph node: its parent is the graph; a LlamaIndex
+    # agent workflow step: its parent is the agent's run): the parent's run is then an agent run,
+    # named this (empty: the parent span's own name).
+    parent_agent: str | None = None
     error: str | None = None
     # Problems met while mapping (invalid JSON, wrong types): mapped as far as valid, and said.
     problems: list[str] = field(default_factory=list)
