@@ -23,11 +23,11 @@ from typing import Any
 
 from tracehound.conventions import genai
 from tracehound.conventions.base import (
+    MAX_JSON_BYTES,
     Document,
     Message,
     NormalizedSpan,
     Operation,
-    MAX_JSON_BYTES,
     Part,
     parse_json_value,
     to_text,
