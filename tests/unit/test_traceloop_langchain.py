@@ -416,3 +416,60 @@ def test_an_agent_construction_trace_is_not_an_evaluated_run(
     assert cli_main(["eval", "--format", "json", str(path)]) == 0
     (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert (record["results"], record["attributes"]) == ([], {})
+
+
+# --- a nested graph: its agent span is a childless sibling of its work ---------------------------
+
+
+def nested_graph(rec: Recorder) -> None:
+    """A coordinator graph whose tool runs a sub-graph: the sub-graph's `invoke_agent` span
+    (started without being made current, patch.py) has no child; its chain
+    (`execute_task research`, with the model call) is its sibling under the tool span; a
+    later sibling outside its interval stays where it is."""
+    graph = {"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "langgraph"}
+    task = {"traceloop.span.kind": "task", "gen_ai.operation.name": "execute_task"}
+    tool = {
+        "traceloop.span.kind": "tool",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "research",
+        "traceloop.entity.input": tool_start({"q": "aurora"}, "{'q': 'aurora'}", None),
+        "traceloop.entity.output": tool_end("Kp 6"),
+    }
+    tracer = rec.tracer(SCOPE)
+    with (
+        rec.span("invoke_agent coordinator", {**graph, "gen_ai.agent.name": "coordinator"}),
+        rec.span("execute_tool research", tool, scope=SCOPE),
+    ):
+        inner = tracer.start_span(
+            "invoke_agent research",
+            attributes={**graph, "gen_ai.agent.name": "research"},
+            start_time=rec.clock.tick(),
+        )
+        with rec.span("execute_task research", {**task, "traceloop.entity.name": "research"}):
+            _chat(
+                rec,
+                [{"role": "user", "parts": [{"type": "text", "content": "aurora"}]}],
+                [{"role": "assistant", "parts": [{"type": "text", "content": "Kp 6"}]}],
+            )
+        inner.end(end_time=rec.clock.tick())
+        with rec.span("execute_task after", {**task, "traceloop.entity.name": "after"}):
+            _chat(
+                rec,
+                [{"role": "user", "parts": [{"type": "text", "content": "later"}]}],
+                [{"role": "assistant", "parts": [{"type": "text", "content": "done"}]}],
+            )
+
+
+def test_a_childless_agent_span_holds_the_sibling_work_it_encloses() -> None:
+    captured = capture(nested_graph)
+    traj = trajectory(captured)
+    assert run_outline(traj, captured) == [
+        ("invoke_agent coordinator", "coordinator", None, 0, False, None),
+        ("invoke_agent research", "research", "invoke_agent coordinator", 1, False, None),
+    ]
+    runs = {(s["kind"], s.get("text")): s["run_id"] for s in outline(traj, captured)}
+    assert runs[("user", "aurora")] == runs[("assistant", "Kp 6")] == "invoke_agent research"
+    assert runs[("assistant", "done")] == "invoke_agent coordinator"
+    assert runs[("tool_result", "Kp 6")] == "invoke_agent coordinator"
+    research = next(r for r in traj.runs if r.agent_name == "research")
+    assert traj.final_answer(research.run_id) == "Kp 6"
