@@ -672,7 +672,8 @@ typedef struct {
     size_t *sizes;       /* new payload sizes of the kept ScopeSpans and ResourceSpans, in the
                           * order the measuring pass finishes them; 0 for a dropped one */
     size_t n_sizes, cap, next;
-    uint8_t *out;        /* the writing pass */
+    uint8_t *out;        /* the writing pass: where the next byte goes */
+    uint8_t *out_end;    /* the end of the buffer the measuring pass sized */
 } splice_t;
 
 static size_t
@@ -695,6 +696,41 @@ write_varint(uint8_t *o, uint64_t v)
     }
     *o++ = (uint8_t)v;
     return o;
+}
+
+/* The writing pass checks its own bounds rather than trusting the measuring pass: a write that
+ * would not fit (the two passes disagreeing) makes the whole call unhandled. */
+static ALWAYS_INLINE int
+splice_put(splice_t *s, const void *data, size_t n)
+{
+    if ((size_t)(s->out_end - s->out) < n) {
+        return ST_UNHANDLED;
+    }
+    memcpy(s->out, data, n);
+    s->out += n;
+    return ST_OK;
+}
+
+/* A length-delimited field's tag and length. */
+static int
+splice_put_header(splice_t *s, uint8_t tag, uint64_t len)
+{
+    uint8_t head[11];
+    uint8_t *o = head;
+    *o++ = tag;
+    o = write_varint(o, len);
+    return splice_put(s, head, (size_t)(o - head));
+}
+
+/* The size the measuring pass recorded for the next message the writing pass reaches. */
+static int
+splice_next_size(splice_t *s, size_t *size)
+{
+    if (s->next >= s->n_sizes) {
+        return ST_UNHANDLED;
+    }
+    *size = s->sizes[s->next++];
+    return ST_OK;
 }
 
 static int
@@ -763,11 +799,12 @@ splice_scope_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *kept,
 
     *kept = 1;
     if (writing) {
-        size = s->sizes[s->next++];
+        if (splice_next_size(s, &size) != ST_OK) {
+            return ST_UNHANDLED;
+        }
         *kept = size != 0;
-        if (*kept) {
-            *s->out++ = 0x12;
-            s->out = write_varint(s->out, size);
+        if (*kept && splice_put_header(s, 0x12, size) != ST_OK) {
+            return ST_UNHANDLED;
         }
     }
     while (p < end) {
@@ -780,9 +817,8 @@ splice_scope_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *kept,
             if (!writing) {
                 size += (size_t)(p - at);
             }
-            else if (*kept) {
-                memcpy(s->out, at, (size_t)(p - at));
-                s->out += p - at;
+            else if (*kept && splice_put(s, at, (size_t)(p - at)) != ST_OK) {
+                return ST_UNHANDLED;
             }
             continue;
         }
@@ -808,22 +844,18 @@ splice_scope_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *kept,
             continue;
         }
         else if (kind == 2) {
-            *s->out++ = 0x12;
-            s->out = write_varint(s->out, extra_len);
-            memcpy(s->out, extra, extra_len);
-            s->out += extra_len;
+            if (splice_put_header(s, 0x12, extra_len) != ST_OK || splice_put(s, extra, extra_len) != ST_OK) {
+                return ST_UNHANDLED;
+            }
         }
         else if (extra_len == 0) {
-            memcpy(s->out, at, (size_t)(p - at));
-            s->out += p - at;
+            if (splice_put(s, at, (size_t)(p - at)) != ST_OK) {
+                return ST_UNHANDLED;
+            }
         }
-        else {
-            *s->out++ = 0x12;
-            s->out = write_varint(s->out, f.len + extra_len);
-            memcpy(s->out, f.ptr, f.len);
-            s->out += f.len;
-            memcpy(s->out, extra, extra_len);
-            s->out += extra_len;
+        else if (splice_put_header(s, 0x12, f.len + extra_len) != ST_OK ||
+                 splice_put(s, f.ptr, f.len) != ST_OK || splice_put(s, extra, extra_len) != ST_OK) {
+            return ST_UNHANDLED;
         }
     }
     if (!writing) {
@@ -849,11 +881,12 @@ splice_resource_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *ke
 
     *kept = 1;
     if (writing) {
-        size = s->sizes[s->next++];
+        if (splice_next_size(s, &size) != ST_OK) {
+            return ST_UNHANDLED;
+        }
         *kept = size != 0;
-        if (*kept) {
-            *s->out++ = 0x0a;
-            s->out = write_varint(s->out, size);
+        if (*kept && splice_put_header(s, 0x0a, size) != ST_OK) {
+            return ST_UNHANDLED;
         }
     }
     else {
@@ -872,9 +905,8 @@ splice_resource_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *ke
             if (!writing) {
                 size += (size_t)(p - at);
             }
-            else if (*kept) {
-                memcpy(s->out, at, (size_t)(p - at));
-                s->out += p - at;
+            else if (*kept && splice_put(s, at, (size_t)(p - at)) != ST_OK) {
+                return ST_UNHANDLED;
             }
             continue;
         }
@@ -918,9 +950,8 @@ splice_request(splice_t *s, const uint8_t *p, const uint8_t *end, size_t *size)
             if (s->out == NULL) {
                 *size += (size_t)(p - at);
             }
-            else {
-                memcpy(s->out, at, (size_t)(p - at));
-                s->out += p - at;
+            else if (splice_put(s, at, (size_t)(p - at)) != ST_OK) {
+                return ST_UNHANDLED;
             }
             continue;
         }
@@ -998,7 +1029,11 @@ splice_trace_request(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         else {
             s.out = (uint8_t *)PyBytes_AS_STRING(result);
+            s.out_end = s.out + size;
             st = splice_request(&s, p, end, &size);
+            if (st == ST_OK && s.out != s.out_end) { /* wrote less than measured */
+                st = ST_UNHANDLED;
+            }
         }
     }
     PyBuffer_Release(&view);

@@ -214,7 +214,8 @@ outbuf_close(outbuf_t *b, Py_ssize_t mark)
     if (len > 0xffffffffLL / 2) { /* protobuf's limit for a length (2 GiB) */
         return ST_UNHANDLED;
     }
-    while (value > 0x7f) {
+    /* under 2^31: at most LENGTH_ROOM bytes, which the bound below makes plain */
+    while (value > 0x7f && k < LENGTH_ROOM - 1) {
         bytes[k++] = (char)((value & 0x7f) | 0x80);
         value >>= 7;
     }
