@@ -441,7 +441,10 @@ class Engine:
         info = state.info
         if eval_states is None and trajectory.steps:  # GenAI only once its late logs joined
             eval_states = _started(self._evaluators, info)
-        if eval_states is not None:
+        # A trace evaluates when its trajectory has steps, the rule the processor and the
+        # sidecar use for emitting its results: a side trace whose GenAI spans give no step
+        # (an agent's construction, `create_agent`; index building, `embeddings`) is not a run.
+        if eval_states is not None and trajectory.steps:
             # `SafeEvaluator.finish_trace` of each, without its frame when the state is sound
             broken = SafeEvaluator.BROKEN
             for evaluator, eval_state in zip(self._evaluators, eval_states, strict=True):

@@ -367,6 +367,7 @@ def _assemble(
     if parents:
         parent_of.update(parents)
     cycle_problems = _break_parent_cycles(parent_of, ordered)
+    _reattach_detached_agent_work(ordered, parent_of)
     drafts.sort(key=_draft_key)
 
     runs, run_of_span = _runs(ordered, parent_of, names or {})
@@ -382,6 +383,39 @@ def _assemble(
         ]
     )
     return _new_trajectory(trace_id, steps, tuple(runs), conventions, (*cycle_problems, *problems))
+
+
+def _reattach_detached_agent_work(ordered: list[NormalizedSpan], parent_of: dict[str, str]) -> None:
+    """An agent span with no child span at all is the parent of the sibling spans it encloses
+    in time (not agents themselves).
+
+    An instrumentation that starts an agent's span without making it current leaves the
+    agent's work beside it, under the same parent: Traceloop's LangGraph graph span
+    `invoke_agent X` of a graph run inside a tool (a nested agent) has no child, its chain
+    (`execute_task X`, with the graph's model and tool calls) is its sibling.
+    """
+    agents = [s for s in ordered if s.operation == "agent" and s.view.parent_span_id]
+    if not agents:
+        return
+    parents = set(parent_of.values())
+    childless = [a for a in agents if a.view.span_id not in parents]
+    if not childless:
+        return
+    for agent in childless:
+        view = agent.view
+        parent, start, end = parent_of.get(view.span_id, ""), view.start_ns, view.end_ns
+        if not parent:
+            continue
+        for span in ordered:
+            other = span.view
+            if (
+                span.operation != "agent"
+                and other.span_id != view.span_id
+                and parent_of.get(other.span_id) == parent
+                and start <= other.start_ns
+                and other.end_ns <= end
+            ):
+                parent_of[other.span_id] = view.span_id
 
 
 def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan]) -> list[str]:

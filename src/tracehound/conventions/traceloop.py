@@ -5,15 +5,25 @@ Decorator spans (`@workflow`, `@task`, `@agent`, `@tool`) carry `traceloop.entit
 spans of current instrumentations use the OTel GenAI attributes; older ones the indexed
 `gen_ai.prompt.{i}.*` / `gen_ai.completion.{i}.*` keys. Vector-DB spans report documents as
 `db.query.result` span events.
+
+Traceloop's LangChain / LangGraph instrumentation (`opentelemetry-instrumentation-langchain`)
+records LangChain's callback payloads: a tool span's `traceloop.entity.input` (and
+`gen_ai.tool.call.arguments`) is `on_tool_start`'s `{"input_str", "tags", "metadata", "inputs",
+"kwargs": {"tool_call_id", ...}}` and its output (`gen_ai.tool.call.result`) `on_tool_end`'s
+`{"output": <a serialized ToolMessage, or the tool's raw return>, "kwargs": {...}}`; a retriever
+span (`vector_db_retrieve`) has `{"query", ...}` in and `{"documents": [{"page_content",
+"metadata"}], "count"}` out. Those are read for what the tool received and returned.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any
 
 from tracehound.conventions import genai
 from tracehound.conventions.base import (
+    MAX_JSON_BYTES,
     Document,
     Message,
     NormalizedSpan,
@@ -37,6 +47,9 @@ _REQUEST_TYPES: dict[str, Operation] = {
     "completion": "llm",
     "embedding": "embeddings",
 }
+# Traceloop's own `gen_ai.operation.name` values (semconv-ai `GenAICustomOperationName`) that
+# name a GenAI operation (`execute_task` is a chain step: a workflow).
+_CUSTOM_OPERATIONS: dict[str, Operation] = {"vector_db_retrieve": "retrieval"}
 DB_QUERY_RESULT = "db.query.result"
 # Keys only OpenLLMetry sets (beside the OTel GenAI ones its current instrumentations use).
 _TRACELOOP_ONLY_KEYS = frozenset(
@@ -142,6 +155,181 @@ def _entity_output(value: Any) -> Any:
         return value
 
 
+# --- LangChain callback payloads -----------------------------------------------------------------
+
+# `str(dict)` of a tool input (`input_str` when LangChain passed no `inputs`) is read as a Python
+# literal only up to this size.
+_MAX_LITERAL_BYTES = 64 * 1024
+
+
+def _payload(value: Any, key: str) -> dict[str, Any] | None:
+    """The decoded callback payload of an attribute when it is one (a JSON object with `key`)."""
+    if isinstance(value, str):
+        if not value.startswith("{") or len(value) > MAX_JSON_BYTES or f'"{key}"' not in value:
+            return None
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, dict) and key in value else None
+
+
+def _lc_message(value: Any) -> tuple[str, dict[str, Any]] | None:
+    """(class name, fields) of a LangChain-serialized message, `{"lc": 1, "type":
+    "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"], "kwargs": {...}}`."""
+    if not isinstance(value, dict) or value.get("type") != "constructor" or "lc" not in value:
+        return None
+    ids, fields = value.get("id"), value.get("kwargs")
+    if not isinstance(fields, dict):
+        return None
+    name = ids[-1] if isinstance(ids, list) and ids and isinstance(ids[-1], str) else ""
+    return name, fields
+
+
+def content_text(content: Any) -> str | None:
+    """Text of a LangChain message content: a string, or content blocks (`[{"type": "text",
+    "text": ...}]`, plain strings) whose texts are joined; other blocks as JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for block in content:
+            if isinstance(block, str):
+                texts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            else:
+                texts.append(to_text(block) or "")
+        return "\n".join(t for t in texts if t)
+    return to_text(content)
+
+
+def _tool_input(payload: dict[str, Any]) -> tuple[Any, str | None]:
+    """(arguments the tool received, tool call id) from an `on_tool_start` payload.
+
+    `inputs` is the tool's input when it was a dict (the model's arguments, injected ones left
+    out); else `input_str` is the input itself (a string), or `str()` of it (a Python literal).
+    """
+    kwargs = payload.get("kwargs")
+    call_id = kwargs.get("tool_call_id") if isinstance(kwargs, dict) else None
+    inputs = payload.get("inputs")
+    if isinstance(inputs, (dict, list)):
+        arguments: Any = inputs
+    else:
+        arguments = _literal(payload.get("input_str"))
+    return arguments, call_id if isinstance(call_id, str) and call_id else None
+
+
+def _literal(text: Any) -> Any:
+    """`'{"city": "Oslo"}'` or `"{'city': 'Oslo'}"` → the dict; any other value as it is."""
+    if not isinstance(text, str) or text[:1] not in ("{", "[") or len(text) > _MAX_LITERAL_BYTES:
+        return text
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+    return value if isinstance(value, (dict, list)) else text
+
+
+def _tool_output(output: Any, call_id: str | None) -> tuple[Any, str | None, str | None]:
+    """(result, tool call id, error) from `on_tool_end`'s `output`.
+
+    A ToolMessage gives its content (blocks unwrapped), call id and `status`; a LangGraph
+    `Command` (or a list of messages) the ToolMessage of this call inside it; any other value
+    is the tool's own return.
+    """
+    message = _lc_message(output)
+    if message is None:
+        messages: Any = output
+        if isinstance(output, dict) and isinstance(output.get("update"), dict):  # Command
+            messages = output["update"].get("messages")
+        if isinstance(messages, list):
+            found = [m for m in map(_lc_message, messages) if m and m[0] == "ToolMessage"]
+            mine = [m for m in found if call_id and m[1].get("tool_call_id") == call_id]
+            if mine or len(found) == 1:
+                message = (mine or found)[0]
+    if message is None or message[0] != "ToolMessage":
+        if message is not None:
+            return content_text(message[1].get("content")), None, None
+        return output, None, None
+    fields = message[1]
+    text = content_text(fields.get("content"))
+    found_id = fields.get("tool_call_id")
+    error = (text or "error") if fields.get("status") == "error" else None
+    return text, found_id if isinstance(found_id, str) and found_id else None, error
+
+
+def _read_langchain_tool(span: NormalizedSpan, attrs: dict[str, Any]) -> bool:
+    """Fill a tool span from LangChain callback payloads; False when it has none."""
+    payload = _payload(
+        attrs.get("traceloop.entity.input", attrs.get("gen_ai.tool.call.arguments")), "input_str"
+    )
+    if payload is None:
+        return False
+    arguments, call_id = _tool_input(payload)
+    span.tool_arguments = arguments
+    span.tool_call_id = span.tool_call_id or call_id
+    out = _payload(
+        attrs.get("traceloop.entity.output", attrs.get("gen_ai.tool.call.result")), "output"
+    )
+    if out is None:  # the tool failed (no on_tool_end): the error is on the span
+        span.tool_result = None
+        return True
+    result, found_id, error = _tool_output(out.get("output"), span.tool_call_id)
+    span.tool_result = result
+    span.tool_call_id = span.tool_call_id or found_id
+    span.error = span.error or error
+    return True
+
+
+def _read_retriever(span: NormalizedSpan, attrs: dict[str, Any], entity: str | None) -> None:
+    """A LangChain retriever span: `{"query"}` in, `{"documents": [{"page_content",
+    "metadata"}]}` out."""
+    payload = _payload(attrs.get("traceloop.entity.input"), "query")
+    if payload is not None and isinstance(payload.get("query"), str):
+        span.query = span.query or payload["query"]
+    metadata = payload.get("metadata") if payload is not None else None
+    name = metadata.get("ls_retriever_name") if isinstance(metadata, dict) else None
+    span.source = entity or (name if isinstance(name, str) and name else None) or span.view.name
+    out = _payload(attrs.get("traceloop.entity.output"), "documents")
+    documents = out.get("documents") if out is not None else None
+    if not isinstance(documents, list):
+        return
+    for raw in documents:
+        if isinstance(raw, dict):
+            meta = raw.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            score = meta.get("score", meta.get("relevance_score"))
+            span.documents.append(
+                Document(
+                    id=_opt(raw.get("id", meta.get("id"))),
+                    content=to_text(raw.get("page_content", raw.get("content"))),
+                    score=float(score) if isinstance(score, (int, float)) else None,
+                )
+            )
+        elif isinstance(raw, str):
+            span.documents.append(Document(content=raw))
+
+
+def _agent_output(value: Any, problems: list[str]) -> str | None:
+    """An agent's answer from its `traceloop.entity.output`: a returned string, or the text
+    of a returned LangChain message. Any other value (a graph state, a dict) is not an answer:
+    the run's last assistant text is."""
+    data = parse_json_value(value, "traceloop.entity.output", problems)
+    if data is None and isinstance(value, str):
+        return value or None  # not JSON: set by hand
+    if isinstance(data, str):
+        return data or None
+    message = _lc_message(data)
+    if message is not None and message[0] in ("AIMessage", "AIMessageChunk"):
+        return content_text(message[1].get("content")) or None
+    return None
+
+
 def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     span = genai.extract(view, logs)
     span.convention = NAME
@@ -149,7 +337,10 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
     problems = span.problems
     kind = attrs.get("traceloop.span.kind")
     entity = genai.first_str(view, "traceloop.entity.name")
-    if isinstance(kind, str) and kind in KIND_MAP:
+    op_name = attrs.get("gen_ai.operation.name")
+    if isinstance(op_name, str) and op_name in _CUSTOM_OPERATIONS:
+        span.operation = _CUSTOM_OPERATIONS[op_name]
+    elif isinstance(kind, str) and kind in KIND_MAP:
         span.operation = KIND_MAP[kind]
     elif span.operation == "other":
         request_type = attrs.get("llm.request.type")
@@ -159,15 +350,16 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         span.agent_name = span.agent_name or entity or view.name
         output = attrs.get("traceloop.entity.output")
         if output is not None:
-            span.declared_output = to_text(
-                parse_json_value(output, "traceloop.entity.output", problems) or output
-            )
+            span.declared_output = _agent_output(output, problems)
     elif span.operation == "tool":
         span.tool_name = span.tool_name or entity or view.name
-        if span.tool_arguments is None and "traceloop.entity.input" in attrs:
-            span.tool_arguments = _entity_arguments(attrs["traceloop.entity.input"], problems)
-        if span.tool_result is None and "traceloop.entity.output" in attrs:
-            span.tool_result = _entity_output(attrs["traceloop.entity.output"])
+        if not _read_langchain_tool(span, attrs):
+            if span.tool_arguments is None and "traceloop.entity.input" in attrs:
+                span.tool_arguments = _entity_arguments(attrs["traceloop.entity.input"], problems)
+            if span.tool_result is None and "traceloop.entity.output" in attrs:
+                span.tool_result = _entity_output(attrs["traceloop.entity.output"])
+    elif span.operation == "retrieval" and op_name in _CUSTOM_OPERATIONS:
+        _read_retriever(span, attrs, entity)
     if not span.input_messages:
         span.input_messages = _indexed_messages(attrs, "gen_ai.prompt.")
     if not span.output_messages:
