@@ -67,13 +67,13 @@ def blocks_text(value: Any) -> str | None:
     return "\n".join(texts)
 
 
+_JSON_HEADS = frozenset("[{")
+
+
 def _maybe_json(value: str) -> Any:
     """`value` parsed when it is a JSON array or object, else None (never raises)."""
-    head = value[:1]
-    if head != "[" and head != "{":
-        head = value.lstrip()[:1]
-        if head != "[" and head != "{":
-            return None
+    if value[:1] not in _JSON_HEADS and value.lstrip()[:1] not in _JSON_HEADS:
+        return None
     problems: list[str] = []
     return parse_json_value(value, "", problems)
 
@@ -271,9 +271,9 @@ def _content_parts(content: Any) -> list[Part]:
     if isinstance(content, str):
         data = _maybe_json(content)
         if type(data) is list and data and all(type(item) is dict for item in data):
-            parts = _block_parts(data)
-            if parts is not None:
-                return parts
+            read = _block_parts(data)
+            if read is not None:
+                return read
         return [Part(type="text", content=content)]
     if isinstance(content, list):
         parts: list[Part] = []
