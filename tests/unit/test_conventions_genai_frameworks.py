@@ -390,3 +390,86 @@ def test_finish_reasons_as_a_json_string_are_a_list() -> None:
 )
 def test_content_text_unwraps_text_blocks_only(value: Any, text: str) -> None:
     assert content_text(value) == text
+
+
+# --- Google ADK telemetry schema 1: google-genai JSON on `call_llm`, `<elided>` log content -----
+
+
+def adk_schema_1(rec: Recorder) -> None:
+    fc = {"function_call": {"id": "call_1", "args": CITY, "name": "get_weather"}}
+    fr = {
+        "function_response": {
+            "id": "call_1",
+            "name": "get_weather",
+            "response": {"result": WEATHER},
+        }
+    }
+    question = {"role": "user", "parts": [{"text": QUESTION}]}
+
+    def call_llm(contents: list[Any], parts: list[Any]) -> dict[str, Any]:
+        request = {"model": "m", "config": {"system_instruction": SYSTEM}, "contents": contents}
+        response = {"content": {"parts": parts, "role": "model"}, "finish_reason": "STOP"}
+        return {
+            "gen_ai.system": "gcp.vertex.agent",
+            "gen_ai.request.model": "m",
+            "gcp.vertex.agent.llm_request": dumps(request),
+            "gcp.vertex.agent.llm_response": dumps(response),
+        }
+
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel"}
+    with rec.span("invoke_agent travel", agent, scope=ADK):
+        with rec.span("call_llm", call_llm([question], [fc]), scope=ADK):
+            rec.event("gen_ai.user.message", {"content": "<elided>"})
+        tool = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.id": "call_1",
+            "gcp.vertex.agent.tool_call_args": dumps(CITY),
+            "gcp.vertex.agent.tool_response": dumps({"result": WEATHER}),
+        }
+        with rec.span("execute_tool get_weather", tool, scope=ADK):
+            pass
+        thought = {"text": THOUGHT, "thought": True}
+        history = [question, {"role": "model", "parts": [fc]}, {"role": "user", "parts": [fr]}]
+        with rec.span("call_llm", call_llm(history, [thought, {"text": ANSWER}]), scope=ADK):
+            pass
+
+
+def test_adk_schema_1_reads_call_llm_and_tool_attributes() -> None:
+    captured, traj = build(adk_schema_1)
+    run, tool = "invoke_agent travel", "execute_tool get_weather"
+    assert outline(traj, captured) == [
+        S("agent", run, run, agent="travel"),
+        S("system", "call_llm#1", run, text=SYSTEM),
+        S("user", "call_llm#1", run, text=QUESTION),  # not the `<elided>` log placeholder
+        S("llm", "call_llm#1", run, model="m", finish_reason="STOP"),
+        S(
+            "tool_call",
+            "call_llm#1",
+            run,
+            tool="get_weather",
+            call_id="call_1",
+            arguments=CANON_CITY,
+            exec_span_id=tool,
+        ),
+        S("tool_result", tool, run, tool="get_weather", call_id="call_1", text=WEATHER),
+        S("llm", "call_llm#2", run, model="m", finish_reason="STOP"),
+        S("reasoning", "call_llm#2", run, text=THOUGHT, finish_reason="STOP"),
+        S("assistant", "call_llm#2", run, text=ANSWER, finish_reason="STOP"),
+    ]
+
+
+def test_adk_schema_1_uncaptured_tool_response_is_no_result() -> None:
+    def scenario(rec: Recorder) -> None:
+        tool = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "get_weather",
+            "gen_ai.tool.call.id": "call_1",
+            "gcp.vertex.agent.tool_call_args": "{}",
+            "gcp.vertex.agent.tool_response": "{}",
+        }
+        with rec.span("execute_tool get_weather", tool, scope=ADK):
+            pass
+
+    _, traj = build(scenario)
+    assert [(s.kind, s.text) for s in traj.steps] == [("tool_call", None), ("tool_result", None)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tracehound.conventions import _adk
 from tracehound.conventions._messages import (
     LEGACY_CHOICE_EVENT,
     LEGACY_INPUT_EVENTS,
@@ -285,40 +286,6 @@ def _tool_from_messages(span: NormalizedSpan) -> None:
             break
 
 
-# Google ADK's instrumentation scope. ADK hands a tool's return value to the model as a
-# `FunctionResponse.response` dict: a dict as returned, anything else wrapped as exactly
-# `{"result": value}` (`flows/llm_flows/tools/_caller.py`; its own Anthropic adapter unwraps
-# that exact shape again), and records that dict as the tool result.
-ADK_SCOPE = "gcp.vertex.agent"
-
-
-def _adk_unwrapped(value: Any) -> Any:
-    """The tool's own return value inside ADK's `{"result": value}` wrapper; else `value`."""
-    data = value
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            data = json.loads(value)
-        except ValueError:
-            return value
-    if isinstance(data, dict) and len(data) == 1 and "result" in data:
-        inner = data["result"]
-        if inner is not None:
-            return inner if isinstance(inner, str) else to_text(inner)
-    return value
-
-
-def _unwrap_adk_results(span: NormalizedSpan) -> None:
-    if span.tool_result is not None:
-        span.tool_result = _adk_unwrapped(span.tool_result)
-    for messages in (span.input_messages, span.output_messages):
-        for message in messages:
-            for part in message.parts:
-                if part.type == "tool_call_response" and part.response is not None:
-                    unwrapped = _adk_unwrapped(part.response)
-                    if unwrapped is not part.response:
-                        part.content = content_text(unwrapped)
-
-
 def _parts_of(messages: list[Message], ptype: str, call_id: str | None) -> list[Part]:
     return [
         part
@@ -384,14 +351,17 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
             span.documents = documents_from(
                 attrs["gen_ai.retrieval.documents"], "gen_ai.retrieval.documents", problems
             )
+    adk_scope = view.scope_name == _adk.SCOPE
+    if adk_scope:
+        _adk.apply_legacy_attributes(span)
     if view.events:
         apply_span_events(span)
     if logs:
         apply_log_events(span, logs)
     if operation == "tool" and (span.input_messages or span.output_messages):
         _tool_from_messages(span)
-    if view.scope_name == ADK_SCOPE:
-        _unwrap_adk_results(span)
+    if adk_scope:
+        _adk.after_content(span)
     if span.output_messages:
         fill_from_output_messages(span)
     span.error = error_of(view)
