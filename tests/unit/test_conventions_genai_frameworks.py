@@ -473,3 +473,24 @@ def test_adk_schema_1_uncaptured_tool_response_is_no_result() -> None:
 
     _, traj = build(scenario)
     assert [(s.kind, s.text) for s in traj.steps] == [("tool_call", None), ("tool_result", None)]
+
+
+def test_adk_merged_tools_span_is_no_tool_call() -> None:
+    def scenario(rec: Recorder) -> None:
+        agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel"}
+        with rec.span("invoke_agent travel", agent, scope=ADK):
+            for call_id, name in (("call_1", "get_weather"), ("event-id", "(merged tools)")):
+                tool = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": call_id,
+                }
+                with rec.span(f"execute_tool {name}", tool, scope=ADK):
+                    pass
+
+    _, traj = build(scenario)
+    assert [(s.kind, s.tool) for s in traj.steps] == [
+        ("agent", None),
+        ("tool_call", "get_weather"),
+        ("tool_result", "get_weather"),
+    ]

@@ -11,6 +11,9 @@
   `function_call`, `function_response`, `thought`), tool spans carry
   `gcp.vertex.agent.tool_call_args` / `.tool_response` (`{}` when content is not captured), and
   log records hold `<elided>` where content is not captured.
+- After parallel calls ADK marks the merged response event with one more `execute_tool` span,
+  tool name `(merged tools)` (`trace_merged_tool_calls`, "not needed for telemetry purposes",
+  kept for its web UI): it executed nothing, each call has its own tool span.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ _TOOL_ARGS = "gcp.vertex.agent.tool_call_args"
 _TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 _ELIDED = "<elided>"
 _ROLES = {"model": "assistant"}
+_MERGED_TOOLS = "(merged tools)"
 
 
 def unwrapped(value: Any) -> Any:
@@ -46,9 +50,13 @@ def unwrapped(value: Any) -> Any:
 
 
 def apply_legacy_attributes(span: NormalizedSpan) -> None:
-    """Schema 1 content on the span's own attributes (before any event or log record)."""
+    """Schema 1 content on the span's own attributes (before any event or log record); the
+    `(merged tools)` bookkeeping span is no tool call."""
     attrs = span.view.attributes
     if span.operation == "tool":
+        if span.tool_name == _MERGED_TOOLS:
+            span.operation = "other"
+            return
         if span.tool_arguments is None and _TOOL_ARGS in attrs:
             span.tool_arguments = attrs[_TOOL_ARGS]
         response = attrs.get(_TOOL_RESPONSE)
