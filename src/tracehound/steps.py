@@ -206,8 +206,8 @@ class _State:
     call_names: dict[str, str] = field(default_factory=dict)  # call id -> tool name
     pending_calls: list[str] = field(default_factory=list)  # call ids without a result yet
     # call id -> the tool_result draft of a tool span that recorded no result (only the call
-    # id, e.g. Google ADK with content in log records): the result a later LLM input carries
-    # for that id fills it, rather than being shadowed by it
+    # id, e.g. Google ADK with content in log records; or only an error): the result a later
+    # LLM input carries for that id fills its text, rather than being shadowed by it
     open_results: dict[str, _Draft] = field(default_factory=dict)
     anonymous: int = 0
 
@@ -721,9 +721,9 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
         out.append(draft)
     result_key = ("tool_result", call_id) if call_id else None
     if result_key is None or result_key not in state.seen_ids:
-        # No result and no error recorded: the result may still come by its call id (in the
-        # next LLM input); until then the step stays open, without text.
-        still_open = call_id is not None and span.tool_result is None and span.error is None
+        # No result recorded (only the call id, or only an error): what the tool returned may
+        # still come by its call id, in the next LLM input; until then the step has no text.
+        still_open = call_id is not None and span.tool_result is None
         if result_key is not None and not still_open:
             state.seen_ids.add(result_key)
             if call_id in state.pending_calls:

@@ -494,3 +494,36 @@ def test_adk_merged_tools_span_is_no_tool_call() -> None:
         ("tool_call", "get_weather"),
         ("tool_result", "get_weather"),
     ]
+
+
+def test_failed_tool_span_gets_the_text_the_model_was_given() -> None:
+    """Microsoft Agent Framework: a tool that raised has an ERROR span without a result; the
+    next LLM input says what the model got back for that call id."""
+    failure = "Error: Function failed."
+
+    def scenario(rec: Recorder) -> None:
+        chat = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai"}
+        call = {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": CITY}
+        with rec.span("invoke_agent travel", {"gen_ai.operation.name": "invoke_agent"}):
+            out = [{"role": "assistant", "parts": [call], "finish_reason": "tool_calls"}]
+            with rec.span("chat gpt-4o-mini", {**chat, "gen_ai.output.messages": dumps(out)}):
+                pass
+            tool = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "get_weather",
+                "gen_ai.tool.call.id": "call_1",
+                "gen_ai.tool.call.arguments": dumps(CITY),
+            }
+            with rec.span("execute_tool get_weather", tool, error="RuntimeError: down"):
+                pass
+            response = {"type": "tool_call_response", "id": "call_1", "response": failure}
+            history = [
+                {"role": "assistant", "parts": [call]},
+                {"role": "tool", "parts": [response]},
+            ]
+            with rec.span("chat gpt-4o-mini", {**chat, "gen_ai.input.messages": dumps(history)}):
+                pass
+
+    _, traj = build(scenario)
+    results = [(s.span_id, s.text, s.error) for s in traj.steps if s.kind == "tool_result"]
+    assert [(text, error) for _, text, error in results] == [(failure, "RuntimeError: down")]
