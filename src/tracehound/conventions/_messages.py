@@ -68,11 +68,21 @@ def blocks_text(value: Any) -> str | None:
 
 
 _JSON_HEADS = frozenset("[{")
+# Keys a content block starts with; a JSON string whose head has none of them is not parsed
+# (tool results resent in every later LLM input are often JSON of their own).
+_BLOCK_KEYS = ('"text"', '"type"', '"json"', '"kind"', '"toolUse"', '"toolResult"', '"reasoning')
+_HEAD = 48
 
 
-def _maybe_json(value: str) -> Any:
-    """`value` parsed when it is a JSON array or object, else None (never raises)."""
-    if value[:1] not in _JSON_HEADS and value.lstrip()[:1] not in _JSON_HEADS:
+def _maybe_blocks(value: str) -> Any:
+    """`value` parsed when it may be the JSON of content blocks (an array or object whose head
+    names a block key), else None (never raises)."""
+    if value[:1] not in _JSON_HEADS:
+        value = value.lstrip()
+        if value[:1] not in _JSON_HEADS:
+            return None
+    head = value[:_HEAD]
+    if not any(key in head for key in _BLOCK_KEYS):
         return None
     problems: list[str] = []
     return parse_json_value(value, "", problems)
@@ -84,7 +94,7 @@ def content_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
-        data = _maybe_json(value)
+        data = _maybe_blocks(value)
         if data is not None:
             text = blocks_text(data)
             if text is not None:
@@ -269,7 +279,7 @@ def _content_parts(content: Any) -> list[Part]:
     if content is None or content == "":
         return []
     if isinstance(content, str):
-        data = _maybe_json(content)
+        data = _maybe_blocks(content)
         if type(data) is list and data and all(type(item) is dict for item in data):
             read = _block_parts(data)
             if read is not None:
