@@ -384,6 +384,8 @@ def test_finish_reasons_as_a_json_string_are_a_list() -> None:
         ([{"json": {"k": 1}}], '{"k": 1}'),
         ('{"temp": 7}', '{"temp": 7}'),  # a JSON result that is not content blocks stays as is
         ("plain", "plain"),
+        ("[1, 2]", "[1, 2]"),
+        ('[{"id": 3, "name": "x"}]', '[{"id": 3, "name": "x"}]'),
         ([{"image": {"format": "png"}}], '[{"image": {"format": "png"}}]'),
         ([{"text": "a", "extra": 1}], '[{"extra": 1, "text": "a"}]'),
     ],
