@@ -205,6 +205,10 @@ class _State:
     call_steps: dict[str, _Draft] = field(default_factory=dict)  # call id -> tool_call draft
     call_names: dict[str, str] = field(default_factory=dict)  # call id -> tool name
     pending_calls: list[str] = field(default_factory=list)  # call ids without a result yet
+    # call id -> the tool_result draft of a tool span that recorded no result (only the call
+    # id, e.g. Google ADK with content in log records; or only an error): the result a later
+    # LLM input carries for that id fills its text, rather than being shadowed by it
+    open_results: dict[str, _Draft] = field(default_factory=dict)
     anonymous: int = 0
 
 
@@ -763,6 +767,10 @@ def _tool_result_from_part(
         state.seen_ids.add(key)
         if call_id in state.pending_calls:
             state.pending_calls.remove(call_id)
+        opened = state.open_results.pop(call_id, None) if state.open_results else None
+        if opened is not None:  # the tool span's result step, without its text until now
+            opened[1]["text"] = content
+            return None
         name = name or state.call_names.get(call_id)
     view = span.view
     fields = {
@@ -820,7 +828,10 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
         out.append(draft)
     result_key = ("tool_result", call_id) if call_id else None
     if result_key is None or result_key not in state.seen_ids:
-        if result_key is not None:
+        # No result recorded (only the call id, or only an error): what the tool returned may
+        # still come by its call id, in the next LLM input; until then the step has no text.
+        still_open = call_id is not None and span.tool_result is None
+        if result_key is not None and not still_open:
             state.seen_ids.add(result_key)
             if call_id in state.pending_calls:
                 state.pending_calls.remove(call_id)
@@ -833,7 +844,10 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
             "text": to_text(span.tool_result),
             "error": span.error,
         }
-        out.append(((end, start, span_id, 1), fields))
+        draft = ((end, start, span_id, 1), fields)
+        if still_open and call_id is not None:
+            state.open_results[call_id] = draft
+        out.append(draft)
     return out
 
 

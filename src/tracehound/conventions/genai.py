@@ -9,11 +9,14 @@ events (`gen_ai.user.message`, `gen_ai.choice`, ...) joined to the span by (trac
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from tracehound.conventions import _adk
 from tracehound.conventions._messages import (
     LEGACY_CHOICE_EVENT,
     LEGACY_INPUT_EVENTS,
+    content_text,
     messages_from_legacy_events,
     parse_instructions,
     parse_messages,
@@ -23,6 +26,7 @@ from tracehound.conventions.base import (
     Message,
     NormalizedSpan,
     Operation,
+    Part,
     parse_json_value,
     to_text,
 )
@@ -132,9 +136,18 @@ def _first_int(view: SpanView, attrs: dict[str, Any], keys: tuple[str, ...]) -> 
 
 
 def finish_reasons_of(value: Any) -> list[str]:
+    """`gen_ai.response.finish_reasons`: a string array, a single string, or the array's JSON
+    string (`'["tool_calls"]'`, Microsoft Agent Framework)."""
     if isinstance(value, list):
         return [str(v) for v in value if v is not None]
     if isinstance(value, str) and value:
+        if value[0] == "[" and value[-1] == "]":
+            try:
+                data = json.loads(value)
+            except ValueError:
+                return [value]
+            if isinstance(data, list):
+                return [str(v) for v in data if v is not None]
         return [value]
     return []
 
@@ -168,37 +181,118 @@ def apply_log_events(span: NormalizedSpan, logs: list[LogView]) -> None:
     if not logs:
         return
     legacy: list[tuple[str, Any]] = []
-    details: LogView | None = None
+    details: list[dict[str, Any]] = []
     for log in sorted(logs, key=lambda lg: lg.time_ns):
         if log.event_name == DETAILS_EVENT:
-            details = log
+            details.append(log.attributes)
         elif log.event_name in _LEGACY_EVENTS:
             legacy.append((log.event_name, log.body))
+    apply_content_events(span, details, legacy, "event")
+
+
+def apply_span_events(span: NormalizedSpan) -> None:
+    """Fill messages from the span's own events, read like the log-record forms: a
+    `gen_ai.client.inference.operation.details` span event's attributes are the record's
+    attributes, a legacy per-message span event's attributes are the record's body (Strands
+    Agents records both shapes as span events)."""
+    legacy: list[tuple[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    for event in span.view.events:
+        name = event.name
+        if name == DETAILS_EVENT:
+            details.append(event.attributes)
+        elif name in _LEGACY_EVENTS:
+            legacy.append((name, event.attributes))
+    if details or legacy:
+        apply_content_events(span, details, legacy, "span event")
+
+
+_DETAIL_FIELDS = (
+    ("input_messages", "gen_ai.input.messages"),
+    ("output_messages", "gen_ai.output.messages"),
+)
+
+
+def apply_content_events(
+    span: NormalizedSpan,
+    details: list[dict[str, Any]],
+    legacy: list[tuple[str, Any]],
+    where: str,
+) -> None:
+    """Fill what the span's attributes lacked from its content events, in time order: the
+    attributes of each `operation.details` event (one event may carry all of them, or one
+    event each, as Strands writes them), then the legacy per-message events."""
     problems = span.problems
-    if details is not None:
-        attrs = details.attributes
-        if not span.input_messages and "gen_ai.input.messages" in attrs:
-            span.input_messages = parse_messages(
-                attrs["gen_ai.input.messages"], "event gen_ai.input.messages", problems
-            )
-        if not span.output_messages and "gen_ai.output.messages" in attrs:
-            span.output_messages = parse_messages(
-                attrs["gen_ai.output.messages"], "event gen_ai.output.messages", problems
-            )
+    for attrs in details:
+        for field_name, key in _DETAIL_FIELDS:
+            if key in attrs and not getattr(span, field_name):
+                setattr(span, field_name, parse_messages(attrs[key], f"{where} {key}", problems))
         if not span.system_instructions and "gen_ai.system_instructions" in attrs:
             span.system_instructions = parse_instructions(
-                attrs["gen_ai.system_instructions"], "event gen_ai.system_instructions", problems
+                attrs["gen_ai.system_instructions"], f"{where} gen_ai.system_instructions", problems
             )
+        if not span.finish_reasons and "gen_ai.response.finish_reasons" in attrs:
+            span.finish_reasons = finish_reasons_of(attrs["gen_ai.response.finish_reasons"])
     if legacy:
-        inputs, outputs = messages_from_legacy_events(legacy)
-        if not span.input_messages:
-            span.input_messages = inputs
-        if not span.output_messages:
-            span.output_messages = outputs
+        if span.operation == "tool":
+            _tool_from_legacy_events(span, legacy)
+        else:
+            inputs, outputs = messages_from_legacy_events(legacy)
+            if not span.input_messages:
+                span.input_messages = inputs
+            if not span.output_messages:
+                span.output_messages = outputs
         if span.convention == NAME and "gen_ai.provider.name" not in span.view.attributes:
             span.convention = LEGACY_NAME
-    if span.operation == "other" and (span.input_messages or span.output_messages):
+    if (
+        span.operation == "other"
+        and (span.input_messages or span.output_messages)
+        and not span.view.attributes.get("gen_ai.operation.name")
+    ):
+        # unmarked span with chat content; a span that names another operation (Strands'
+        # `execute_event_loop_cycle`, which repeats its chat span's messages) stays what it is
         span.operation = "llm"
+
+
+def _tool_from_legacy_events(span: NormalizedSpan, legacy: list[tuple[str, Any]]) -> None:
+    """Legacy events on a tool span (Strands): `gen_ai.tool.message` holds what the tool was
+    given (its `content`: the arguments), `gen_ai.choice` what it returned (its `message`)."""
+    for name, body in legacy:
+        if not isinstance(body, dict):
+            continue
+        if name == "gen_ai.tool.message" and span.tool_arguments is None:
+            span.tool_arguments = body.get("content")
+        elif name == LEGACY_CHOICE_EVENT and span.tool_result is None:
+            message = body.get("message")
+            if isinstance(message, dict):
+                message = message.get("content")
+            span.tool_result = None if message is None else content_text(message)
+        if not span.tool_call_id:
+            call_id = body.get("id")
+            span.tool_call_id = call_id if isinstance(call_id, str) and call_id else None
+
+
+def _tool_from_messages(span: NormalizedSpan) -> None:
+    """A tool span's call and result from its own messages (Strands' latest shape records the
+    call as an input `tool_call` part and the result as an output `tool_call_response` part)."""
+    call_id = span.tool_call_id
+    if span.tool_arguments is None:
+        for part in _parts_of(span.input_messages, "tool_call", call_id):
+            span.tool_arguments = part.arguments
+            break
+    if span.tool_result is None:
+        for part in _parts_of(span.output_messages, "tool_call_response", call_id):
+            span.tool_result = part.content
+            break
+
+
+def _parts_of(messages: list[Message], ptype: str, call_id: str | None) -> list[Part]:
+    return [
+        part
+        for message in messages
+        for part in message.parts
+        if part.type == ptype and (call_id is None or part.id in (None, call_id))
+    ]
 
 
 def fill_from_output_messages(span: NormalizedSpan) -> None:
@@ -248,7 +342,8 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
         value = get("gen_ai.tool.call.id")
         span.tool_call_id = value if isinstance(value, str) and value else None
         span.tool_arguments = get("gen_ai.tool.call.arguments")
-        span.tool_result = get("gen_ai.tool.call.result")
+        value = get("gen_ai.tool.call.result")
+        span.tool_result = None if value is None else content_text(value)
     elif operation == "retrieval":
         span.query = first_str(view, "gen_ai.retrieval.query.text")
         span.source = first_str(view, "gen_ai.data_source.id") or view.name
@@ -256,8 +351,17 @@ def extract(view: SpanView, logs: list[LogView]) -> NormalizedSpan:
             span.documents = documents_from(
                 attrs["gen_ai.retrieval.documents"], "gen_ai.retrieval.documents", problems
             )
+    adk_scope = view.scope_name == _adk.SCOPE
+    if adk_scope:
+        _adk.apply_legacy_attributes(span)
+    if view.events:
+        apply_span_events(span)
     if logs:
         apply_log_events(span, logs)
+    if operation == "tool" and (span.input_messages or span.output_messages):
+        _tool_from_messages(span)
+    if adk_scope:
+        _adk.after_content(span)
     if span.output_messages:
         fill_from_output_messages(span)
     span.error = error_of(view)
