@@ -1,7 +1,6 @@
 /* The protobuf wire reader shared by the OTLP sources of tracehound._speedups (_speedups.c and
  * _speedups_otlp.c): one field at a time, refusing what upb refuses; and the growing byte buffer
- * the encoders write protobuf into, with the ids they read from hex (_speedups.c,
- *
+ * the encoders write protobuf into, with the ids they read from hex (_speedups.c). */
 #ifndef TRACEHOUND_SPEEDUPS_WIRE_H
 #define TRACEHOUND_SPEEDUPS_WIRE_H
 
