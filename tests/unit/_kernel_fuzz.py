@@ -458,7 +458,8 @@ def _make_seeds() -> Seeds:
     for data in s.requests:
         sub_messages(data, ExportTraceServiceRequest.DESCRIPTOR, s.parts)
     for name in s.parts:
-        parts = sorted(set(s.parts[name]), key=len)[:400]
+        # shortest first, then by content: the same order whatever the hash seed
+        parts = sorted(set(s.parts[name]), key=lambda part: (len(part), part))[:400]
         s.parts[name] = parts
     return s
 
