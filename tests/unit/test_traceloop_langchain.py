@@ -256,13 +256,15 @@ def test_an_error_tool_message_and_a_failed_tool() -> None:
     captured = capture(raised)
     steps = outline(trajectory(captured), captured)
     results = [s for s in steps if s["kind"] == "tool_result"]
-    # one result, the tool span's (the tool message resent in the next input is the same one)
+    # one result, the tool span's, with the text the model was then given (the tool message
+    # resent in the next input is the same result, filling the span's empty one)
     assert results == [
         S(
             "tool_result",
             "execute_tool get_weather",
             tool="get_weather",
             call_id=CALL,
+            text=WEATHER,
             error="TimeoutError",
         )
     ]
