@@ -118,7 +118,7 @@ def _child(off: str, spans: int, callgrind: bool) -> float:
             check=True,
         )
         for line in out.read_text().splitlines():
-            if line.startswith("summary:") or line.startswith("totals:"):
+            if line.startswith(("summary:", "totals:")):
                 return float(line.split()[1])
     raise RuntimeError("callgrind wrote no total")
 

@@ -63,7 +63,7 @@ _LAST_CASE_SIZE = 64 << 20  # the shared mapping that keeps the running case (ca
 def _load() -> tuple[object, object]:
     import _kernel_fuzz
 
-    from tracehound import _wire
+    from tracehound import _accel
 
     try:
         from tracehound import _speedups
@@ -72,7 +72,7 @@ def _load() -> tuple[object, object]:
             f"tracehound._speedups is not built ({e}): run "
             "`python setup.py build_ext --inplace` first"
         )
-    _wire._native = _speedups  # the views' attributes too (whatever TRACEHOUND_PURE_PYTHON says)
+    _accel._in_use = _speedups  # the views' attributes too (whatever TRACEHOUND_PURE_PYTHON says)
     return _kernel_fuzz, _speedups
 
 

@@ -53,7 +53,7 @@ from opentelemetry.proto.common.v1.common_pb2 import InstrumentationScope
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from tracehound import _wire
+from tracehound import _accel, _wire
 from tracehound.conventions import base as _conventions_base
 from tracehound.server._pipeline import _drop_empty
 from tracehound.spans import ResourceView, SpanView, _proto_attributes
@@ -90,17 +90,13 @@ def expect(condition: object, what: str) -> None:
 def native_module() -> Any:
     """`tracehound._speedups` when the library uses it, else None (not built, or turned off by
     TRACEHOUND_PURE_PYTHON=1)."""
-    return _wire._native
+    return _accel._in_use
 
 
 @contextmanager
 def pure_python() -> Iterator[None]:
-    saved = _wire._native
-    _wire._native = None
-    try:
+    with _accel.use_native(False):
         yield
-    finally:
-        _wire._native = saved
 
 
 # --- comparing values ---------------------------------------------------------------------------
