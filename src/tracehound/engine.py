@@ -98,6 +98,15 @@ class EngineConfig:
         if problems:
             raise ValueError("invalid engine configuration: " + "; ".join(problems))
 
+    @property
+    def poll_interval(self) -> float:
+        """How often an owner should call `Engine.poll`: a quarter of the shortest wait it
+        times (`quiet_period`, `reorder_delay` when set), within [10 ms, 0.5 s]."""
+        wait = self.quiet_period
+        if self.reorder_delay:
+            wait = min(wait, self.reorder_delay)
+        return min(max(wait / 4, 0.01), 0.5)
+
 
 @dataclass(slots=True)
 class EngineStats:
