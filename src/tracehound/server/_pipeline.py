@@ -561,9 +561,9 @@ class Pipeline:
                 self._busy = True
             try:
                 self._drain()
-                self._guarded(lambda: self._finalize(self._released_first(self.engine.poll())))
+                self._guarded(lambda: self._finalize(self.engine.poll()))
                 if stopping and not self._work:
-                    self._guarded(lambda: self._finalize(self._released_first(self.engine.flush())))
+                    self._guarded(lambda: self._finalize(self.engine.flush()))
                     self._guarded(self._flush_outputs)
                     return
                 self._guarded(self._flush_outputs)
@@ -661,7 +661,7 @@ class Pipeline:
         # the spans cut out, per scope (cut at the end: a span deferred may be evaluated by a
         # later one of the request), and the deferred spans of the request (`stream`)
         cuts: list[tuple[Any, list[tuple[int, _Held | None]]]] = []
-        pending: dict[tuple[str, str], tuple[Any, SpanView, Any, Any, list[Any], int]] = {}
+        pending: dict[tuple[str, str], tuple[Any, SpanView, _Container, list[Any], int]] = {}
         k = 0
         for rs in resource_list:
             resource_view: ResourceView | None = None
@@ -737,7 +737,9 @@ class Pipeline:
                                 self._deferred[trace_id, view.span_id] = held
                             continue
                         if deferred:  # written here if evaluated by a later span, else cut
-                            pending[trace_id, view.span_id] = (span, view, rs, ss, cut, index)
+                            if container is None:
+                                container = self._container(rs, ss)
+                            pending[trace_id, view.span_id] = (span, view, container, cut, index)
                             continue
                     if results:
                         self._write(span, span_attributes(results), results, view.attributes)
@@ -748,16 +750,16 @@ class Pipeline:
         released = engine.take_released()
         if released:
             for outcome in self._apply_released(released, pending):
-                span, view, _, _, _, _ = pending.pop((outcome.trace_id, outcome.span_id))
+                span, view, _, _, _ = pending.pop((outcome.trace_id, outcome.span_id))
                 results = outcome.results
                 if results:
                     self._write(span, span_attributes(results), results, view.attributes)
                     modified = True
                 if self._redact and redact_span(span):
                     modified = True
-        for pending_key, (_, view, rs, ss, cut, index) in pending.items():  # cut out until
-            present = frozenset(view.attributes)  # evaluated
-            held = _Held(None, view.span_id, self._container(rs, ss), (), present)
+        for pending_key, (_, view, container, cut, index) in pending.items():  # cut out
+            present = frozenset(view.attributes)  # until evaluated
+            held = _Held(None, view.span_id, container, (), present)
             cut.append((index, held))
             self._deferred[pending_key] = held
         for spans, cut in cuts:
@@ -1048,14 +1050,6 @@ class Pipeline:
 
     # --- deferred spans --------------------------------------------------------------------------
 
-    def _released_first(self, traces: list[FinalizedTrace]) -> list[FinalizedTrace]:
-        """`traces` (just finalized), after the spans the engine evaluated since the last request
-        (those of `traces` among them) got their results: before their held spans leave."""
-        released = self.engine.take_released()
-        if released:
-            self._apply_released(released, {})
-        return traces
-
     def _apply_released(
         self, released: list[SpanOutcome], here: Container[tuple[str, str]]
     ) -> list[SpanOutcome]:
@@ -1125,6 +1119,12 @@ class Pipeline:
     # --- finalization and outputs ----------------------------------------------------------------
 
     def _finalize(self, traces: list[FinalizedTrace]) -> None:
+        """Write the results of `traces` (just finalized: `Engine.poll` or `flush`) on their held
+        spans and release them — after the spans the engine evaluated since the last request
+        (by `reorder_delay`, or those of `traces`) got theirs."""
+        released = self.engine.take_released()
+        if released:
+            self._apply_released(released, {})
         if not traces:
             return
         recorder = self._recorder
