@@ -290,9 +290,10 @@ class Engine:
         parent: children end first) is not evaluated yet (`SpanOutcome.deferred`): its per-span
         results would read it as standing alone, outside its run. It is evaluated when its last
         missing ancestor arrives, or `reorder_delay` after it arrived (`poll`), or when its trace
-        is finalized, whichever comes first; spans that become ready together are evaluated in
-        their start order, parents first (`_canonical`), so the per-span results are those of a
-        parents-first arrival. Their outcomes are collected by `take_released`."""
+        is finalized, whichever comes first; spans that become ready together are evaluated
+        parents first, the others in the order they ended (`_canonical`), so the per-span
+        results are those of that parents-first arrival. Their outcomes are collected by
+        `take_released`."""
         stats = self.stats
         stats.spans_received += 1
         trace_id, span_id = view.trace_id, view.span_id
@@ -376,7 +377,8 @@ class Engine:
             self._release(state, ready)
             return None
         ready.append(normalized)
-        ready.sort(key=_canonical)
+        if len(ready) > 1:
+            ready = _canonical(ready, state.parents)
         outcome: SpanOutcome | None = None
         released = self._released
         for span in ready:
@@ -389,7 +391,8 @@ class Engine:
 
     def _release(self, state: _TraceState, spans: list[NormalizedSpan]) -> None:
         """Evaluate deferred spans, in canonical order; their outcomes go to `take_released`."""
-        spans.sort(key=_canonical)
+        if len(spans) > 1:
+            spans = _canonical(spans, state.parents)
         released = self._released
         for span in spans:
             released.append(self._evaluate(state, span))
@@ -724,11 +727,23 @@ def _missing_ancestor(known: set[str], parents: dict[str, str], span_id: str) ->
     return None
 
 
-def _canonical(span: NormalizedSpan) -> tuple[int, int, str]:
-    """The order spans that became ready together are evaluated in: by start, the longer first
-    (a parent starts no later and ends no earlier than its children), then by id."""
-    view = span.view
-    return (view.start_ns, -view.end_ns, view.span_id)
+def _canonical(spans: list[NormalizedSpan], parents: dict[str, str]) -> list[NormalizedSpan]:
+    """`spans` (ready together) in the order they are evaluated in: parents first, the rest as
+    they ended — by the earliest end in each span's subtree (among `spans`), then by depth (a
+    parent before its children), then by span id. Spans arriving one by one in that order are
+    evaluated in it too: this is the parents-first order the per-span results are those of."""
+    first_end: dict[str, int] = {span.span_id: span.view.end_ns for span in spans}
+    depth: dict[str, int] = {}
+    for span_id, end in list(first_end.items()):
+        level = 0
+        current = parents.get(span_id)
+        while current and level < _MAX_DEPTH:
+            level += 1
+            if current in first_end and end < first_end[current]:
+                first_end[current] = end
+            current = parents.get(current)
+        depth[span_id] = level
+    return sorted(spans, key=lambda s: (first_end[s.span_id], depth[s.span_id], s.span_id))
 
 
 def _has_span_hook(evaluator: Evaluator) -> bool:
