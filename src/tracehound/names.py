@@ -259,7 +259,8 @@ SERVE_METRIC_QUEUE_SIZE = "tracehound.server.queue.size"
 """Observable gauge (By): bytes accepted and not yet forwarded; by `tracehound.signal`."""
 SERVE_METRIC_HELD_SPANS = "tracehound.server.spans.held"
 """Observable gauge ({span}): spans held until their trace is finalized (roots in `stream` mode,
-whole traces in `hold` mode)."""
+whole traces in `hold` mode) or, in `stream` mode, until their ancestors arrived
+(`reorder_delay`)."""
 SERVE_METRIC_FORWARD_ITEMS = "tracehound.forward.items"
 """Counter ({item}): items forwarded downstream; by `tracehound.signal`,
 `tracehound.export.outcome` (`success` / `dropped`) and, when dropped, `tracehound.drop.reason`
