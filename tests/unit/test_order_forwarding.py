@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from _processor_rig import make_rig, replay_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from test_order_property import (
     CAPTURES,
     LOOP_CAPTURES,
@@ -24,6 +26,7 @@ from test_order_property import (
 from helpers import readable_spans_from_request
 from tracehound import _accel
 from tracehound import names as N
+from tracehound.emit import MetricsRecorder
 from tracehound.engine import EngineConfig
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
@@ -188,7 +191,9 @@ def test_the_sidecar_forwards_a_span_whose_ancestors_never_come_after_the_delay(
         environ={"TRACEHOUND_METRICS": "false"},
     )
     lanes: dict[str, Any] = {n: _Lane() for n in ("traces", "logs", "metrics")}
-    pipeline = Pipeline(settings, [EvidenceEvaluator(), LoopEvaluator()], lanes)
+    reader = InMemoryMetricReader()
+    recorder = MetricsRecorder(MeterProvider(metric_readers=[reader]))
+    pipeline = Pipeline(settings, [EvidenceEvaluator(), LoopEvaluator()], lanes, recorder=recorder)
     now = [10.0]
     pipeline.engine._clock = lambda: now[0]
     for raw in split(request, order):
@@ -206,6 +211,17 @@ def test_the_sidecar_forwards_a_span_whose_ancestors_never_come_after_the_delay(
     assert set(got) == set(order)
     assert loop_spans(got)
     assert pipeline.engine.stats.spans_reorder_expired == genai
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = [
+        (dict(point.attributes or {}), point.value)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == N.METRIC_SPANS_REORDERED
+        for point in metric.data.data_points
+    ]
+    assert points == [({N.METRIC_ATTR_REORDER_OUTCOME: "expired"}, genai)]
 
 
 @pytest.mark.parametrize("forwarding", ["stream", "hold"])
@@ -240,7 +256,11 @@ def test_the_processor_puts_per_span_results_on_the_right_spans(name: str, forwa
             if a
         }
         assert len(loop_spans(got)) >= 2
-        assert rig.processor.stats.spans_reordered > 0
+        reordered = rig.processor.stats.spans_reordered
+        assert reordered > 0 and rig.processor.stats.spans_reorder_expired == 0
+        assert rig.metric_points(N.METRIC_SPANS_REORDERED) == [
+            ({N.METRIC_ATTR_REORDER_OUTCOME: "ancestors"}, reordered)
+        ]
     finally:
         rig.processor.shutdown()
 
