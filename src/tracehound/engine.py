@@ -187,6 +187,10 @@ def _at_span(result: EvaluationResult, span_id: str) -> EvaluationResult:
     return made
 
 
+# A span whose evaluation waits for its ancestors: (its span id, normalized span, arrival, end)
+_Deferred = tuple[str, NormalizedSpan, float, int]
+
+
 class _TraceState:
     __slots__ = (
         "builder",
@@ -230,10 +234,10 @@ class _TraceState:
         self.span_hooks: list[tuple[int, Any, Any]] | None = None
         # Arrival order (`Engine.add_span`): the spans whose ancestors up to a local root have
         # all arrived (roots included), the GenAI spans waiting for theirs (span id → its
-        # normalized span and arrival time, in arrival order), and what they wait for (the
+        # normalized span, arrival time and end, in arrival order), and what they wait for (the
         # first ancestor not arrived → the spans waiting for it).
         self.known: set[str] = set()
-        self.deferred: dict[str, tuple[NormalizedSpan, float]] = {}
+        self.deferred: dict[str, _Deferred] = {}
         self.waiting: dict[str, list[str]] = {}
 
 
@@ -343,10 +347,10 @@ class Engine:
         if self._reorder_delay and span_id not in state.known:
             missing = _missing_ancestor(state.known, state.parents, span_id)
             if missing is not None:
-                state.deferred[span_id] = (normalized, now)
+                state.deferred[span_id] = (span_id, normalized, now, view.end_ns)
                 state.waiting.setdefault(missing, []).append(span_id)
                 return _new_outcome(trace_id, span_id, True, (), (), False, False, False, True)
-        return self._evaluate(state, normalized)
+        return self._evaluate(state, normalized, span_id)
 
     def _arrived(
         self,
@@ -365,37 +369,37 @@ class Engine:
             waiting = state.waiting.setdefault(missing, [])
             waiting += waiters
             if normalized is not None:
-                deferred[span_id] = (normalized, self._clock())
+                deferred[span_id] = (span_id, normalized, self._clock(), normalized.view.end_ns)
                 waiting.append(span_id)
                 return _new_outcome(
                     state.trace_id, span_id, True, (), (), False, False, False, True
                 )
             return None
-        ready = [deferred.pop(w)[0] for w in waiters if w in deferred]
+        ready = [deferred.pop(w) for w in waiters if w in deferred]
         self.stats.spans_reordered += len(ready)
         if normalized is None:
             self._release(state, ready)
             return None
-        ready.append(normalized)
+        ready.append((span_id, normalized, 0.0, normalized.view.end_ns))
         if len(ready) > 1:
             ready = _canonical(ready, state.parents)
         outcome: SpanOutcome | None = None
         released = self._released
-        for span in ready:
-            made = self._evaluate(state, span)
+        for ready_id, span, _, _ in ready:
+            made = self._evaluate(state, span, ready_id)
             if span is normalized:
                 outcome = made
             else:
                 released.append(made)
         return outcome
 
-    def _release(self, state: _TraceState, spans: list[NormalizedSpan]) -> None:
+    def _release(self, state: _TraceState, spans: list[_Deferred]) -> None:
         """Evaluate deferred spans, in canonical order; their outcomes go to `take_released`."""
         if len(spans) > 1:
             spans = _canonical(spans, state.parents)
         released = self._released
-        for span in spans:
-            released.append(self._evaluate(state, span))
+        for span_id, span, _, _ in spans:
+            released.append(self._evaluate(state, span, span_id))
 
     def _expire(self, state: _TraceState, before: float | None) -> None:
         """Evaluate as they are the deferred spans that arrived before `before` (None: all of
@@ -406,7 +410,7 @@ class Engine:
             expired = list(deferred)
         else:
             expired = []
-            for span_id, (_, arrived) in deferred.items():
+            for span_id, (_, _, arrived, _) in deferred.items():
                 if arrived > before:
                     break  # arrival order
                 expired.append(span_id)
@@ -421,7 +425,7 @@ class Engine:
                         chosen.add(current)
                         expired.append(current)
                     current = parents.get(current)
-        spans = [deferred.pop(span_id)[0] for span_id in expired]
+        spans = [deferred.pop(span_id) for span_id in expired]
         self.stats.spans_reorder_expired += len(spans)
         if not deferred:  # nothing left waiting: what they waited for no longer matters
             state.waiting.clear()
@@ -436,10 +440,11 @@ class Engine:
         self._released = []
         return released
 
-    def _evaluate(self, state: _TraceState, normalized: NormalizedSpan) -> SpanOutcome:
+    def _evaluate(
+        self, state: _TraceState, normalized: NormalizedSpan, span_id: str
+    ) -> SpanOutcome:
         """A GenAI span's steps and per-span results, now."""
         trace_id = state.trace_id
-        span_id = normalized.span_id
         if span_id in state.relog:  # its log events arrived while it was deferred
             fresh = normalize(state.views[span_id], state.logs.get(span_id))
             if fresh is not None:
@@ -552,7 +557,7 @@ class Engine:
         expire_before = now - self._reorder_delay
         for trace_id, state in self._traces.items():
             deferred = state.deferred
-            if deferred and next(iter(deferred.values()))[1] <= expire_before:
+            if deferred and next(iter(deferred.values()))[2] <= expire_before:
                 self._expire(state, expire_before)
             idle = now - state.last_seen
             if state.root_ended is not None and idle >= quiet:
@@ -727,23 +732,24 @@ def _missing_ancestor(known: set[str], parents: dict[str, str], span_id: str) ->
     return None
 
 
-def _canonical(spans: list[NormalizedSpan], parents: dict[str, str]) -> list[NormalizedSpan]:
+def _canonical(spans: list[_Deferred], parents: dict[str, str]) -> list[_Deferred]:
     """`spans` (ready together) in the order they are evaluated in: parents first, the rest as
     they ended — by the earliest end in each span's subtree (among `spans`), then by depth (a
     parent before its children), then by span id. Spans arriving one by one in that order are
     evaluated in it too: this is the parents-first order the per-span results are those of."""
-    first_end: dict[str, int] = {span.span_id: span.view.end_ns for span in spans}
-    depth: dict[str, int] = {}
-    for span_id, end in list(first_end.items()):
+    first_end: dict[str, int] = {span[0]: span[3] for span in spans}
+    keys: dict[str, tuple[int, str]] = {}
+    get = parents.get
+    for span_id, _, _, end in spans:
         level = 0
-        current = parents.get(span_id)
+        current = get(span_id)
         while current and level < _MAX_DEPTH:
             level += 1
             if current in first_end and end < first_end[current]:
                 first_end[current] = end
-            current = parents.get(current)
-        depth[span_id] = level
-    return sorted(spans, key=lambda s: (first_end[s.span_id], depth[s.span_id], s.span_id))
+            current = get(current)
+        keys[span_id] = (level, span_id)
+    return sorted(spans, key=lambda span: (first_end[span[0]], keys[span[0]]))
 
 
 def _has_span_hook(evaluator: Evaluator) -> bool:
