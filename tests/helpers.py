@@ -36,6 +36,7 @@ from opentelemetry.trace import (
 from opentelemetry.util.types import Attributes
 
 from tracehound.conventions import normalize
+from tracehound.engine import Engine, FinalizedTrace, SpanOutcome
 from tracehound.files import read_paths
 from tracehound.spans import (
     LogView,
@@ -301,3 +302,20 @@ def sdk_logs_from_request(request: ExportLogsServiceRequest) -> list[LogView]:
 
 def steps_as_dicts(trajectory: Trajectory) -> list[dict[str, Any]]:
     return [s.to_dict() for s in trajectory.steps]
+
+
+def feed_engine(
+    engine: Engine, views: Iterable[SpanView], *, flush: bool = True
+) -> tuple[list[SpanOutcome], list[FinalizedTrace]]:
+    """Feed `views` to `engine` in this order; the outcome of each GenAI span once evaluated —
+    on arrival, or later for a span the engine deferred until its ancestors arrived
+    (`Engine.take_released`) — and, with `flush`, the finalized traces."""
+    outcomes: list[SpanOutcome] = []
+    for view in views:
+        outcome = engine.add_span(view)
+        if outcome.genai and not outcome.deferred:
+            outcomes.append(outcome)
+        outcomes += engine.take_released()
+    finalized = engine.flush() if flush else []
+    outcomes += engine.take_released()
+    return outcomes, finalized

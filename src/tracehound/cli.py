@@ -93,8 +93,15 @@ def run_engine(
         outcome = engine.add_span(span)
         if outcome.results:
             span_results.setdefault(outcome.trace_id, []).extend(outcome.results)
+        for released in engine.take_released():  # spans evaluated once their ancestors came
+            if released.results:
+                span_results.setdefault(released.trace_id, []).extend(released.results)
         progress.update(done)
-    traces = sorted(engine.flush(), key=lambda t: (_first_start(t.trajectory), t.trace_id))
+    finalized = engine.flush()
+    for released in engine.take_released():
+        if released.results:
+            span_results.setdefault(released.trace_id, []).extend(released.results)
+    traces = sorted(finalized, key=lambda t: (_first_start(t.trajectory), t.trace_id))
     return traces, span_results
 
 

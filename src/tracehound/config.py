@@ -42,6 +42,7 @@ __all__ = [
     "TRACEHOUND_MODE",
     "TRACEHOUND_QUIET_PERIOD",
     "TRACEHOUND_REDACT",
+    "TRACEHOUND_REORDER_DELAY",
     "TRACEHOUND_SPAN_EVENTS",
     "TRACEHOUND_TRACE_TIMEOUT",
     "BatchSettings",
@@ -82,6 +83,10 @@ TRACEHOUND_QUIET_PERIOD = "TRACEHOUND_QUIET_PERIOD"
 """Seconds (float) to wait after a trace's root span ended before finalizing it. Default 2."""
 TRACEHOUND_TRACE_TIMEOUT = "TRACEHOUND_TRACE_TIMEOUT"
 """Seconds (float) after which an idle trace is finalized, root or not. Default 30."""
+TRACEHOUND_REORDER_DELAY = "TRACEHOUND_REORDER_DELAY"
+"""Seconds (float): the longest a GenAI span that arrived before its parent (SDK exporters send
+children first) waits for its ancestors before it is evaluated — and, in `stream` forwarding,
+exported — as it is. Default 1; 0 evaluates every span on arrival; at most the trace timeout."""
 TRACEHOUND_MAX_TRACES = "TRACEHOUND_MAX_TRACES"
 """Traces held at once; past it the oldest is finalized early (counted). Default 10000."""
 TRACEHOUND_MAX_SPANS_PER_TRACE = "TRACEHOUND_MAX_SPANS_PER_TRACE"
@@ -262,10 +267,18 @@ class ProcessorSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessorSettings:
         env = os.environ if environ is None else environ
         d = EngineConfig()
+        trace_timeout = env_float(env, TRACEHOUND_TRACE_TIMEOUT, d.trace_timeout)
+        reorder_delay = env_float(env, TRACEHOUND_REORDER_DELAY, d.reorder_delay)
+        if not 0 <= reorder_delay <= trace_timeout:
+            raise ConfigError(
+                f"reorder_delay (from env {TRACEHOUND_REORDER_DELAY}): {reorder_delay} is not "
+                f"a number of seconds within [0, trace_timeout = {trace_timeout}]"
+            )
         try:
             engine = EngineConfig(
                 quiet_period=env_float(env, TRACEHOUND_QUIET_PERIOD, d.quiet_period),
-                trace_timeout=env_float(env, TRACEHOUND_TRACE_TIMEOUT, d.trace_timeout),
+                trace_timeout=trace_timeout,
+                reorder_delay=reorder_delay,
                 max_traces=env_int(env, TRACEHOUND_MAX_TRACES, d.max_traces),
                 max_spans_per_trace=env_int(
                     env, TRACEHOUND_MAX_SPANS_PER_TRACE, d.max_spans_per_trace

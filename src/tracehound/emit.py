@@ -179,6 +179,9 @@ INSTRUMENTS: dict[str, InstrumentSpec] = {
     names.METRIC_LATE_SPANS: InstrumentSpec(
         "counter", "{span}", "Spans that arrived after their trace was finalized"
     ),
+    names.METRIC_SPANS_REORDERED: InstrumentSpec(
+        "counter", "{span}", "GenAI spans whose evaluation waited for their ancestors, by outcome"
+    ),
 }
 """Every instrument tracehound creates: name → kind, unit, description, histogram buckets."""
 

@@ -30,6 +30,7 @@ from tracehound.steps import Step, Trajectory, TrajectoryBuilder
 from tracehound.text import TextCache
 
 __all__ = [
+    "SPAN_DEFERRED",
     "SPAN_DUPLICATE",
     "SPAN_LATE",
     "SPAN_PLAIN",
@@ -50,6 +51,12 @@ SPAN_LATE = 1
 """Its trace was finalized already (`SpanOutcome.late`)."""
 SPAN_DUPLICATE = 2
 """Its trace had a span with its id (`SpanOutcome.duplicate`)."""
+SPAN_DEFERRED = 3
+"""GenAI, its evaluation deferred until its ancestors arrive (`SpanOutcome.deferred`): its
+results come later, from `Engine.take_released`."""
+
+# Ancestors walked up from a span at most (deeper, or a cycle of parent links: taken as known)
+_MAX_DEPTH = 256
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,11 +75,17 @@ class EngineConfig:
     """Message/tool/document text indexed per trace; past it text is dropped (truncated)."""
     finalized_cache_size: int = 100_000
     """Finalized trace ids remembered to recognize late spans (16 bytes-ish each)."""
+    reorder_delay: float = 1.0
+    """Longest wait of a GenAI span's per-span evaluation for its ancestors (its parent chain up
+    to the local root) to arrive; past it the span is evaluated as it is (counted). 0: every
+    span is evaluated on arrival."""
 
     def __post_init__(self) -> None:
         problems = []
         if not self.quiet_period >= 0:
             problems.append("quiet_period must be >= 0")
+        if not 0 <= self.reorder_delay <= self.trace_timeout:
+            problems.append("reorder_delay must be >= 0 and <= trace_timeout")
         if not self.trace_timeout > 0:
             problems.append("trace_timeout must be > 0")
         if self.trace_timeout < self.quiet_period:
@@ -84,6 +97,15 @@ class EngineConfig:
             problems.append("finalized_cache_size must be >= 0")
         if problems:
             raise ValueError("invalid engine configuration: " + "; ".join(problems))
+
+    @property
+    def poll_interval(self) -> float:
+        """How often an owner should call `Engine.poll`: a quarter of the shortest wait it
+        times (`quiet_period`, `reorder_delay` when set), within [10 ms, 0.5 s]."""
+        wait = self.quiet_period
+        if self.reorder_delay:
+            wait = min(wait, self.reorder_delay)
+        return min(max(wait / 4, 0.01), 0.5)
 
 
 @dataclass(slots=True)
@@ -103,6 +125,11 @@ class EngineStats:
     traces_truncated: int = 0
     mapping_problems: int = 0
     evaluator_errors: int = 0
+    spans_reordered: int = 0
+    """GenAI spans whose evaluation waited for their ancestors, evaluated once they arrived."""
+    spans_reorder_expired: int = 0
+    """GenAI spans that waited for their ancestors and were evaluated without them (after
+    `reorder_delay`, or when their trace was finalized)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +144,8 @@ class SpanOutcome:
     late: bool = False
     duplicate: bool = False
     evaluated: bool = True
+    deferred: bool = False
+    """GenAI, evaluated later (`SPAN_DEFERRED`): its outcome comes from `take_released`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,12 +187,18 @@ def _at_span(result: EvaluationResult, span_id: str) -> EvaluationResult:
     return made
 
 
+# A span whose evaluation waits for its ancestors: (its span id, normalized span, arrival, end)
+_Deferred = tuple[str, NormalizedSpan, float, int]
+
+
 class _TraceState:
     __slots__ = (
         "builder",
+        "deferred",
         "eval_states",
         "first_seen",
         "info",
+        "known",
         "last_seen",
         "logs",
         "names",
@@ -175,6 +210,7 @@ class _TraceState:
         "text_bytes",
         "trace_id",
         "views",
+        "waiting",
     )
 
     def __init__(self, trace_id: str, now: float) -> None:
@@ -196,6 +232,13 @@ class _TraceState:
         self.eval_states: list[Any] | None = None
         # (position, on_span, state) of the evaluators called per span (`Engine.add_span`)
         self.span_hooks: list[tuple[int, Any, Any]] | None = None
+        # Arrival order (`Engine.add_span`): the spans whose ancestors up to a local root have
+        # all arrived (roots included), the GenAI spans waiting for theirs (span id → its
+        # normalized span, arrival time and end, in arrival order), and what they wait for (the
+        # first ancestor not arrived → the spans waiting for it).
+        self.known: set[str] = set()
+        self.deferred: dict[str, _Deferred] = {}
+        self.waiting: dict[str, list[str]] = {}
 
 
 class Engine:
@@ -207,6 +250,8 @@ class Engine:
         "_finalized",
         "_late_by_trace",
         "_ready",
+        "_released",
+        "_reorder_delay",
         "_span_hook_positions",
         "_traces",
         "config",
@@ -228,6 +273,8 @@ class Engine:
         self._finalized: OrderedDict[str, None] = OrderedDict()
         self._ready: list[FinalizedTrace] = []
         self._late_by_trace: dict[str, int] = {}
+        self._released: list[SpanOutcome] = []
+        self._reorder_delay = self.config.reorder_delay
         self.stats = EngineStats()
 
     @property
@@ -241,7 +288,16 @@ class Engine:
     # --- input ------------------------------------------------------------------------------
 
     def add_span(self, view: SpanView) -> SpanOutcome:
-        """Take one ended span; return its per-span results. Never raises on bad data."""
+        """Take one ended span; return its per-span results. Never raises on bad data.
+
+        A GenAI span whose ancestors have not all arrived (SDK exporters send a span before its
+        parent: children end first) is not evaluated yet (`SpanOutcome.deferred`): its per-span
+        results would read it as standing alone, outside its run. It is evaluated when its last
+        missing ancestor arrives, or `reorder_delay` after it arrived (`poll`), or when its trace
+        is finalized, whichever comes first; spans that become ready together are evaluated
+        parents first, the others in the order they ended (`_canonical`), so the per-span
+        results are those of that parents-first arrival. Their outcomes are collected by
+        `take_released`."""
         stats = self.stats
         stats.spans_received += 1
         trace_id, span_id = view.trace_id, view.span_id
@@ -257,25 +313,143 @@ class Engine:
             stats.spans_duplicate += 1
             return SpanOutcome(trace_id, span_id, genai=False, duplicate=True, evaluated=False)
         state.last_seen = now
-        state.parents[span_id] = view.parent_span_id
+        parent = view.parent_span_id
+        state.parents[span_id] = parent
         state.names[span_id] = view.name
-        if not view.parent_span_id or view.parent_is_remote:
+        if not parent or view.parent_is_remote:
             state.root_ended = now
+            state.known.add(span_id)
             if not state.info.service_name:
                 state.info.service_name = view.service_name
+        # the spans waiting for this one (their first missing ancestor)
+        waiters = state.waiting.pop(span_id, None) if state.waiting else None
         state.span_count += 1
         if state.span_count > self.config.max_spans_per_trace:
             stats.spans_over_limit += 1
             state.info.truncated = True
+            if waiters is not None:
+                self._arrived(state, span_id, waiters, None)
             return SpanOutcome(trace_id, span_id, genai=False, evaluated=False)
 
         normalized = normalize(view, state.logs.get(span_id))
         if normalized is None:  # most spans of an application: `SpanOutcome(..., genai=False)`
+            if waiters is not None:
+                self._arrived(state, span_id, waiters, None)
             return _new_outcome(trace_id, span_id, False)
         stats.spans_genai += 1
         if normalized.problems:
             stats.mapping_problems += len(normalized.problems)
         state.views[span_id] = view
+        if waiters is not None:
+            outcome = self._arrived(state, span_id, waiters, normalized)
+            assert outcome is not None  # (a GenAI span's)
+            return outcome
+        if self._reorder_delay and span_id not in state.known:
+            missing = _missing_ancestor(state.known, state.parents, span_id)
+            if missing is not None:
+                state.deferred[span_id] = (span_id, normalized, now, view.end_ns)
+                state.waiting.setdefault(missing, []).append(span_id)
+                return _new_outcome(trace_id, span_id, True, (), (), False, False, False, True)
+        return self._evaluate(state, normalized, span_id)
+
+    def _arrived(
+        self,
+        state: _TraceState,
+        span_id: str,
+        waiters: list[str],
+        normalized: NormalizedSpan | None,
+    ) -> SpanOutcome | None:
+        """Span `span_id` (GenAI: `normalized`) arrived and `waiters` waited for it. When its
+        ancestors have all arrived, evaluate them with it (its outcome returned, theirs
+        released), in canonical order; otherwise they (and it) wait for the first missing one
+        (None returned)."""
+        missing = _missing_ancestor(state.known, state.parents, span_id)
+        deferred = state.deferred
+        if missing is not None:
+            waiting = state.waiting.setdefault(missing, [])
+            waiting += waiters
+            if normalized is not None:
+                deferred[span_id] = (span_id, normalized, self._clock(), normalized.view.end_ns)
+                waiting.append(span_id)
+                return _new_outcome(
+                    state.trace_id, span_id, True, (), (), False, False, False, True
+                )
+            return None
+        ready = [deferred.pop(w) for w in waiters if w in deferred]
+        self.stats.spans_reordered += len(ready)
+        if normalized is None:
+            self._release(state, ready)
+            return None
+        ready.append((span_id, normalized, 0.0, normalized.view.end_ns))
+        if len(ready) > 1:
+            ready = _canonical(ready, state.parents)
+        outcome: SpanOutcome | None = None
+        released = self._released
+        for ready_id, span, _, _ in ready:
+            made = self._evaluate(state, span, ready_id)
+            if span is normalized:
+                outcome = made
+            else:
+                released.append(made)
+        return outcome
+
+    def _release(self, state: _TraceState, spans: list[_Deferred]) -> None:
+        """Evaluate deferred spans, in canonical order; their outcomes go to `take_released`."""
+        if len(spans) > 1:
+            spans = _canonical(spans, state.parents)
+        released = self._released
+        for span_id, span, _, _ in spans:
+            released.append(self._evaluate(state, span, span_id))
+
+    def _expire(self, state: _TraceState, before: float | None) -> None:
+        """Evaluate as they are the deferred spans that arrived before `before` (None: all of
+        them), with the deferred ancestors of each (so that a run's span is evaluated after
+        the spans above it that did arrive)."""
+        deferred = state.deferred
+        if before is None:
+            expired = list(deferred)
+        else:
+            expired = []
+            for span_id, (_, _, arrived, _) in deferred.items():
+                if arrived > before:
+                    break  # arrival order
+                expired.append(span_id)
+            parents = state.parents
+            chosen = set(expired)
+            for span_id in list(expired):
+                current = parents.get(span_id)
+                for _ in range(_MAX_DEPTH):
+                    if not current or current in chosen:
+                        break
+                    if current in deferred:
+                        chosen.add(current)
+                        expired.append(current)
+                    current = parents.get(current)
+        spans = [deferred.pop(span_id) for span_id in expired]
+        self.stats.spans_reorder_expired += len(spans)
+        if not deferred:  # nothing left waiting: what they waited for no longer matters
+            state.waiting.clear()
+        self._release(state, spans)
+
+    def take_released(self) -> list[SpanOutcome]:
+        """The outcomes of the deferred spans evaluated since the last call (in the order they
+        were evaluated): after `add_span` of an ancestor of theirs, `poll` or `flush`."""
+        released = self._released
+        if not released:
+            return released
+        self._released = []
+        return released
+
+    def _evaluate(
+        self, state: _TraceState, normalized: NormalizedSpan, span_id: str
+    ) -> SpanOutcome:
+        """A GenAI span's steps and per-span results, now."""
+        trace_id = state.trace_id
+        if span_id in state.relog:  # its log events arrived while it was deferred
+            fresh = normalize(state.views[span_id], state.logs.get(span_id))
+            if fresh is not None:
+                normalized = fresh
+                state.relog.discard(span_id)
         self._charge_text(state, normalized)
         steps = tuple(state.builder.add(normalized))
         hooks = state.span_hooks
@@ -300,11 +474,11 @@ class Engine:
 
     def take_span(self, view: SpanView) -> tuple[EvaluationResult, ...] | int:
         """`add_span` for a caller that reads only what the outcome says of the span: its
-        results (a tuple, maybe empty) when it is GenAI, else `SPAN_LATE`, `SPAN_DUPLICATE` or
-        `SPAN_PLAIN` (`span_taker` for many spans)."""
+        results (a tuple, maybe empty) when it is GenAI and evaluated, else `SPAN_DEFERRED`,
+        `SPAN_LATE`, `SPAN_DUPLICATE` or `SPAN_PLAIN` (`span_taker` for many spans)."""
         outcome = self.add_span(view)
         if outcome.genai:
-            return outcome.results
+            return SPAN_DEFERRED if outcome.deferred else outcome.results
         if outcome.late:
             return SPAN_LATE
         return SPAN_DUPLICATE if outcome.duplicate else SPAN_PLAIN
@@ -380,7 +554,11 @@ class Engine:
         now = self._clock() if now is None else now
         quiet, timeout = self.config.quiet_period, self.config.trace_timeout
         due: list[tuple[str, FinalizeReason]] = []
+        expire_before = now - self._reorder_delay
         for trace_id, state in self._traces.items():
+            deferred = state.deferred
+            if deferred and next(iter(deferred.values()))[2] <= expire_before:
+                self._expire(state, expire_before)
             idle = now - state.last_seen
             if state.root_ended is not None and idle >= quiet:
                 due.append((trace_id, "quiet"))
@@ -422,7 +600,10 @@ class Engine:
         state.text_bytes += size
 
     def _finalize(self, trace_id: str, reason: FinalizeReason) -> None:
-        state = self._traces.pop(trace_id)
+        state = self._traces[trace_id]
+        if state.deferred:  # evaluated as they are, before the trace results
+            self._expire(state, None)
+        del self._traces[trace_id]
         stats = self.stats
         stats.traces_finalized += 1
         if reason == "timeout":
@@ -534,6 +715,44 @@ def _started(evaluators: list[SafeEvaluator], info: TraceInfo) -> list[Any]:
         except Exception as exc:
             states.append(evaluator.start_failed(exc))
     return states
+
+
+def _missing_ancestor(known: set[str], parents: dict[str, str], span_id: str) -> str | None:
+    """The first ancestor of `span_id` (an arrived span) that has not arrived, or None when all
+    have, up to a local root (those walked are then marked known). A chain deeper than
+    `_MAX_DEPTH`, or a cycle of parent links, counts as known."""
+    path = []
+    current = span_id
+    for _ in range(_MAX_DEPTH):
+        if current in known:
+            break
+        parent = parents.get(current)
+        if parent is None:
+            return current
+        path.append(current)
+        current = parent
+    known.update(path)
+    return None
+
+
+def _canonical(spans: list[_Deferred], parents: dict[str, str]) -> list[_Deferred]:
+    """`spans` (ready together) in the order they are evaluated in: parents first, the rest as
+    they ended — by the earliest end in each span's subtree (among `spans`), then by depth (a
+    parent before its children), then by span id. Spans arriving one by one in that order are
+    evaluated in it too: this is the parents-first order the per-span results are those of."""
+    first_end: dict[str, int] = {span[0]: span[3] for span in spans}
+    keys: dict[str, tuple[int, str]] = {}
+    get = parents.get
+    for span_id, _, _, end in spans:
+        level = 0
+        current = get(span_id)
+        while current and level < _MAX_DEPTH:
+            level += 1
+            if current in first_end and end < first_end[current]:
+                first_end[current] = end
+            current = get(current)
+        keys[span_id] = (level, span_id)
+    return sorted(spans, key=lambda span: (first_end[span[0]], keys[span[0]]))
 
 
 def _has_span_hook(evaluator: Evaluator) -> bool:

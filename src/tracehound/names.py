@@ -223,6 +223,11 @@ METRIC_TRACES_FINALIZED_EARLY = "tracehound.traces.finalized_early"
 """Counter ({trace}): traces finalized early because `max_traces` was reached."""
 METRIC_LATE_SPANS = "tracehound.spans.late"
 """Counter ({span}): spans that arrived after their trace was finalized."""
+METRIC_SPANS_REORDERED = "tracehound.spans.reordered"
+"""Counter ({span}): GenAI spans that arrived before one of their ancestors (SDK exporters send
+children first) and whose evaluation waited for them (at most `reorder_delay`); by
+`tracehound.reorder.outcome`: `ancestors` (evaluated once they arrived) or `expired` (evaluated
+without them, after `reorder_delay` or at the trace's finalization)."""
 METRIC_ATTR_EVIDENCE_SCOPE = "tracehound.evidence.scope"
 """Metric attribute: `overall` (any later output) or `final` (the final answer)."""
 METRIC_ATTR_STAGE = "tracehound.stage"
@@ -233,6 +238,8 @@ METRIC_ATTR_EXPORT_OUTCOME = "tracehound.export.outcome"
 """Metric attribute: `success`, `failure` (exporter returned FAILURE) or `error` (it raised)."""
 METRIC_ATTR_FINALIZE_REASON = "tracehound.finalize.reason"
 """Metric attribute: `quiet`, `timeout`, `max_traces` or `flush`."""
+METRIC_ATTR_REORDER_OUTCOME = "tracehound.reorder.outcome"
+"""Metric attribute: `ancestors` or `expired` (see `METRIC_SPANS_REORDERED`)."""
 METRIC_ATTR_AGENT = "gen_ai.agent.name"
 
 # --- sidecar (`tracehound serve`) self-metrics ------------------------------------------------
@@ -252,7 +259,8 @@ SERVE_METRIC_QUEUE_SIZE = "tracehound.server.queue.size"
 """Observable gauge (By): bytes accepted and not yet forwarded; by `tracehound.signal`."""
 SERVE_METRIC_HELD_SPANS = "tracehound.server.spans.held"
 """Observable gauge ({span}): spans held until their trace is finalized (roots in `stream` mode,
-whole traces in `hold` mode)."""
+whole traces in `hold` mode) or, in `stream` mode, until their ancestors arrived
+(`reorder_delay`)."""
 SERVE_METRIC_FORWARD_ITEMS = "tracehound.forward.items"
 """Counter ({item}): items forwarded downstream; by `tracehound.signal`,
 `tracehound.export.outcome` (`success` / `dropped`) and, when dropped, `tracehound.drop.reason`

@@ -79,7 +79,14 @@ from tracehound.emit import (
     span_attributes,
     trace_agent,
 )
-from tracehound.engine import SPAN_LATE, SPAN_PLAIN, Engine, EngineConfig, FinalizedTrace
+from tracehound.engine import (
+    SPAN_DEFERRED,
+    SPAN_LATE,
+    SPAN_PLAIN,
+    Engine,
+    EngineConfig,
+    FinalizedTrace,
+)
 from tracehound.evaluators.base import EvaluationResult, Evaluator
 from tracehound.spans import AttributeValue, LogView, SpanView
 
@@ -110,6 +117,11 @@ class ProcessorStats:
     internal_errors: int
     queue_size: int
     active_traces: int
+    spans_reordered: int = 0
+    """GenAI spans whose evaluation waited for their ancestors (`EngineConfig.reorder_delay`)
+    and got them."""
+    spans_reorder_expired: int = 0
+    """GenAI spans that waited for their ancestors and were evaluated without them."""
 
 
 class _FlushRequest:
@@ -304,7 +316,7 @@ class TracehoundSpanProcessor(SpanProcessor):
             self._evaluators = list(evaluators)
         else:
             self._evaluators, self._store = open_evaluators(settings.evaluators, self._baselines)
-        self._poll_interval = min(max(self._engine_config.quiet_period / 4, 0.01), 0.5)
+        self._poll_interval = self._engine_config.poll_interval
         self._emitter = EventEmitter(logger_provider)
         use_metrics = settings.metrics if emit_metrics is None else emit_metrics
         self._metrics = MetricsRecorder(meter_provider) if use_metrics else None
@@ -346,6 +358,9 @@ class TracehoundSpanProcessor(SpanProcessor):
         self._engine = Engine(self._evaluators, self._engine_config)
         self._held: dict[str, list[tuple[ReadableSpan, tuple[EvaluationResult, ...]]]] = {}
         self._genai_traces: set[str] = set()
+        # spans whose evaluation the engine deferred (`SPAN_DEFERRED`), by (trace id, span id)
+        self._deferred: dict[tuple[str, str], ReadableSpan] = {}
+        self._reorder_counts = (0, 0)  # the engine's, as last recorded as metrics
         self._ready: deque[ReadableSpan] = deque()
         self._last_export = time.monotonic()
         self._reported_full = 0
@@ -409,6 +424,8 @@ class TracehoundSpanProcessor(SpanProcessor):
             internal_errors=self._internal_errors,
             queue_size=len(self._queue),
             active_traces=self._engine.active_traces,
+            spans_reordered=self._engine.stats.spans_reordered,
+            spans_reorder_expired=self._engine.stats.spans_reorder_expired,
         )
 
     # --- the application's thread ----------------------------------------------------------------
@@ -627,12 +644,14 @@ class TracehoundSpanProcessor(SpanProcessor):
             self._queued += taken
             if self._metrics is not None:
                 self._metrics.add(names.METRIC_SPANS_QUEUED, taken)
+            self._guarded(self._on_released, False)
             if len(self._ready) >= batch_size:
                 self._export(all_=False)
             if self._abandon:
                 return
         started = time.perf_counter()
         finalized = self._engine.flush() if flush else self._engine.poll()
+        self._guarded(self._on_released, False)  # before their traces' held spans leave
         if finalized:
             per_trace = (time.perf_counter() - started) / len(finalized)
             for trace in finalized:
@@ -670,6 +689,11 @@ class TracehoundSpanProcessor(SpanProcessor):
             return
         trace_id = view.trace_id
         results: tuple[EvaluationResult, ...] = ()  # only a GenAI span has results
+        if taken == SPAN_DEFERRED:  # evaluated later (`_on_released`), then forwarded
+            self._genai_traces.add(trace_id)
+            if self._exporter is not None:
+                self._deferred[trace_id, view.span_id] = span
+            return
         if type(taken) is tuple:
             results = taken
             self._spans_evaluated += 1
@@ -690,6 +714,43 @@ class TracehoundSpanProcessor(SpanProcessor):
                 self._held.setdefault(trace_id, []).append((span, results))
                 return
         self._forward(span, results)
+
+    def _on_released(self, flush: bool) -> None:
+        """The spans the engine evaluated after deferring them: their results emitted, and the
+        spans forwarded (or held, in `hold` mode) as `_on_span` does for the others."""
+        engine = self._engine
+        released = engine.take_released()
+        if released:
+            deferred = self._deferred
+            hold = self._forwarding == "hold"
+            for outcome in released:
+                trace_id, span_id, results = outcome.trace_id, outcome.span_id, outcome.results
+                self._spans_evaluated += 1
+                for result in results:
+                    self._emit(result, trace_id, result.span_id or span_id, None)
+                span = deferred.pop((trace_id, span_id), None)
+                if span is None:
+                    continue
+                if hold:
+                    self._held.setdefault(trace_id, []).append((span, results))
+                else:
+                    self._forward(span, results)
+        metrics = self._metrics
+        if metrics is not None:
+            counts = (engine.stats.spans_reordered, engine.stats.spans_reorder_expired)
+            if counts != self._reorder_counts:
+                (ordered, expired), (was_ordered, was_expired) = counts, self._reorder_counts
+                self._reorder_counts = counts
+                for outcome_name, n in (
+                    ("ancestors", ordered - was_ordered),
+                    ("expired", expired - was_expired),
+                ):
+                    if n:
+                        metrics.add(
+                            names.METRIC_SPANS_REORDERED,
+                            n,
+                            {names.METRIC_ATTR_REORDER_OUTCOME: outcome_name},
+                        )
 
     def _on_finalized(self, trace: FinalizedTrace, seconds: float) -> None:
         trace_id = trace.trace_id

@@ -4,6 +4,7 @@ values that are not allowed."""
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 
@@ -24,6 +25,7 @@ def test_values_from_environment() -> None:
             "TRACEHOUND_FORWARDING": "hold",
             "TRACEHOUND_EVALUATORS": "loops, evidence",
             "TRACEHOUND_QUIET_PERIOD": "0.5",
+            "TRACEHOUND_REORDER_DELAY": "0.2",
             "TRACEHOUND_MAX_TRACES": "7",
             "TRACEHOUND_REDACT": "true",
             "TRACEHOUND_SPAN_EVENTS": "1",
@@ -34,6 +36,7 @@ def test_values_from_environment() -> None:
     assert (settings.mode, settings.forwarding) == ("observe", "hold")
     assert settings.evaluators == ("loops", "evidence")
     assert (settings.engine.quiet_period, settings.engine.max_traces) == (0.5, 7)
+    assert settings.engine.reorder_delay == 0.2
     assert settings.redact and settings.span_events and not settings.metrics
     assert not settings.enabled
     assert [e.name for e in build_evaluators(settings.evaluators)] == ["loops", "evidence"]
@@ -72,10 +75,19 @@ def test_unparsable_values_are_logged_and_defaulted(caplog: pytest.LogCaptureFix
             "trace_timeout must be",
         ),
         ({"TRACEHOUND_MAX_TRACES": "0"}, "max_traces must be >= 1"),
+        (
+            {"TRACEHOUND_REORDER_DELAY": "-1"},
+            "reorder_delay (from env TRACEHOUND_REORDER_DELAY): -1.0 is not",
+        ),
+        (
+            {"TRACEHOUND_REORDER_DELAY": "20", "TRACEHOUND_TRACE_TIMEOUT": "10"},
+            "reorder_delay (from env TRACEHOUND_REORDER_DELAY): 20.0 is not a number of "
+            "seconds within [0, trace_timeout = 10.0]",
+        ),
     ],
 )
 def test_values_not_allowed_fail_at_start(environ: dict[str, str], message: str) -> None:
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         ProcessorSettings.from_env(environ)
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tracehound import Engine, EngineConfig, EvaluationResult, Evaluator, TraceInfo
 from tracehound.conventions import NormalizedSpan, normalize
-from tracehound.engine import SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN
+from tracehound.engine import SPAN_DEFERRED, SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN
 from tracehound.evaluators.base import PluginError, SafeEvaluator, load_plugins
 from tracehound.names import ATTR_LATE_SPANS, ATTR_TRUNCATED
 from tracehound.spans import LogView, SpanView
@@ -105,6 +105,12 @@ def tool(span_id: str, parent: str, start: int, call_id: str, result: str) -> Sp
 
 
 ROOT = "a" * 16
+
+
+def app_root(start: int = 0, end: int = 10_000) -> SpanView:
+    """The local root the chat and tool spans of these tests hang under (an application span):
+    fed first, it lets them be evaluated on arrival (parents first)."""
+    return span(ROOT, name="app", start=start, end=end)
 
 
 class Recorder(Evaluator):
@@ -209,8 +215,15 @@ def test_max_spans_per_trace_marks_truncated() -> None:
     outcomes = [
         engine.add_span(chat(f"{i + 1:016x}", ROOT, 10 * i, f"q{i}", f"a{i}")) for i in range(4)
     ]
-    assert [o.evaluated for o in outcomes] == [True, True, False, False]
+    # the first two wait for their parent (never sent), the others are past the limit
+    assert [o.deferred for o in outcomes] == [True, True, False, False]
+    assert not any(o.evaluated for o in outcomes)
     [done] = engine.flush()
+    assert [(o.span_id, o.evaluated) for o in engine.take_released()] == [
+        ("0000000000000001", True),
+        ("0000000000000002", True),
+    ]
+    assert engine.stats.spans_reorder_expired == 2
     assert done.truncated
     assert done.attributes[ATTR_TRUNCATED] is True
     assert [s.text for s in done.trajectory.steps if s.kind == "user"] == ["q0", "q1"]
@@ -263,14 +276,22 @@ def test_late_spans_attribute_when_known_before_finalization() -> None:
 
 
 def test_per_span_and_trace_results_and_root_attributes() -> None:
+    """Children first (as SDK exporters send them): they wait for their root, and are evaluated
+    when it arrives, as if it had come first."""
     recorder = Recorder()
     engine = Engine([recorder])
-    o1 = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
-    o2 = engine.add_span(tool("c" * 16, ROOT, 120, "c1", "result text"))
+    d1 = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
+    d2 = engine.add_span(tool("c" * 16, ROOT, 120, "c1", "result text"))
+    assert d1.genai and d1.deferred and not d1.evaluated and d1.results == ()
+    assert d2.deferred and engine.take_released() == [] and recorder.spans == []
     o3 = engine.add_span(span(ROOT, name="app", start=0, end=500))
+    assert not o3.genai and o3.results == ()
+    o1, o2 = engine.take_released()
+    assert (o1.span_id, o2.span_id) == ("b" * 16, "c" * 16)
+    assert o1.evaluated and not o1.deferred
     assert [r.score_value for r in o1.results] == [1.0]
     assert [r.score_value for r in o2.results] == [2.0]
-    assert not o3.genai and o3.results == ()
+    assert engine.stats.spans_reordered == 2 and engine.stats.spans_reorder_expired == 0
     assert list(recorder.spans[1][1]) == ["tool_call", "tool_result"]
     [done] = engine.flush()
     [trace_result] = done.results
@@ -307,6 +328,7 @@ def test_trace_without_genai_spans_is_followed_not_evaluated() -> None:
 def test_failing_evaluator_is_isolated(caplog: pytest.LogCaptureFixture) -> None:
     recorder = Recorder()
     engine = Engine([Exploding(), recorder])
+    engine.add_span(app_root())
     with caplog.at_level(logging.WARNING):
         o1 = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
         o2 = engine.add_span(chat("c" * 16, ROOT, 200, "more", "sure"))
@@ -364,6 +386,7 @@ def _run_safely(evaluators: list[Evaluator]) -> tuple[list[list[tuple[str, str |
     trace, as the engine makes them; the same through `SafeEvaluator` one by one is the
     reference (`_reference_outcomes`)."""
     engine = Engine(evaluators)
+    engine.add_span(app_root())
     outcomes = [
         engine.add_span(chat(f"{i + 1:016x}", ROOT, 100 * i, f"q{i}", f"a{i}")) for i in range(3)
     ]
@@ -383,6 +406,7 @@ def _reference_outcomes(evaluators: list[Evaluator]) -> Any:
     per_span = []
     spans = [chat(f"{i + 1:016x}", ROOT, 100 * i, f"q{i}", f"a{i}") for i in range(3)]
     engine = Engine()  # for the normalized spans and their steps only
+    engine.add_span(app_root())
     for view in spans:
         engine.add_span(view)
     [done] = engine.flush()
@@ -457,6 +481,7 @@ def test_evaluators_without_their_own_span_hook_are_not_called_per_span(
 
     monkeypatch.setattr(Evaluator, "on_span", counted)
     engine = Engine([Quiet(), instance])
+    engine.add_span(app_root())
     engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
     assert calls == ["instance"]  # Quiet is skipped: the engine read the hook at its start
 
@@ -472,6 +497,7 @@ def test_the_engine_calls_hooks_without_safe_evaluator_per_span(
     monkeypatch.setattr(SafeEvaluator, "finish_trace", refuse)
     recorder = Recorder()
     engine = Engine([recorder])
+    engine.add_span(app_root())
     outcome = engine.add_span(chat("b" * 16, ROOT, 100, "hi", "hello"))
     assert [r.name for r in outcome.results] == ["seen"]
     [done] = engine.flush()
@@ -648,6 +674,7 @@ def _fed(feeds: list[Any], failing: str | None, taker: bool) -> Any:
     take = engine.span_taker()
     answers: list[Any] = []
     done: list[Any] = []
+    released: list[Any] = []  # (trace, span, results) of the deferred spans, when evaluated
     for trace, span_id, parent, kind, step in feeds:
         clock.now += step
         view = _view(kind, trace, span_id, parent if parent != span_id else "")
@@ -656,7 +683,7 @@ def _fed(feeds: list[Any], failing: str | None, taker: bool) -> Any:
         else:
             outcome = engine.add_span(view)
             answers.append(
-                outcome.results
+                (SPAN_DEFERRED if outcome.deferred else outcome.results)
                 if outcome.genai
                 else SPAN_LATE
                 if outcome.late
@@ -664,10 +691,14 @@ def _fed(feeds: list[Any], failing: str | None, taker: bool) -> Any:
                 if outcome.duplicate
                 else SPAN_PLAIN
             )
+        released += engine.take_released()
         done += engine.poll()
+        released += engine.take_released()
     done += engine.flush()
+    released += engine.take_released()
     return (
         [a if isinstance(a, int) else [_result_facts(r) for r in a] for a in answers],
+        [(o.trace_id, o.span_id, [_result_facts(r) for r in o.results]) for o in released],
         [
             (
                 t.trace_id,

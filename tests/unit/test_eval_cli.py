@@ -23,6 +23,7 @@ from _report_inputs import (
     write_tracecheck,
 )
 
+from helpers import feed_engine
 from tracehound import cli
 from tracehound.cli import example_paths, main
 from tracehound.conventions import NormalizedSpan
@@ -648,10 +649,10 @@ def engine_tuples(paths: Sequence[Path], *, reverse: bool = False) -> list[tuple
     for log in telemetry.logs:
         engine.add_log(log)
     results: list[tuple[str, EvaluationResult]] = []
-    for span in spans:
-        outcome = engine.add_span(span)
+    outcomes, finalized = feed_engine(engine, spans)
+    for outcome in outcomes:
         results.extend((outcome.trace_id, r) for r in outcome.results)
-    for trace in engine.flush():
+    for trace in finalized:
         results.extend((trace.trace_id, r) for r in trace.results)
     return sorted(
         (

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from helpers import feed_engine
 from tracehound import Engine, EvaluationResult, FinalizedTrace, SpanView
 from tracehound import names as N
 from tracehound.conventions import NormalizedSpan
@@ -201,12 +202,19 @@ def run(
 ) -> tuple[dict[str, list[EvaluationResult]], FinalizedTrace]:
     """Spans in the given order through one engine; per-span results by span id, the trace."""
     engine = Engine([LoopEvaluator(config)])
+    return _per_span(engine, spans)
+
+
+def _per_span(
+    engine: Engine, spans: Sequence[SpanView]
+) -> tuple[dict[str, list[EvaluationResult]], FinalizedTrace]:
+    """Per-span results by span id (a span deferred until its ancestors arrived included),
+    the finalized trace."""
     per_span: dict[str, list[EvaluationResult]] = {}
-    for view in spans:
-        outcome = engine.add_span(view)
+    outcomes, (finalized,) = feed_engine(engine, spans)
+    for outcome in outcomes:
         if outcome.results:
-            per_span.setdefault(view.span_id, []).extend(outcome.results)
-    (finalized,) = engine.flush()
+            per_span.setdefault(outcome.span_id, []).extend(outcome.results)
     return per_span, finalized
 
 
@@ -861,13 +869,7 @@ def run_refeed(
     evaluator = LoopEvaluator(config)
     evaluator._refeed = True
     engine = Engine([evaluator])
-    per_span: dict[str, list[EvaluationResult]] = {}
-    for view in spans:
-        outcome = engine.add_span(view)
-        if outcome.results:
-            per_span.setdefault(view.span_id, []).extend(outcome.results)
-    (finalized,) = engine.flush()
-    return per_span, finalized
+    return _per_span(engine, spans)
 
 
 def outcome(
@@ -1653,8 +1655,11 @@ def test_the_error_type_of_spans_read_from_the_wire_is_a_failure_mode(
     raw = _chat_request(error_types)
     views = list(iter_proto_spans(ExportTraceServiceRequest.FromString(raw), raw=raw))
     engine = Engine([LoopEvaluator()])
-    per_span = [engine.add_span(view).results for view in views[1:]]
+    assert all(engine.add_span(view).deferred for view in views[1:])  # before their root
     assert not engine.add_span(views[0]).results
+    released = engine.take_released()
+    assert [o.span_id for o in released] == [v.span_id for v in views[1:]]
+    per_span = [o.results for o in released]
     (finalized,) = engine.flush()
     mode_of = {  # (an `error.type` makes an error step)
         None: [],

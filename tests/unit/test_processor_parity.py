@@ -31,6 +31,7 @@ from _sdk import capture
 
 from helpers import (
     FIXTURE_NAMES,
+    feed_engine,
     fixture_logs_request,
     fixture_path,
     fixture_request,
@@ -61,9 +62,10 @@ def engine_results(views: list[SpanView], logs: list[LogView]) -> list[Any]:
     results = []
     for log in logs:
         engine.add_log(log)
-    for view in views:
-        results.extend(engine.add_span(view).results)
-    for trace in engine.flush():
+    outcomes, finalized = feed_engine(engine, views)
+    for outcome in outcomes:
+        results.extend(outcome.results)
+    for trace in finalized:
         results.extend(trace.results)
     return results_from_engine(results)
 

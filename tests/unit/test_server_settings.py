@@ -93,6 +93,14 @@ def test_bad_toml(tmp_path: Path, content: str, message: str) -> None:
         ({"forward": "ftp://x"}, {}, "is not an http(s)://"),
         ({"forward": "file:"}, {}, "file: needs a path"),
         ({"max_queue_bytes": "0"}, {}, "must be >= 1"),
+        ({"reorder_delay": "-0.5"}, {}, "reorder_delay (from flag --reorder-delay)"),
+        ({}, {"TRACEHOUND_REORDER_DELAY": "soon"}, "reorder_delay (from env TRACEHOUND_REORDER"),
+        (
+            {"trace_timeout": "5"},
+            {"TRACEHOUND_REORDER_DELAY": "6"},
+            "reorder_delay (from env TRACEHOUND_REORDER_DELAY): 6.0 s is longer than "
+            "trace_timeout (5.0 s)",
+        ),
     ],
 )
 def test_bad_values_name_their_source(
@@ -101,6 +109,27 @@ def test_bad_values_name_their_source(
     with pytest.raises(ConfigError) as caught:
         resolve(flags, env)
     assert message in str(caught.value)
+
+
+def test_reorder_delay_from_flag_env_toml_and_default(tmp_path: Path) -> None:
+    assert resolve().engine.reorder_delay == 1.0
+    toml = tmp_path / "th.toml"
+    toml.write_text("[serve]\nreorder_delay = 0.25\n")
+    settings = resolve(toml=toml)
+    assert settings.engine.reorder_delay == 0.25
+    assert settings.sources["reorder_delay"] == f"toml {toml}"
+    settings = resolve(env={"TRACEHOUND_REORDER_DELAY": "0"}, toml=toml)
+    assert settings.engine.reorder_delay == 0.0  # 0: every span evaluated on arrival
+    settings = resolve({"reorder_delay": "0.5"}, {"TRACEHOUND_REORDER_DELAY": "0"}, toml)
+    assert settings.engine.reorder_delay == 0.5
+    assert ("reorder_delay", "0.5", "flag --reorder-delay") in settings.describe()
+    # polled often enough for the delay to be kept
+    assert settings.engine.poll_interval == 0.125
+    with pytest.raises(ConfigError) as caught:
+        toml.write_text('[serve]\nreorder_delay = "later"\n')
+        resolve(toml=toml)
+    assert str(caught.value).startswith(f"reorder_delay (from toml {toml}):")
+    assert "\n" not in str(caught.value)
 
 
 def test_sizes_accept_suffixes() -> None:

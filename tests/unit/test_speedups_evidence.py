@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from helpers import feed_engine
 from tracehound import _accel, _speedups
 from tracehound.cli import select_evaluators
 from tracehound.engine import Engine, EngineConfig
@@ -350,11 +351,13 @@ def test_engine_results() -> None:
             engine = Engine(select_evaluators(None), EngineConfig())
             out: list[str] = []
             for raw in batches:
-                for view in iter_proto_spans(
-                    ExportTraceServiceRequest.FromString(raw), [], raw=raw
-                ):
-                    out.extend(repr(r) for r in engine.add_span(view).results)
-                for trace in engine.flush():
+                outcomes, finalized = feed_engine(
+                    engine,
+                    iter_proto_spans(ExportTraceServiceRequest.FromString(raw), [], raw=raw),
+                )
+                for outcome in outcomes:
+                    out.extend(repr(r) for r in outcome.results)
+                for trace in finalized:
                     out.extend(repr(r) for r in trace.results)
             return out
         finally:

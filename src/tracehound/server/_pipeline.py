@@ -75,7 +75,15 @@ from tracehound.emit import (
     span_attributes,
     trace_agent,
 )
-from tracehound.engine import SPAN_DUPLICATE, SPAN_LATE, SPAN_PLAIN, Engine, FinalizedTrace
+from tracehound.engine import (
+    SPAN_DEFERRED,
+    SPAN_DUPLICATE,
+    SPAN_LATE,
+    SPAN_PLAIN,
+    Engine,
+    FinalizedTrace,
+    SpanOutcome,
+)
 from tracehound.evaluators.base import EvaluationResult, Evaluator
 from tracehound.server._forward import Lane
 from tracehound.server._otlp import (
@@ -236,7 +244,7 @@ class Pipeline:
         self._redact = settings.redact
         self._span_events = settings.span_events
         self._emit_events = settings.events
-        self._poll_interval = min(max(settings.engine.quiet_period / 4, 0.01), 0.5)
+        self._poll_interval = settings.engine.poll_interval
         self._work: deque[_Work] = deque()
         self._wake = threading.Event()
         self._idle = threading.Condition()
@@ -248,6 +256,11 @@ class Pipeline:
         self._known: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()  # the dedupe window and the known traces
         self._held: dict[str, list[_Held]] = {}
+        # Spans of earlier requests whose evaluation the engine deferred (`SPAN_DEFERRED`), by
+        # (trace id, span id): cut out until evaluated (`stream`; in `hold` they are in `_held`
+        # too, and only get their results)
+        self._deferred: dict[tuple[str, str], _Held] = {}
+        self._reorder_counts = (0, 0)  # the engine's, as last recorded as metrics
         # each GenAI trace's resource, serialized (in a 1-tuple: records are grouped by its id);
         # its keys are the traces with a GenAI span (whose root span is held)
         self._trace_resource: dict[str, tuple[bytes]] = {}
@@ -276,7 +289,9 @@ class Pipeline:
 
     @property
     def held_spans(self) -> int:
-        return sum(len(v) for v in self._held.values())
+        """Spans held until their trace is finalized, or (`stream`) until they are evaluated."""
+        held = sum(len(v) for v in self._held.values())
+        return held if self._hold else held + len(self._deferred)
 
     @property
     def queued_requests(self) -> int:
@@ -643,6 +658,10 @@ class Pipeline:
         resource_list = request.resource_spans
         single_scope = len(resource_list) == 1 and len(resource_list[0].scope_spans) == 1
         modified = False
+        # the spans cut out, per scope (cut at the end: a span deferred may be evaluated by a
+        # later one of the request), and the deferred spans of the request (`stream`)
+        cuts: list[tuple[Any, list[tuple[int, _Held | None]]]] = []
+        pending: dict[tuple[str, str], tuple[Any, SpanView, _Container, list[Any], int]] = {}
         k = 0
         for rs in resource_list:
             resource_view: ResourceView | None = None
@@ -680,8 +699,10 @@ class Pipeline:
                     started = time.perf_counter()
                     outcome = engine.add_span(view)
                     trace_id = view.trace_id
+                    deferred = outcome.deferred
                     if outcome.genai:
-                        stats.spans_evaluated += 1
+                        if not deferred:
+                            stats.spans_evaluated += 1
                         if trace_id not in self._trace_resource:
                             if resource_copy is None:
                                 resource_copy = (rs.resource.SerializeToString(),)
@@ -704,25 +725,54 @@ class Pipeline:
                             if container is None:
                                 container = self._container(rs, ss)
                             # only a span written to later needs its keys (None: read then)
-                            present = frozenset(view.attributes) if results or is_root else None
+                            present = (
+                                frozenset(view.attributes)
+                                if results or is_root or deferred
+                                else None
+                            )
                             held = _Held(None, view.span_id, container, results, present)
                             cut.append((index, held))
                             self._held.setdefault(trace_id, []).append(held)
+                            if deferred:
+                                self._deferred[trace_id, view.span_id] = held
+                            continue
+                        if deferred:  # written here if evaluated by a later span, else cut
+                            if container is None:
+                                container = self._container(rs, ss)
+                            pending[trace_id, view.span_id] = (span, view, container, cut, index)
                             continue
                     if results:
                         self._write(span, span_attributes(results), results, view.attributes)
                         modified = True
                     if self._redact and view.may_be_genai() and redact_span(span):
                         modified = True
-                for index, cut_held in reversed(cut):
-                    span = spans.pop(index)
-                    if cut_held is not None:
-                        copy = Span()
-                        copy.CopyFrom(span)
-                        cut_held.span = copy
-                        stats.spans_held += 1
-                if cut:
+                cuts.append((spans, cut))
+        released = engine.take_released()
+        if released:
+            for outcome in self._apply_released(released, pending):
+                span, view, _, _, _ = pending.pop((outcome.trace_id, outcome.span_id))
+                results = outcome.results
+                if results:
+                    self._write(span, span_attributes(results), results, view.attributes)
                     modified = True
+                if self._redact and redact_span(span):
+                    modified = True
+        for pending_key, (_, view, container, cut, index) in pending.items():  # cut out
+            present = frozenset(view.attributes)  # until evaluated
+            held = _Held(None, view.span_id, container, (), present)
+            cut.append((index, held))
+            self._deferred[pending_key] = held
+        for spans, cut in cuts:
+            if not cut:
+                continue
+            modified = True
+            for index, cut_held in sorted(cut, key=_first, reverse=True):
+                span = spans.pop(index)
+                if cut_held is not None:
+                    copy = Span()
+                    copy.CopyFrom(span)
+                    cut_held.span = copy
+                    stats.spans_held += 1
         return modified
 
     def _container(self, rs: Any, ss: Any) -> _Container:
@@ -759,6 +809,9 @@ class Pipeline:
         # whose traces' resource is `emitting`
         emitted: list[tuple[tuple[EvaluationResult, ...], str, str]] = []
         emitting: tuple[bytes] | None = None
+        # the deferred spans of the request (`stream`): written in place if a later span of it
+        # has them evaluated, else cut out (at the end)
+        pending: dict[tuple[str, str], tuple[int, Any, _Container]] = {}
         k = 0
         try:
             for (
@@ -811,6 +864,7 @@ class Pipeline:
                             recorder.add(names.METRIC_LATE_SPANS, 1)
                     trace_id = view.trace_id
                     results: tuple[EvaluationResult, ...]  # only a GenAI span has results
+                    deferred = False
                     if type(taken) is tuple:
                         results = taken
                         evaluated += 1
@@ -823,6 +877,10 @@ class Pipeline:
                             emitted.append((results, trace_id, view.span_id))
                     elif taken == SPAN_PLAIN:
                         results = ()
+                    elif taken == SPAN_DEFERRED:  # its results come later (`_apply_released`)
+                        results = ()
+                        deferred = True
+                        trace_resource.setdefault(trace_id, resource)
                     elif taken == SPAN_DUPLICATE:
                         stats.spans_duplicate += 1
                         edits[index] = None
@@ -831,7 +889,7 @@ class Pipeline:
                     else:  # late: forwarded as it is
                         continue
                     is_root = not view.parent_span_id or view.parent_is_remote
-                    if hold_all or (is_root and trace_id in trace_resource):
+                    if hold_all or deferred or (is_root and trace_id in trace_resource):
                         if container is None:
                             container = _Container(
                                 resource[0],
@@ -839,8 +897,11 @@ class Pipeline:
                                 raw[scope_start:scope_end],
                                 scope_schema_url,
                             )
+                        if deferred and not hold_all:
+                            pending[trace_id, view.span_id] = (index, view, container)
+                            continue
                         # only a span written to later needs its keys (None: read then)
-                        present = _present_keys(view) if results or is_root else None
+                        present = _present_keys(view) if results or is_root or deferred else None
                         _, start, end = view.wire_range()
                         held = _new_held(
                             raw[start:end],
@@ -852,29 +913,30 @@ class Pipeline:
                         )
                         held_here.append(held)
                         self._held.setdefault(trace_id, []).append(held)
+                        if deferred:
+                            self._deferred[trace_id, view.span_id] = held
                         stats.spans_held += 1
                         edits[index] = None
                         removed += 1
                         continue
                     if results:
-                        span_keys = _present_keys(view)
-                        # the usual case: the attributes appended as they are (with span events,
-                        # `_span_edit` encodes both)
-                        added: bytes | tuple[bytes] | None = None
-                        if not span_events:
-                            added = encoded_result_attributes(results, span_keys)
-                        if added is None:
-                            _, start, end = view.wire_range()
-                            added = self._span_edit(
-                                raw,
-                                start,
-                                end,
-                                attributes=span_attributes(results),
-                                results=results,
-                                present=span_keys,
-                                end_ns=view.end_ns,
-                            )
-                        edits[index] = added
+                        edits[index] = self._wire_edit(raw, view, results, span_events)
+            released = engine.take_released()
+            if released:
+                for outcome in self._apply_released(released, pending):
+                    index, view, _ = pending.pop((outcome.trace_id, outcome.span_id))
+                    if outcome.results:
+                        edits[index] = self._wire_edit(raw, view, outcome.results, span_events)
+            for (trace_id, span_id), (index, view, container) in pending.items():
+                _, start, end = view.wire_range()  # still deferred: cut out until evaluated
+                held = _new_held(
+                    raw[start:end], span_id, container, (), _present_keys(view), view.end_ns
+                )
+                held_here.append(held)
+                self._deferred[trace_id, span_id] = held
+                stats.spans_held += 1
+                edits[index] = None
+                removed += 1
         finally:  # what was evaluated is counted and emitted, also when a later span failed
             stats.spans_evaluated += evaluated
             self._emit_spans(emitted, emitting)
@@ -884,6 +946,33 @@ class Pipeline:
         if spliced is None:  # the validating scan accepted these bytes: never here
             raise ValueError("a validated request could not be spliced")
         return spliced, len(keys) - removed
+
+    def _wire_edit(
+        self,
+        raw: bytes,
+        view: Any,
+        results: tuple[EvaluationResult, ...],
+        span_events: bool,
+    ) -> bytes | tuple[bytes]:
+        """The edit of the span of `view` (a view of `raw`, `SpanView.from_wire`) that adds
+        `results` (`_span_edit`)."""
+        span_keys = _present_keys(view)
+        # the usual case: the attributes appended as they are (with span events, `_span_edit`
+        # encodes both)
+        if not span_events:
+            added = encoded_result_attributes(results, span_keys)
+            if added is not None:
+                return added
+        _, start, end = view.wire_range()
+        return self._span_edit(
+            raw,
+            start,
+            end,
+            attributes=span_attributes(results),
+            results=results,
+            present=span_keys,
+            end_ns=view.end_ns,
+        )
 
     def _span_edit(
         self,
@@ -959,9 +1048,83 @@ class Pipeline:
         payload = raw if raw is not None and not work.modified else request.SerializeToString()
         self.lanes[LOGS.name].put(payload, work.items, reserved=work.size)
 
+    # --- deferred spans --------------------------------------------------------------------------
+
+    def _apply_released(
+        self, released: list[SpanOutcome], here: Container[tuple[str, str]]
+    ) -> list[SpanOutcome]:
+        """The spans the engine evaluated after deferring them: their results emitted; those of
+        earlier requests (`_deferred`) written and forwarded (`stream`) or kept with their held
+        trace (`hold`). Returns the outcomes of the spans of the request being read (keys
+        `here`), for it to write them in place."""
+        stats = self.stats
+        deferred = self._deferred
+        trace_resource = self._trace_resource
+        hold_all = self._hold
+        in_request: list[SpanOutcome] = []
+        emitted: list[tuple[tuple[EvaluationResult, ...], str, str]] = []
+        emitting: tuple[bytes] | None = None
+        try:
+            for outcome in released:
+                trace_id, span_id, results = outcome.trace_id, outcome.span_id, outcome.results
+                stats.spans_evaluated += 1
+                if results:  # `_emit`, for the spans with the same resource at once
+                    resource = trace_resource.get(trace_id)
+                    if resource is not emitting:
+                        self._emit_spans(emitted, emitting)
+                        emitted = []
+                        emitting = resource
+                    emitted.append((results, trace_id, span_id))
+                key = (trace_id, span_id)
+                if key in here:
+                    in_request.append(outcome)
+                    continue
+                held = deferred.pop(key, None)
+                if held is None:
+                    continue
+                held.results = results
+                if hold_all:
+                    continue  # written when its trace is finalized
+                if held.span is None:  # forwarded unevaluated after an internal error
+                    continue
+                if results:
+                    self._write_held(held, span_attributes(results), results)
+                if self._redact and not isinstance(held.span, bytes):
+                    redact_span(held.span)
+                self._released.append(held)
+        finally:
+            self._emit_spans(emitted, emitting)
+            self._count_reordered()
+        return in_request
+
+    def _count_reordered(self) -> None:
+        recorder = self._recorder
+        if recorder is None:
+            return
+        engine_stats = self.engine.stats
+        counts = (engine_stats.spans_reordered, engine_stats.spans_reorder_expired)
+        if counts == self._reorder_counts:
+            return
+        (ordered, expired), (was_ordered, was_expired) = counts, self._reorder_counts
+        self._reorder_counts = counts
+        for outcome, n in (
+            ("ancestors", ordered - was_ordered),
+            ("expired", expired - was_expired),
+        ):
+            if n:
+                recorder.add(
+                    names.METRIC_SPANS_REORDERED, n, {names.METRIC_ATTR_REORDER_OUTCOME: outcome}
+                )
+
     # --- finalization and outputs ----------------------------------------------------------------
 
     def _finalize(self, traces: list[FinalizedTrace]) -> None:
+        """Write the results of `traces` (just finalized: `Engine.poll` or `flush`) on their held
+        spans and release them — after the spans the engine evaluated since the last request
+        (by `reorder_delay`, or those of `traces`) got theirs."""
+        released = self.engine.take_released()
+        if released:
+            self._apply_released(released, {})
         if not traces:
             return
         recorder = self._recorder
@@ -1125,6 +1288,7 @@ _SPAN_IDS = re.compile(rb"\x0a\x10(?:" + _SPAN_START + rb")(.{16})\x12\x08(.{8})
 
 
 _TRACE_PART = itemgetter(slice(0, 16))
+_first = itemgetter(0)
 _ENDS_WITH_ZERO_SPAN = methodcaller("endswith", _ZERO_SPAN)
 
 

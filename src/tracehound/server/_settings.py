@@ -293,6 +293,14 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "seconds of idleness before a trace is finalized anyway",
     ),
     _spec(
+        "reorder_delay",
+        "TRACEHOUND_REORDER_DELAY",
+        _positive_float,
+        1.0,
+        "longest wait of a GenAI span that arrived before its parent for its ancestors before it "
+        "is evaluated (and, in stream mode, forwarded) as it is; 0: evaluate on arrival",
+    ),
+    _spec(
         "max_traces",
         "TRACEHOUND_MAX_TRACES",
         _positive_int,
@@ -558,10 +566,17 @@ class ServeSettings:
                     f"baselines (from env {TRACEHOUND_REDIS_URL}): expected a redis://, "
                     "rediss:// or unix:// URL"
                 )
+        if values["reorder_delay"] > values["trace_timeout"]:
+            raise ConfigError(
+                f"reorder_delay (from {sources['reorder_delay']}): "
+                f"{values['reorder_delay']} s is longer than trace_timeout "
+                f"({values['trace_timeout']} s)"
+            )
         try:
             engine = EngineConfig(
                 quiet_period=values["quiet_period"],
                 trace_timeout=values["trace_timeout"],
+                reorder_delay=values["reorder_delay"],
                 max_traces=values["max_traces"],
                 max_spans_per_trace=values["max_spans_per_trace"],
                 max_text_bytes_per_trace=values["max_text_bytes_per_trace"],
@@ -625,6 +640,7 @@ class ServeSettings:
             "mode": self.mode,
             "quiet_period": str(self.engine.quiet_period),
             "trace_timeout": str(self.engine.trace_timeout),
+            "reorder_delay": str(self.engine.reorder_delay),
             "max_traces": str(self.engine.max_traces),
             "max_spans_per_trace": str(self.engine.max_spans_per_trace),
             "max_text_bytes_per_trace": str(self.engine.max_text_bytes_per_trace),

@@ -39,6 +39,7 @@ _METAVARS = {
     "mode": "stream|hold",
     "quiet_period": "SECONDS",
     "trace_timeout": "SECONDS",
+    "reorder_delay": "SECONDS",
     "shutdown_timeout": "SECONDS",
     "max_traces": "N",
     "evaluators": "NAMES",
