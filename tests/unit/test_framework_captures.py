@@ -20,12 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from tracehound import names
 from tracehound.cli import OFFLINE_CONFIG, run_engine, select_evaluators
 from tracehound.conventions.base import canonical_arguments
 from tracehound.engine import Engine, FinalizedTrace
 from tracehound.files import read_paths
+from tracehound.server import ServeSettings
+from tracehound.server._forward import Budget
+from tracehound.server._otlp import LOGS, TRACES, decode_request
+from tracehound.server._pipeline import Pipeline
+from tracehound.spans import decode_any_value_proto
 from tracehound.steps import Step, Trajectory
 
 CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
@@ -153,3 +159,109 @@ def test_every_capture_has_its_truth_and_versions() -> None:
         assert (CAPTURES / entry["file"]).exists(), name
         assert entry["versions"], name
         assert {"tool_calls", "final_answer", "agents", "is_loop"} <= set(entry["truth"]), name
+
+
+# --- the sidecar gives what `tracehound eval` gives -----------------------------------------------
+
+
+class _Lane:
+    """What the sidecar's pipeline uses of a forwarding lane."""
+
+    def __init__(self) -> None:
+        self.budget = Budget(1 << 40)
+        self.payloads: list[bytes] = []
+
+    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
+        self.payloads.append(data)
+
+    def offer(self, data: bytes, items: int) -> bool:
+        self.payloads.append(data)
+        return True
+
+    def retry_hint(self) -> float:
+        return 0.0
+
+
+Fact = tuple[str, str, Any, Any]
+
+
+def _fact(name: Any, span_id: str, value: Any, label: Any) -> Fact:
+    return (str(name), span_id, round(value, 9) if isinstance(value, float) else value, label)
+
+
+def eval_results(capture: str) -> list[Fact]:
+    """Every evaluation result `tracehound eval` gives for the capture (name, span, value,
+    label)."""
+    entry = MANIFEST[capture]
+    paths = [CAPTURES / entry["file"]]
+    if entry.get("logs_file"):
+        paths.append(CAPTURES / entry["logs_file"])
+    engine = Engine(select_evaluators(None), config=OFFLINE_CONFIG)
+    traces, per_span = run_engine(read_paths(paths), engine)
+    results = [r for t in traces for r in t.results] + [
+        r for results in per_span.values() for r in results
+    ]
+    root_of = {t.trace_id: t.root_span_id for t in traces}
+    return sorted(
+        _fact(r.name, r.span_id or next(iter(root_of.values())), r.score_value, r.score_label)
+        for r in results
+    )
+
+
+def sidecar_results(capture: str, mode: str) -> list[Fact]:
+    """The `gen_ai.evaluation.result` records the sidecar's pipeline emits for the capture, sent
+    as one request (logs first) in the SDK's export order."""
+    entry = MANIFEST[capture]
+    settings = ServeSettings.resolve(
+        {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", "forward": "none", "mode": mode},
+        environ={"TRACEHOUND_METRICS": "false"},
+    )
+    lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+    pipeline = Pipeline(settings, select_evaluators(None), lanes)
+    now = [0.0]
+    pipeline.engine._clock = lambda: now[0]
+    if entry.get("logs_file"):
+        logs = decode_request(
+            LOGS, (CAPTURES / entry["logs_file"]).read_bytes(), "application/json"
+        )
+        raw = logs.SerializeToString()
+        pipeline.submit_logs(logs, raw, len(raw))
+        pipeline._drain()
+    traces = decode_request(TRACES, (CAPTURES / entry["file"]).read_bytes(), "application/json")
+    raw = traces.SerializeToString()
+    pipeline.submit_traces(None, raw, len(raw))
+    pipeline._drain()
+    pipeline._finalize(pipeline.engine.poll())
+    pipeline._flush_outputs()
+    now[0] += 100.0
+    pipeline._finalize(pipeline.engine.poll())
+    pipeline._finalize(pipeline.engine.flush())
+    pipeline._flush_outputs()
+    assert pipeline.stats.internal_errors == 0
+    out: list[Fact] = []
+    for data in lanes["logs"].payloads:
+        for rl in ExportLogsServiceRequest.FromString(data).resource_logs:
+            for sl in rl.scope_logs:
+                for record in sl.log_records:
+                    attrs = {kv.key: decode_any_value_proto(kv.value) for kv in record.attributes}
+                    if names.ATTR_EVALUATION_NAME not in attrs:
+                        continue  # the app's own log records, forwarded as they came
+                    out.append(
+                        _fact(
+                            attrs[names.ATTR_EVALUATION_NAME],
+                            record.span_id.hex(),
+                            attrs.get(names.ATTR_EVALUATION_SCORE_VALUE),
+                            attrs.get(names.ATTR_EVALUATION_SCORE_LABEL),
+                        )
+                    )
+    return sorted(out)
+
+
+@pytest.mark.parametrize("mode", ["stream", "hold"])
+@pytest.mark.parametrize("capture", sorted(MANIFEST))
+def test_the_sidecar_gives_what_eval_gives(capture: str, mode: str) -> None:
+    expected = eval_results(capture)
+    if MANIFEST[capture]["truth"].get("content_captured", True):  # else: no text to judge
+        assert any(name == names.EVAL_EVIDENCE_FINAL_SURVIVAL for name, *_ in expected), expected
+    assert expected
+    assert sidecar_results(capture, mode) == expected
