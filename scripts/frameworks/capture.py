@@ -255,15 +255,41 @@ FRAMEWORKS: dict[str, Framework] = {
             instrumentation="agent-framework-core built-in observability (sensitive data on)",
             scenarios=("loop", "clean", "nested"),
         ),
+        Framework(
+            name="crewai",
+            requirements=(
+                "crewai==1.15.30",
+                "openinference-instrumentation-crewai==1.1.21",
+                "openai==2.54.0",
+                *OTEL,
+            ),
+            instrumentation="openinference-instrumentation-crewai (event-listener mode)",
+            scenarios=("loop", "clean", "nested"),
+        ),
+        Framework(
+            name="autogen",
+            requirements=(
+                "autogen-agentchat==0.7.5",
+                "autogen-core==0.7.5",
+                "autogen-ext[openai]==0.7.5",
+                "openai==3.57.0",
+                "openinference-instrumentation-autogen-agentchat==0.1.22",
+                *OTEL,
+            ),
+            instrumentation="autogen-core built-in telemetry / openinference-instrumentation-"
+            "autogen-agentchat (one per variant)",
+            scenarios=("loop", "clean", "nested"),
+            variants=(
+                Variant("builtin", driver_args=("--instrumentation", "builtin")),
+                Variant("openinference", driver_args=("--instrumentation", "openinference")),
+            ),
+        ),
     )
 }
 
 
 # frameworks the brief lists that have no capture yet, and why (copied into the manifest)
-NOT_CAPTURED: dict[str, str] = {
-    "crewai": "not attempted yet: no driver; the frameworks above came first",
-    "autogen": "not attempted yet (autogen-agentchat + autogen-ext[openai]): no driver",
-}
+NOT_CAPTURED: dict[str, str] = {}
 
 
 # --- venvs -------------------------------------------------------------------------------------
