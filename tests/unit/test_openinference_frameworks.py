@@ -410,3 +410,24 @@ def test_langchain_agent_kind_is_read_from_what_the_run_is() -> None:
     traj = trajectory(captured)
     assert kinds(outline(traj, captured)) == ["retrieval", "user", "llm", "assistant"]
     assert [r[1] for r in run_outline(traj, captured)] == ["RunnableSequence"]
+
+
+def test_autogen_agents_are_named_without_the_method_their_span_wraps() -> None:
+    scope = "openinference.instrumentation.autogen_agentchat"
+
+    def scenario(rec: Recorder) -> None:
+        agent = {"openinference.span.kind": "AGENT"}
+        with rec.span("travel_agent.on_messages_stream", agent, scope=scope):
+            with rec.span("OpenAIChatCompletionClient.create", llm([("user", "q")]), scope=scope):
+                pass
+            with rec.span("helper.run", agent, scope=scope):
+                pass
+        with rec.span("report.on_messages_stream", agent, scope="another.instrumentation"):
+            pass
+
+    captured = capture(scenario)
+    names = {n.view.name: n.agent_name for n in normalize_all(captured.span_views()).values() if n}
+    assert names["travel_agent.on_messages_stream"] == "travel_agent"
+    assert names["helper.run"] == "helper"
+    # another instrumentation's span of the same shape keeps its name
+    assert names["report.on_messages_stream"] == "report.on_messages_stream"

@@ -290,6 +290,9 @@ SMOLAGENTS_SCOPE = "openinference.instrumentation.smolagents"
 LLAMA_INDEX_SCOPE = "openinference.instrumentation.llama_index"
 LANGCHAIN_SCOPE = "openinference.instrumentation.langchain"
 OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
+AUTOGEN_SCOPE = "openinference.instrumentation.autogen_agentchat"
+# AutoGen's agent spans are named `<agent name>.<method>` after the agent method they wrap
+_AUTOGEN_AGENT_METHODS = (".on_messages_stream", ".on_messages", ".run_stream", ".run")
 
 _FINAL_ANSWER = "final_answer"
 # The steps of a LlamaIndex agent workflow (`BaseWorkflowAgent`: FunctionAgent, ReActAgent,
@@ -436,6 +439,11 @@ def _agent(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
         # span of its own: its run executes the call
         name = view.name.removesuffix(".run")
         span.tool_name = name
+    if scope == AUTOGEN_SCOPE and name is None:
+        for method in _AUTOGEN_AGENT_METHODS:
+            if view.name.endswith(method):
+                name = view.name.removesuffix(method)
+                break
     span.agent_name = name or view.name
     output = attrs.get("output.value")
     if scope == LANGCHAIN_SCOPE:
