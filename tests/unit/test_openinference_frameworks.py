@@ -1,8 +1,9 @@
 """OpenInference instrumentations of agent frameworks, read by meaning.
 
 Small traces in the shapes the real instrumentations emit (smolagents 0.1.43, llama-index 4.6.1,
-langchain 0.1.80 with LangGraph, openai-agents 2.6.0; see `tests/fixtures/frameworks/`), emitted
-with the real OTel SDK (`_sdk.py`), normalized and built into a trajectory.
+langchain 0.1.80 with LangGraph, openai-agents 2.6.0, crewai 1.1.21; see
+`tests/fixtures/frameworks/`), emitted with the real OTel SDK (`_sdk.py`), normalized and built
+into a trajectory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from _sdk import Recorder, capture, normalize_all, outline, run_outline, trajectory
 
 from tracehound.conventions.openinference import (
+    CREWAI_SCOPE,
     LANGCHAIN_SCOPE,
     LLAMA_INDEX_SCOPE,
     OPENAI_AGENTS_SCOPE,
@@ -431,3 +433,44 @@ def test_autogen_agents_are_named_without_the_method_their_span_wraps() -> None:
     assert names["helper.run"] == "helper"
     # another instrumentation's span of the same shape keeps its name
     assert names["report.on_messages_stream"] == "report.on_messages_stream"
+
+
+def test_crewai_tool_calls_in_output_value_quoted_history_and_role() -> None:
+    def scenario(rec: Recorder) -> None:
+        agent = {"openinference.span.kind": "AGENT", "graph.node.id": "travel_agent"}
+        agent["output.value"] = "Oslo: rain"
+        first = llm([("user", "q")])
+        del first["llm.output_messages.0.message.role"]
+        call = {"id": "c1", "type": "function"}
+        call["function"] = {"name": "weather", "arguments": '{"city": "Oslo"}'}
+        first["output.value"] = json.dumps([call])
+        second = llm([("user", "q")], text="Oslo: rain")
+        history = "llm.input_messages.1.message."
+        second[history + "role"] = "assistant"
+        second[history + "tool_calls.0.tool_call.id"] = "c1"
+        second[history + "tool_calls.0.tool_call.function.name"] = "'weather'"
+        second[history + "tool_calls.0.tool_call.function.arguments"] = '{"city": "Oslo"}'
+        second["llm.input_messages.2.message.role"] = "tool"
+        second["llm.input_messages.2.message.content"] = "Oslo: rain"
+        second["llm.input_messages.2.message.tool_call_id"] = "c1"
+        with rec.span("travel_agent.Weather in Oslo?.execute", agent, scope=CREWAI_SCOPE):
+            with rec.span("gpt.llm_call", first, scope=CREWAI_SCOPE):
+                pass
+            with rec.span(
+                "weather.run", tool("weather", {"city": "Oslo"}, "Oslo: rain"), scope=CREWAI_SCOPE
+            ):
+                pass
+            with rec.span("gpt.llm_call", second, scope=CREWAI_SCOPE):
+                pass
+
+    captured = capture(scenario)
+    traj = trajectory(captured)
+    run = "travel_agent.Weather in Oslo?.execute"
+    steps = [s for s in outline(traj, captured) if s["kind"] in ("tool_call", "tool_result")]
+    # the call read from `output.value`, once; the resent call (named `'weather'`) is history
+    assert steps == [
+        S("tool_call", "gpt.llm_call#1", run, tool="weather", call_id="c1")
+        | {"arguments": '{"city":"Oslo"}', "exec_span_id": "weather.run"},
+        S("tool_result", "weather.run", run, tool="weather", call_id="c1", text="Oslo: rain"),
+    ]
+    assert [r[:2] for r in run_outline(traj, captured)] == [(run, "travel_agent")]

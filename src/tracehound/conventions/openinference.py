@@ -11,7 +11,8 @@ arguments a tool received inside a `{"args", "kwargs"}` call binding (smolagents
 tool results as a LangChain ToolMessage or a LlamaIndex ToolOutput; smolagents' `final_answer`
 tool as its answer; LlamaIndex spans of kind LLM that made no model call; LangChain's AGENT kind,
 which only says that a run's name contains "agent" (LangGraph nodes are steps of the graph, the
-agent); the OpenAI Agents SDK's trace span, of kind AGENT but no agent.
+agent); the OpenAI Agents SDK's trace span, of kind AGENT but no agent; CrewAI's model tool
+calls, recorded only as its `output.value`, and its agents named by role (`graph.node.id`).
 """
 
 from __future__ import annotations
@@ -291,6 +292,9 @@ LLAMA_INDEX_SCOPE = "openinference.instrumentation.llama_index"
 LANGCHAIN_SCOPE = "openinference.instrumentation.langchain"
 OPENAI_AGENTS_SCOPE = "openinference.instrumentation.openai_agents"
 AUTOGEN_SCOPE = "openinference.instrumentation.autogen_agentchat"
+CREWAI_SCOPE = "openinference.instrumentation.crewai._event_listener"  # event-listener mode
+_CREWAI_SCOPES = frozenset((CREWAI_SCOPE, "openinference.instrumentation.crewai"))
+_CREWAI_AGENT_SUFFIXES = (".execute", ".kickoff")
 # AutoGen's agent spans are named `<agent name>.<method>` after the agent method they wrap
 _AUTOGEN_AGENT_METHODS = (".on_messages_stream", ".on_messages", ".run_stream", ".run")
 
@@ -413,6 +417,8 @@ def _llm(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
     span.finish_reasons = genai.finish_reasons_of(attrs.get("llm.finish_reason"))
     if scope == SMOLAGENTS_SCOPE:
         _final_answer_as_text(span.output_messages)
+    elif scope in _CREWAI_SCOPES:
+        _crewai_llm(span, attrs)
     elif (
         scope == LLAMA_INDEX_SCOPE
         and not span.input_messages
@@ -427,6 +433,39 @@ def _llm(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
         span.operation = "other"
 
 
+def _crewai_llm(span: NormalizedSpan, attrs: dict[str, Any]) -> None:
+    """CrewAI's `LLMCallCompletedEvent.response` is the model's text or, when it called tools,
+    the list of its tool calls (OpenAI `{"id", "function": {"name", "arguments"}}`), recorded
+    as `output.value` only. Its earlier calls, resent in the input, name the tool as the repr
+    of its name (`'get_weather'`)."""
+    for message in span.input_messages:
+        for part in message.parts:
+            name = part.name
+            if part.type == "tool_call" and name and len(name) > 2 and name[0] == name[-1] == "'":
+                part.name = name[1:-1]
+    if any(message.parts for message in span.output_messages):
+        return
+    output = attrs.get("output.value")
+    if not isinstance(output, str) or not output.startswith("["):
+        return
+    calls = _json_object(output)
+    parts: list[Part] = []
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return  # not a list of tool calls: leave the output as it is
+        parts.append(
+            Part(
+                type="tool_call",
+                id=_opt(call.get("id")),
+                name=function["name"],
+                arguments=function.get("arguments"),
+            )
+        )
+    if parts:
+        span.output_messages = [Message(role="assistant", parts=parts)]
+
+
 def _agent(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
     view = span.view
     name = genai.first_str(view, "agent.name")
@@ -439,6 +478,12 @@ def _agent(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
         # span of its own: its run executes the call
         name = view.name.removesuffix(".run")
         span.tool_name = name
+    if name is None and scope in _CREWAI_SCOPES:
+        # `<role>.<task>.execute` (crew agent) or `<role>.kickoff` (lite agent): the role is
+        # the agent's `graph.node.id`
+        name = genai.first_str(view, "graph.node.id")
+        if name is None and view.name.endswith(_CREWAI_AGENT_SUFFIXES):
+            name = view.name.rpartition(".")[0] or None
     if scope == AUTOGEN_SCOPE and name is None:
         for method in _AUTOGEN_AGENT_METHODS:
             if view.name.endswith(method):
