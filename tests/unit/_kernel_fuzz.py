@@ -742,7 +742,11 @@ def _all_spans(request: Any) -> list[Any]:
     return [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
 
 
-def _expected_genai(request: Any) -> bool:
+def expected_genai(request: Any) -> bool:
+    """What the scan's GenAI answer must be, from the upb-parsed request: whether any resource,
+    scope, span, link or event attribute key has a GenAI prefix, or any event is a
+    `db.query.result` event."""
+
     def hit(attributes: Any) -> bool:
         return any(kv.key.startswith(_STR_PREFIXES) for kv in attributes)
 
@@ -787,7 +791,7 @@ def _check_scan(case: bytes, native: Any) -> str:
         return "unchecked"
     spans = _all_spans(request)
     expect(keys == [s.trace_id + s.span_id for s in spans], "span ids")
-    expect(genai == _expected_genai(request), f"genai: C {genai}")
+    expect(genai == expected_genai(request), f"genai: C {genai}")
     for span, start, end in zip(spans, offsets[::2], offsets[1::2], strict=True):
         expect(type(start) is int and type(end) is int, "offset types")
         expect(0 <= start <= end <= len(data), "offsets in range")
@@ -866,7 +870,8 @@ def _describe_decode(case: bytes) -> str:
 # read_trace_spans ----------------------------------------------------------------------------
 
 
-def _expected_read(request: Any) -> tuple[list[Any], list[Any]]:
+def expected_read(request: Any) -> tuple[list[Any], list[Any]]:
+    """What read_trace_spans must answer, from the upb-parsed request (ranges left out)."""
     scopes: list[Any] = []
     spans: list[Any] = []
     for index, rs in enumerate(request.resource_spans):
@@ -909,7 +914,7 @@ def _check_read(case: bytes, native: Any) -> str:
     request = _upb_request(data)
     if native is None:
         if request is not None:
-            _expected_read(request)
+            expected_read(request)
         return "reference"
     answer = native.read_trace_spans(data)
     if answer is None:
@@ -923,7 +928,7 @@ def _check_read(case: bytes, native: Any) -> str:
 
 def _compare_read(data: bytes, request: Any, answer: Any) -> None:
     scopes, spans = answer
-    expected_scopes, expected_spans = _expected_read(request)
+    expected_scopes, expected_spans = expected_read(request)
     got_scopes = [(s[0], s[3], s[6], s[7], s[8], s[9]) for s in scopes]
     expect(got_scopes == expected_scopes, f"scopes: C {got_scopes}\n  upb {expected_scopes}")
     got_spans = [s[:11] for s in spans]

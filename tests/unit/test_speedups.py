@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
+from _kernel_fuzz import expected_genai
 from _leaks import assert_leak_free, expecting
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -39,7 +40,6 @@ scan_trace_request = _speedups.scan_trace_request
 
 PREFIXES = (b"gen_ai.", b"llm.", b"openinference.", b"traceloop.", b"ai.", b"tool_")
 EVENT = b"db.query.result"
-_STR_PREFIXES = tuple(p.decode() for p in PREFIXES)
 
 SETTINGS = settings(
     max_examples=200,
@@ -111,25 +111,6 @@ def same(a: Any, b: Any) -> bool:
 
 def all_spans(request: ExportTraceServiceRequest) -> list[Span]:
     return [span for rs in request.resource_spans for ss in rs.scope_spans for span in ss.spans]
-
-
-def expected_genai(request: ExportTraceServiceRequest) -> bool:
-    def hit(attributes: Iterable[KeyValue]) -> bool:
-        return any(kv.key.startswith(_STR_PREFIXES) for kv in attributes)
-
-    event_name = EVENT.decode()
-    for rs in request.resource_spans:
-        if hit(rs.resource.attributes):
-            return True
-        for ss in rs.scope_spans:
-            if hit(ss.scope.attributes):
-                return True
-            for span in ss.spans:
-                if hit(span.attributes) or any(hit(link.attributes) for link in span.links):
-                    return True
-                if any(hit(e.attributes) or e.name == event_name for e in span.events):
-                    return True
-    return False
 
 
 def message_levels(message: Message) -> int:

@@ -14,6 +14,7 @@ import struct
 from typing import Any
 
 import pytest
+from _kernel_fuzz import expected_read as _expected
 from _leaks import assert_leak_free, expecting
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -84,41 +85,6 @@ def _requests(draw: st.DrawFn) -> ExportTraceServiceRequest:
                 if draw(st.booleans()):
                     span.links.add(trace_id=b"L" * 16, span_id=b"l" * 8)
     return request
-
-
-def _expected(request: ExportTraceServiceRequest) -> tuple[list[Any], list[Any]]:
-    """What read_trace_spans must answer, from the upb-parsed request (ranges left out)."""
-    scopes: list[Any] = []
-    spans: list[Any] = []
-    for index, rs in enumerate(request.resource_spans):
-        for ss in rs.scope_spans:
-            scopes.append(
-                (
-                    index,
-                    rs.schema_url,
-                    ss.scope.name,
-                    ss.scope.version,
-                    ss.schema_url,
-                    len(ss.spans),
-                )
-            )
-            for span in ss.spans:
-                spans.append(
-                    (
-                        span.trace_id.hex(),
-                        span.span_id.hex(),
-                        span.parent_span_id.hex(),
-                        span.name,
-                        int(span.kind),
-                        span.start_time_unix_nano,
-                        span.end_time_unix_nano,
-                        span.flags & 0x300 == 0x300,
-                        int(span.status.code),
-                        span.status.message,
-                        len(span.events) > 0,
-                    )
-                )
-    return scopes, spans
 
 
 def check_read(data: bytes) -> Any:
