@@ -32,7 +32,7 @@ first one in its baseline.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -72,6 +72,9 @@ class DriftEvaluatorConfig:
     no_update_at: str | None = "warning"
     """Runs scoring at or above this severity are drift: the baseline does not learn them, they
     join the agent's drift episode (None: every run is learned, no episodes)."""
+    release_at: float = 0.15
+    """While the agent's drift episode is open, a run scoring at or above this stays in it (and
+    is reported as `warning` at least): only a run below it is learned and ends the episode."""
     settle_runs: int = 5
     """Until its baseline has this many runs, a run below `alert` is learned and opens no
     episode."""
@@ -83,6 +86,8 @@ class DriftEvaluatorConfig:
     def __post_init__(self) -> None:
         if self.no_update_at is not None:
             severity_rank(self.no_update_at)
+        if not 0.0 <= self.release_at <= 1.0:
+            raise ValueError("release_at must be within [0, 1]")
         if self.settle_runs < 0:
             raise ValueError("settle_runs must be >= 0")
         if self.half_life_runs is not None and not self.half_life_runs > 0:
@@ -133,14 +138,28 @@ class DriftEvaluator(Evaluator):
             score, text = self.scorer.score_text(features, baseline, embedder=embedder)
             updated = False
             episode: Baseline | None = None
-            drifted = self._drifted(score, baseline)
+            episode_key = key + names.DRIFT_EPISODE_SUFFIX
+            open_episode = self._read(episode_key) if score.scored else None
+            drifted = self._drifted(score, baseline, open_episode)
+            if drifted and score.severity == "none":
+                # hysteresis: a run of an open episode that has not come back below `release_at`
+                score = replace(score, severity="warning")
+                text = text.replace("(none;", "(warning: drifting;", 1)
             writes = self.config.update and not trace.truncated
             if writes and not drifted and not (baseline is not None and baseline.pinned):
                 delta = Baseline.update_delta(features, embedder)
                 outcome = self.store.update(key, delta, half_life_runs=self.config.half_life_runs)
                 updated = outcome.applied
-            if score.scored:
-                episode = self._episode(key, features, drifted=drifted, writes=writes)
+            if drifted:
+                if writes:
+                    delta = Baseline.update_delta(features, embedder)
+                    episode = self.store.update(episode_key, delta).baseline
+                else:
+                    episode = Baseline.from_run(features, embedder)
+                    if open_episode is not None:
+                        episode = open_episode.merged(episode)
+            elif open_episode is not None and writes:
+                self.store.reset(episode_key)  # back to normal: the episode ends
         except (BaselineMismatchError, BaselineStoreError) as exc:
             return EvaluationResult(
                 name=names.EVAL_DRIFT,
@@ -165,31 +184,28 @@ class DriftEvaluator(Evaluator):
             None,
         )
 
-    def _drifted(self, score: DriftScore, baseline: Baseline | None) -> bool:
+    def _read(self, key: str) -> Baseline | None:
+        get_shared = getattr(self.store, "get_shared", None)
+        return self.store.get(key) if get_shared is None else get_shared(key)
+
+    def _drifted(
+        self, score: DriftScore, baseline: Baseline | None, episode: Baseline | None
+    ) -> bool:
         """Whether the run is drift (kept out of the baseline, added to the episode)."""
         config = self.config
-        if score.severity is None or config.no_update_at is None or baseline is None:
+        if (
+            score.severity is None
+            or score.composite is None
+            or config.no_update_at is None
+            or baseline is None
+        ):
             return False
         rank = severity_rank(score.severity)
+        if episode is not None and score.composite >= config.release_at:
+            return True
         if baseline.runs < config.settle_runs:
             return rank >= max(_ALERT, severity_rank(config.no_update_at))
         return rank >= severity_rank(config.no_update_at)
-
-    def _episode(self, key: str, features: Any, *, drifted: bool, writes: bool) -> Baseline | None:
-        """The agent's drift episode after this run (None: not drifting). A drifted run joins
-        it (or, without writes, is counted in it); any other scored run ends it."""
-        episode_key = key + names.DRIFT_EPISODE_SUFFIX
-        if drifted and writes:
-            delta = Baseline.update_delta(features, self.embedder)
-            return self.store.update(episode_key, delta).baseline
-        stored = self.store.get(episode_key)
-        if not drifted:
-            if stored is not None and writes:
-                self.store.reset(episode_key)
-            return None
-        if stored is None:
-            return Baseline.from_run(features, self.embedder)
-        return stored.merged(Baseline.from_run(features, self.embedder))
 
 
 # results are made for every run: without the frozen dataclass's __init__
