@@ -118,7 +118,9 @@ def verdict(rows: list[Row], scenario: Case) -> dict[str, Any]:
     drifted = [r for r in rows if r.drifted]
     steady = [r for r in rows if not r.drifted]
     right = [
-        r for r in drifted if flagged(r) and (scenario.driver is None or r.driver == scenario.driver)
+        r
+        for r in drifted
+        if flagged(r) and (scenario.driver is None or r.driver == scenario.driver)
     ]
     return {
         "port": scenario.port,
@@ -139,6 +141,7 @@ def verdict(rows: list[Row], scenario: Case) -> dict[str, Any]:
 def passed(result: dict[str, Any]) -> bool:
     if result["scenario"] == "control":
         return not result["false_positives"]
-    return result["flagged_right_driver"] == result["drifted_runs"] and not result[
-        "learned_drifted_runs"
-    ]
+    return (
+        result["flagged_right_driver"] == result["drifted_runs"]
+        and not result["learned_drifted_runs"]
+    )

@@ -104,7 +104,9 @@ def control() -> Scenario:
     return Scenario("control", tuple(_steady(rng) for _ in range(15)), None, 7, baseline_runs=15)
 
 
-def _with_drift(name: str, seed: int, driver: str | None, make: Callable[[random.Random], Run]) -> Scenario:
+def _with_drift(
+    name: str, seed: int, driver: str | None, make: Callable[[random.Random], Run]
+) -> Scenario:
     rng = random.Random(seed)
     base = tuple(_steady(rng) for _ in range(10))
     return Scenario(name, (*base, *(make(rng) for _ in range(5))), driver, seed)
@@ -263,7 +265,9 @@ def _record_run(tracer: trace.Tracer, spec: Run, index: int, rng: random.Random)
     chat([{"type": "reasoning", "content": first}, *calls], spec.prompt_tokens)
     for k in range(spec.reconsiderations):
         thought = rest[k % len(rest)] if rest else first
-        chat([{"type": "reasoning", "content": f"On second thought: {thought}"}], spec.prompt_tokens)
+        chat(
+            [{"type": "reasoning", "content": f"On second thought: {thought}"}], spec.prompt_tokens
+        )
     for k, name in enumerate(spec.tools):
         if name in spec.failing:
             tool(name, k, True)

@@ -545,10 +545,11 @@ class DriftScorer:
     def _semantic_of(self, distance: float, spread: tuple[float, float] | None) -> float:
         """The semantic component of a raw distance: its excess over the baseline's own spread,
         `(d - typical - σ) / (semantic_z_span · σ)` clipped to [0, 1] (one σ above the typical
-        distance is nothing, `1 + semantic_z_span` σ saturates); the raw distance while the
-        baseline has too few runs with text for a spread."""
+        distance is nothing, `1 + semantic_z_span` σ saturates); 0 while the baseline has too
+        few runs with text for a spread (`MIN_SPREAD_RUNS`: a raw distance means nothing on its
+        own; `semantic_distance` still reports it)."""
         if spread is None:
-            return _clip01(distance)
+            return 0.0
         typical, sigma = spread
         config = self.config
         sigma = _max(
