@@ -183,6 +183,8 @@ def _only(scenario: Any, indices: range) -> Any:
 
 
 def test_a_run_back_to_normal_ends_the_episode(embedder: WordLlamaEmbedder) -> None:
+    """Hysteresis: once drifting, a run stays in the episode until it scores below
+    `release_at` (0.15); that run is learned and ends the episode."""
     scenario = case("sdk", "tool_drift")
     steady = case("sdk", "control")
     mixed = type(scenario)(
@@ -190,14 +192,18 @@ def test_a_run_back_to_normal_ends_the_episode(embedder: WordLlamaEmbedder) -> N
         name="back",
         driver="tool_mix",
         baseline_runs=10,
-        traces=[*scenario.traces[:12], steady.traces[3], steady.traces[4]],
-        drifted=[*scenario.drifted[:12], False, False],
+        traces=[*scenario.traces[:12], *steady.traces[3:10]],
+        drifted=[*scenario.drifted[:12], *[False] * 7],
     )
     store = MemoryStore()
     rows = port_rows(mixed, store=store, embedder=embedder)
-    by_index = {r.index: r for r in rows}
-    assert by_index[11].drifting_runs == 2
-    assert by_index[12].drifting_runs == 0 and by_index[12].updated
+    after = [r for r in rows if r.index >= 12]
+    assert [r.drifting_runs for r in rows if r.index in (10, 11)] == [1, 2]
+    released = next(i for i, r in enumerate(after) if r.score < 0.15)
+    for k, row in enumerate(after[:released]):
+        assert row.severity == "warning" and row.drifting_runs == 3 + k and not row.updated
+    assert after[released].drifting_runs == 0 and after[released].updated
+    assert all(r.drifting_runs == 0 for r in after[released:])
     assert store.get(KEY_B + N.DRIFT_EPISODE_SUFFIX) is None
 
 

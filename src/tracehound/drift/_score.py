@@ -160,11 +160,11 @@ class DriftConfig:
     """Smallest complexity standard deviation per dimension, as a fraction of the baseline mean."""
     sigma_floors: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SIGMA_FLOORS))
     """Smallest complexity standard deviation per dimension (absolute)."""
-    single_component: float = 0.5
+    single_component: float = 0.6
     """The composite is at least this times the largest component: one component at 1 (complexity
     3σ out on every dimension it moved, a disjoint tool set, semantics far outside the
     baseline's spread) is a `warning` on its own, whatever the weights."""
-    semantic_z_span: float = 10.0
+    semantic_z_span: float = 12.0
     """Standard deviations of the baseline's own semantic distances, beyond the first, over which
     the semantic component rises from 0 to 1."""
     semantic_sigma_floor: float = 0.02
