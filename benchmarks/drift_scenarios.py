@@ -42,7 +42,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--embedder", choices=("default", "wordllama", "hashing"), default="default")
+    parser.add_argument(
+        "--embedder", choices=("default", "wordllama", "hashing"), default="default"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     embedder: Embedder = {

@@ -41,6 +41,7 @@ from tracehound.drift._embed import (
     SentenceTransformerEmbedder,
     WordLlamaEmbedder,
     default_embedder,
+    embedder_setting,
 )
 from tracehound.drift._features import (
     COMPLEXITY_DIMENSIONS,
@@ -112,6 +113,7 @@ __all__ = [
     "confidence_of",
     "default_embedder",
     "embed_run",
+    "embedder_setting",
     "embedding_distance",
     "normalize_blocks",
     "run_features",

@@ -61,6 +61,7 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "WordLlamaEmbedder",
     "default_embedder",
+    "embedder_setting",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -564,17 +565,27 @@ class WordLlamaEmbedder:
         return out
 
 
-def default_embedder() -> Embedder:
-    """`WordLlamaEmbedder()` when `tracehound[semantic]` is installed, else `HashingEmbedder()`.
-
-    Set `TRACEHOUND_EMBEDDER=hashing` to keep the hashing embedder with the extra installed.
-    """
-    choice = os.environ.get(ENV_EMBEDDER, "").strip().lower()
+def embedder_setting() -> str:
+    """Which embedder `default_embedder()` makes: `wordllama` or `hashing`, from
+    `TRACEHOUND_EMBEDDER` (`auto` or unset: WordLlama when installed). `ValueError` (one line,
+    naming the variable) for any other value, and for `wordllama` without the extra."""
+    raw = os.environ.get(ENV_EMBEDDER, "")
+    choice = raw.strip().lower()
     if choice == "hashing":
-        return HashingEmbedder()
+        return "hashing"
     if choice not in ("", "auto", "wordllama"):
-        raise ValueError(f"{ENV_EMBEDDER}={choice!r}: expected 'auto', 'wordllama' or 'hashing'")
-    if choice == "wordllama" or wordllama_directory() is not None:
+        raise ValueError(f"{ENV_EMBEDDER}={raw!r}: expected 'auto', 'wordllama' or 'hashing'")
+    installed = wordllama_directory() is not None
+    if choice == "wordllama" and not installed:
+        raise ValueError(f"{ENV_EMBEDDER}=wordllama: {SEMANTIC_INSTALL_HINT}")
+    return "wordllama" if installed else "hashing"
+
+
+def default_embedder() -> Embedder:
+    """`WordLlamaEmbedder()` when `tracehound[semantic]` is installed, else `HashingEmbedder()`
+    (`embedder_setting()`: `TRACEHOUND_EMBEDDER=hashing` keeps the hashing embedder with the
+    extra installed)."""
+    if embedder_setting() == "wordllama":
         return WordLlamaEmbedder()
     return HashingEmbedder()
 

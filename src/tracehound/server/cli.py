@@ -159,6 +159,10 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
         out.write(f"{name:<{width}}  {value}    [{source}]\n")
     out.write(f"{'evaluators (built)':<{width}}  {', '.join(wanted)}\n")
     out.write(f"{'baseline store':<{width}}  {baselines}\n")
+    if "drift" in wanted:
+        from tracehound.drift import embedder_setting
+
+        out.write(f"{'drift embedder':<{width}}  {embedder_setting()}\n")
     out.write(f"{'C accelerator':<{width}}  {status()}\n")
     if NATIVE:  # each kernel's refusals are counted: tracehound.accelerator.fallbacks
         kernels = ", ".join(k.name for k in KERNELS)
