@@ -219,3 +219,40 @@ def test_accept_without_drift_says_so(
     store.close()
     code, text = _run_cli(["baseline", "accept", KEY_B, "--baselines", str(path)], capsys)
     assert code == 0 and "not drifting" in text
+
+
+def test_the_embedder_setting_is_checked_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracehound.drift import _embed, embedder_setting
+
+    monkeypatch.setenv("TRACEHOUND_EMBEDDER", " Hashing ")
+    assert embedder_setting() == "hashing"
+    monkeypatch.setenv("TRACEHOUND_EMBEDDER", "auto")
+    assert embedder_setting() == "wordllama"
+    monkeypatch.setattr(_embed, "wordllama_directory", lambda: None)
+    assert embedder_setting() == "hashing"  # auto without the extra: the fallback
+    monkeypatch.setenv("TRACEHOUND_EMBEDDER", "wordllama")
+    with pytest.raises(
+        ValueError, match=r"^TRACEHOUND_EMBEDDER=wordllama: .*tracehound\[semantic\]"
+    ):
+        embedder_setting()
+
+
+def test_drifting_runs_become_a_metric(embedder: WordLlamaEmbedder) -> None:
+    from tracehound.emit import result_measurements
+    from tracehound.engine import Engine
+    from tracehound.evaluators.drift import DriftEvaluator
+
+    scenario = case("otlp-json", "tool_drift")
+    engine = Engine([DriftEvaluator(MemoryStore(), embedder=embedder)])
+    points = []
+    for views in scenario.traces:
+        for view in views:
+            engine.add_span(view)
+        (finalized,) = engine.flush()
+        (result,) = [r for r in finalized.results if r.name == N.EVAL_DRIFT]
+        points.extend(
+            m.value
+            for m in result_measurements(result, "a")
+            if m.instrument == N.METRIC_DRIFT_DRIFTING_RUNS
+        )
+    assert points == [1, 2, 3, 4, 5]
