@@ -645,6 +645,9 @@ def _drift_text(result: EvaluationResult, width: int) -> str:
     if a.get(names.ATTR_DRIFT_BASELINE_PINNED):
         state.append("pinned")
     state.append("baseline updated" if a.get(names.ATTR_DRIFT_BASELINE_UPDATED) else "not added")
+    drifting = a.get(names.ATTR_DRIFT_DRIFTING_RUNS)
+    if isinstance(drifting, int) and drifting > 0:
+        state.append(f"drifting since {a.get(names.ATTR_DRIFT_DRIFTING_SINCE)} ({drifting} run(s))")
     score = a.get(names.ATTR_DRIFT_SCORE)
     if not isinstance(score, (int, float)):
         return f"{agent}: initializing (no baseline yet) · {', '.join(state)}"

@@ -42,6 +42,7 @@ class Row:
     updated: bool
     drifting_runs: int
     drifting_since: str | None
+    explanation: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def port_rows(
                 updated=bool(attrs[N.ATTR_DRIFT_BASELINE_UPDATED]),
                 drifting_runs=int(attrs[N.ATTR_DRIFT_DRIFTING_RUNS]),  # type: ignore[call-overload]
                 drifting_since=None if since is None else str(since),
+                explanation=result.explanation or "",
             )
         )
     return rows

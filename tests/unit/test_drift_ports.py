@@ -200,9 +200,12 @@ def test_a_run_back_to_normal_ends_the_episode(embedder: WordLlamaEmbedder) -> N
     after = [r for r in rows if r.index >= 12]
     assert [r.drifting_runs for r in rows if r.index in (10, 11)] == [1, 2]
     released = next(i for i, r in enumerate(after) if r.score < 0.15)
+    assert released >= 1  # the first steady run (0.17) is still above `release_at`
     for k, row in enumerate(after[:released]):
         assert row.severity == "warning" and row.drifting_runs == 3 + k and not row.updated
+        assert "Drifting since" in row.explanation and "No action needed" not in row.explanation
     assert after[released].drifting_runs == 0 and after[released].updated
+    assert "Drifting since" not in after[released].explanation
     assert all(r.drifting_runs == 0 for r in after[released:])
     assert store.get(KEY_B + N.DRIFT_EPISODE_SUFFIX) is None
 

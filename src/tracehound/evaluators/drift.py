@@ -144,7 +144,11 @@ class DriftEvaluator(Evaluator):
             if drifted and score.severity == "none":
                 # hysteresis: a run of an open episode that has not come back below `release_at`
                 score = replace(score, severity="warning")
-                text = text.replace("(none;", "(warning: drifting;", 1)
+                text = text.replace("(none;", "(warning: drifting;", 1).replace(
+                    _NO_ACTION,
+                    f"The episode stays open until a run scores below {self.config.release_at:g}.",
+                    1,
+                )
             writes = self.config.update and not trace.truncated
             if writes and not drifted and not (baseline is not None and baseline.pinned):
                 delta = Baseline.update_delta(features, embedder)
@@ -160,6 +164,11 @@ class DriftEvaluator(Evaluator):
                         episode = open_episode.merged(episode)
             elif open_episode is not None and writes:
                 self.store.reset(episode_key)  # back to normal: the episode ends
+            if episode is not None:
+                text += (
+                    f" Drifting since {drifting_since(episode)} ({episode.runs} run(s)), not "
+                    f"learned: `tracehound baseline accept {key}` makes it the new baseline."
+                )
         except (BaselineMismatchError, BaselineStoreError) as exc:
             return EvaluationResult(
                 name=names.EVAL_DRIFT,
@@ -213,6 +222,8 @@ _new_result = fields_maker(EvaluationResult)
 
 
 _ALERT = severity_rank("alert")
+_NO_ACTION = "No action needed: the run is consistent with its baseline."
+"""The recommendation of a `none` score (`tracehound.drift`), replaced in a drifting run's."""
 
 
 def drifting_since(episode: Baseline) -> str:
