@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 from _drift_ports import PORTS, SCENARIO_NAMES, case, passed, port_rows, verdict
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tracehound import names as N
 from tracehound.baselines import BaselineStore, MemoryStore, SQLiteStore, open_store
@@ -259,3 +261,47 @@ def test_drifting_runs_become_a_metric(embedder: WordLlamaEmbedder) -> None:
             if m.instrument == N.METRIC_DRIFT_DRIFTING_RUNS
         )
     assert points == [1, 2, 3, 4, 5]
+
+
+_STEADY = [*case("sdk", "control").traces, *case("sdk", "complexity_drift").traces[:10]]
+_DRIFT = [*case("sdk", "tool_drift").traces[10:], *case("sdk", "combined_drift").traces[10:]]
+"""Traces of one agent (each used once per example: the engine finalizes a trace once)."""
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.booleans(), min_size=4, max_size=10))
+def test_every_scored_run_is_learned_or_drifting_never_both(pattern: list[bool]) -> None:
+    """Whatever the order of steady and drifted runs: each scored run either joins the baseline
+    or the episode; an episode counts its runs one by one; the baseline holds the learned ones."""
+    embedder = _shared_embedder()
+    traces = [*_STEADY[:6]]
+    steady, drift = iter(_STEADY[6:]), iter(_DRIFT)
+    traces += [next(drift) if flag else next(steady) for flag in pattern]
+    scenario = type(case("sdk", "control"))(
+        port="sdk",
+        name="mixed",
+        driver=None,
+        baseline_runs=6,
+        traces=traces,
+        drifted=[False] * 6 + pattern,
+    )
+    store = MemoryStore()
+    rows = port_rows(scenario, store=store, embedder=embedder)
+    previous = 0
+    for row in rows:
+        assert row.updated != (row.drifting_runs > 0), row
+        assert row.drifting_runs in (0, previous + 1), row
+        previous = row.drifting_runs
+    baseline = store.get(KEY_B)
+    assert baseline is not None and baseline.runs == 1 + sum(r.updated for r in rows)
+    episode = store.get(KEY_B + N.DRIFT_EPISODE_SUFFIX)
+    assert (episode.runs if episode is not None else 0) == rows[-1].drifting_runs
+
+
+_EMBEDDER: list[WordLlamaEmbedder] = []
+
+
+def _shared_embedder() -> WordLlamaEmbedder:
+    if not _EMBEDDER:
+        _EMBEDDER.append(WordLlamaEmbedder())
+    return _EMBEDDER[0]

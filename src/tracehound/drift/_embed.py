@@ -531,7 +531,10 @@ class WordLlamaEmbedder:
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """The tokenizer's ids of each text (no special tokens)."""
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        tokenizer = self._tokenizer
+        # `encode_batch_fast` (tokenizers >= 0.21) skips the character offsets, which are unused
+        encode = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
+        encoded = encode(list(texts), add_special_tokens=False)
         return [list(e.ids) for e in encoded]
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
