@@ -531,11 +531,10 @@ class WordLlamaEmbedder:
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """The tokenizer's ids of each text (no special tokens)."""
-        tokenizer = self._tokenizer
-        # `encode_batch_fast` (tokenizers >= 0.21) skips the character offsets, which are unused
-        encode = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
-        encoded = encode(list(texts), add_special_tokens=False)
-        return [list(e.ids) for e in encoded]
+        # one text at a time: the batch methods run on the tokenizers library's thread pool,
+        # which a forked worker (and a busy sidecar) is better without; a run has a few texts
+        encode = self._tokenizer.encode
+        return [encode(text, add_special_tokens=False).ids for text in texts]
 
     def embed(self, texts: Sequence[str]) -> FloatArray:
         out = np.zeros((len(texts), self._dim), dtype=np.float64)
