@@ -21,11 +21,11 @@ every baseline: vectors of two embedders live in different spaces, so a baseline
   deliberately short and generic; they are a heuristic, not a model — use the
   sentence-transformers embedder for semantics proper.
 - `WordLlamaEmbedder`: WordLlama's static token embeddings (`l2_supercat`: one 256-d vector per
-  token of the Llama 2 vocabulary), behind the `tracehound[semantic]` extra. A text's vector is the mean of its tokens' rows, L2-normalized:
-  one tokenizer pass and one gather per text, numpy only. The weights and the tokenizer file are
-  read from the installed `wordllama` package's directory, never from the network; the package
-  itself is not imported. `default_embedder()` picks it when the extra is installed, the hashing
-  embedder otherwise.
+  token of the Llama 2 vocabulary), behind the `tracehound[semantic]` extra. A text's vector is
+  the mean of its tokens' rows, L2-normalized: one tokenizer pass and one gather per text, numpy
+  only; plus the stance block. The weights and the tokenizer file are read from the installed
+  `wordllama` package's directory, never from the network; the package itself is not imported.
+  `default_embedder()` picks it when the extra is installed, the hashing embedder otherwise.
 - `SentenceTransformerEmbedder`: a local sentence-transformers model given by path, behind the
   `tracehound[embeddings]` extra.
 """
