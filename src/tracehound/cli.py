@@ -237,12 +237,22 @@ def _loops() -> Evaluator:
 BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {"evidence": _evidence, "loops": _loops}
 
 
+# Built in but needing a baseline store: `eval` adds it with `--baselines`, `serve` by default.
+STORE_EVALUATORS = ("drift",)
+
+
 def select_evaluators(names: Sequence[str] | None) -> list[Evaluator]:
     builtins = BUILTIN_EVALUATORS
     if not names:
         return [factory() for factory in builtins.values()]
     plugin_names = [n for n in names if n not in builtins]
-    plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    try:
+        plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    except PluginError as exc:
+        if not str(exc).startswith("unknown evaluator plugin"):
+            raise
+        known = ", ".join([*builtins, *STORE_EVALUATORS])
+        raise PluginError(f"{exc} — built-in evaluators are {known}") from None
     out: list[Evaluator] = []
     for name in names:
         out.append(builtins[name]() if name in builtins else plugins[name])
@@ -255,10 +265,18 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     names = (
-        [n for chunk in args.evaluators for n in chunk.split(",") if n] if args.evaluators else None
+        [n.strip() for chunk in args.evaluators for n in chunk.split(",") if n.strip()]
+        if args.evaluators
+        else None
     )
+    if names is not None and "drift" in names:  # built in; runs with its baseline store
+        if args.baselines is None:
+            raise InputError(
+                "--evaluators drift needs --baselines PATH (a SQLite file) or --baselines memory"
+            )
+        names = [n for n in names if n != "drift"]
     try:
-        evaluators = select_evaluators(names)
+        evaluators = select_evaluators(names) if names != [] else []
     except PluginError as exc:
         raise InputError(str(exc)) from None
     extras = EvalExtras(args, err)  # --baselines (drift), --against (golden traces)
@@ -266,6 +284,10 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for problem in telemetry.problems:
         print(f"warning: {problem}", file=err)
     imported_spans(telemetry)
+    if not telemetry.spans and (rules or extras.golden is not None):
+        # A wrong path in CI must not pass as "nothing tripped".
+        where = ", ".join(args.files) or ("stdin" if not args.examples else "--examples")
+        raise InputError(f"no spans in the input ({where}): nothing to gate on (check the path)")
     with extras.evaluators() as more:
         engine = Engine([*evaluators, *more], config=OFFLINE_CONFIG)
         traces, span_results = run_engine(telemetry, engine, err)
@@ -398,8 +420,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--evaluators",
         action="append",
         metavar="NAMES",
-        help="comma-separated evaluators to run (built in: evidence, loops; or installed plugins); "
-        "default: all built-in",
+        help="comma-separated evaluators to run (built in: evidence, loops, and drift with "
+        "--baselines; or installed plugins); default: evidence, loops (and drift with --baselines)",
     )
     evaluate.add_argument(
         "--genai-only", action="store_true", help="skip traces without GenAI steps"
