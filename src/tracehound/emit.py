@@ -155,6 +155,9 @@ INSTRUMENTS: dict[str, InstrumentSpec] = {
     names.METRIC_LOOPS_WASTED_TOKENS: InstrumentSpec(
         "counter", "{token}", "Tokens of LLM calls that only repeated earlier work"
     ),
+    names.METRIC_LOOPS_WASTED_SECONDS: InstrumentSpec(
+        "counter", "s", "Time spent in steps that only repeated earlier work"
+    ),
     names.METRIC_EVIDENCE_SURVIVAL: InstrumentSpec(
         "histogram", "1", "Evidence survival ratio per trace", _RATIO_BUCKETS
     ),
@@ -201,7 +204,8 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
     - a failed evaluation: one `tracehound.evaluation.errors` point, nothing else;
     - every finite score: `tracehound.evaluation.score`;
     - evidence survival results: `tracehound.evidence.survival` (scope overall / final);
-    - the loop summary: `tracehound.loops` per kind, `tracehound.loops.wasted_tokens`;
+    - the loop summary: `tracehound.loops` per kind, `tracehound.loops.wasted_tokens` and
+      `tracehound.loops.wasted_seconds`;
     - drift results: `tracehound.drift.severity` (severity from the result's
       `tracehound.drift.severity` attribute, else its label).
     """
@@ -257,6 +261,9 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
         wasted = result.attributes.get(names.ATTR_LOOPS_WASTED_TOKENS)
         if isinstance(wasted, int) and not isinstance(wasted, bool) and wasted > 0:
             out.append(Measurement(names.METRIC_LOOPS_WASTED_TOKENS, wasted, dict(base)))
+        seconds = result.attributes.get(names.ATTR_LOOPS_WASTED_SECONDS)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+            out.append(Measurement(names.METRIC_LOOPS_WASTED_SECONDS, float(seconds), dict(base)))
     severity = result.attributes.get(names.ATTR_DRIFT_SEVERITY)
     if severity is None and result.evaluator == "drift":
         severity = result.score_label

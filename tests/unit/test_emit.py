@@ -67,6 +67,7 @@ def test_measurements_of_a_loop_summary() -> None:
             names.ATTR_LOOPS_BY_KIND["repeat"]: 2,
             names.ATTR_LOOPS_BY_KIND["cycle"]: 1,
             names.ATTR_LOOPS_WASTED_TOKENS: 120,
+            names.ATTR_LOOPS_WASTED_SECONDS: 0.75,
         },
     )
     points = {
@@ -77,6 +78,7 @@ def test_measurements_of_a_loop_summary() -> None:
     assert (names.METRIC_LOOPS, (agent, ("tracehound.loop.kind", "repeat")), 2) in points
     assert (names.METRIC_LOOPS, (agent, ("tracehound.loop.kind", "cycle")), 1) in points
     assert (names.METRIC_LOOPS_WASTED_TOKENS, (agent,), 120) in points
+    assert (names.METRIC_LOOPS_WASTED_SECONDS, (agent,), 0.75) in points
     score = [p for p in points if p[0] == names.METRIC_EVALUATION_SCORE]
     assert len(score) == 1 and score[0][2] == 0.4
 
