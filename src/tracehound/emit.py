@@ -19,6 +19,7 @@ kinds, severities, the top-level agent name; never trace or span ids.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -29,7 +30,13 @@ from typing import Any, Literal
 
 from opentelemetry import metrics
 from opentelemetry._logs import Logger as ApiLogger
-from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger_provider
+from opentelemetry._logs import (
+    LoggerProvider,
+    NoOpLoggerProvider,
+    SeverityNumber,
+    get_logger_provider,
+)
+from opentelemetry._logs._internal import ProxyLoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import (
@@ -71,6 +78,7 @@ def _tracehound_version() -> str:
 
 
 _VERSION = _tracehound_version()
+_log = logging.getLogger(__name__)
 
 # --- what: span attributes ---------------------------------------------------------------------
 
@@ -494,6 +502,7 @@ class EventEmitter:
     def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
         self._provider = logger_provider
         self._logger: ApiLogger | None = None
+        self._checked = logger_provider is not None  # the global one is checked on first use
 
     @property
     def provider(self) -> LoggerProvider:
@@ -512,6 +521,14 @@ class EventEmitter:
         timestamp_ns: int | None = None,
     ) -> None:
         """One log record for one result; `span_id` is the evaluated span (hex ids)."""
+        if not self._checked:
+            self._checked = True
+            if isinstance(get_logger_provider(), (ProxyLoggerProvider, NoOpLoggerProvider)):
+                _log.warning(
+                    "evaluation results are log records for the global LoggerProvider, which is "
+                    "not set: they are dropped until it is (set_logger_provider(...), or give "
+                    "tracehound logger_provider=...)"
+                )
         attributes = {
             k: c for k, v in event_attributes(result).items() if (c := _sdk_value(v)) is not None
         }
