@@ -236,6 +236,11 @@ def agent_graph(nodes: Sequence[Node], edges: Sequence[Edge], *, label: str = "a
             x1, y1 = sx + _NODE_W / 2, sy + _NODE_H
             x2, y2 = tx + _NODE_W / 2, ty
         mx = (x1 + x2) / 2
+        # the count sits a third of the way along the curve: edges leave separate nodes, so
+        # their labels stay apart where many edges meet one node
+        t = 0.3
+        lx = (1 - t) ** 3 * x1 + 3 * (1 - t) * t * mx + t**3 * x2
+        ly = ((1 - t) ** 3 + 3 * (1 - t) ** 2 * t) * y1 + (3 * (1 - t) * t**2 + t**3) * y2
         classes = ["edge", _rate_class(edge.failure_rate)]
         if edge.loops:
             classes.append("loop")
@@ -248,7 +253,7 @@ def agent_graph(nodes: Sequence[Node], edges: Sequence[Edge], *, label: str = "a
         out.append(
             f'<g class="{" ".join(classes)}"><title>{_e(tip)}</title>'
             f'<path d="M{x1:.1f} {y1:.1f}C{mx:.1f} {y1:.1f} {mx:.1f} {y2:.1f} {x2:.1f} {y2:.1f}"/>'
-            f'<text x="{mx:.1f}" y="{(y1 + y2) / 2 - 3:.1f}">{_e(count)}</text></g>'
+            f'<text x="{lx:.1f}" y="{ly - 3:.1f}">{_e(count)}</text></g>'
         )
     for node in kept:
         nx, ny = position[node.key]

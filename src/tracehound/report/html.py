@@ -1055,7 +1055,8 @@ margin:0 .2em 0 .5em}
 .dot{display:inline-block;width:.7em;height:.7em;border-radius:50%;vertical-align:middle;
 margin:0 .2em 0 .5em}
 svg.graph{display:block;max-width:100%;height:auto;margin:.3em 0}
-.graph .edge path{fill:none;stroke-width:2}.graph .edge text{fill:#57606a}
+.graph .edge path{fill:none;stroke-width:2}
+.graph .edge text{fill:#57606a;text-anchor:middle;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .f0 path,.sw.f0{stroke:#8c959f;background:#8c959f}.f1 path,.sw.f1{stroke:#d4a72c;background:#d4a72c}
 .f2 path,.sw.f2{stroke:#e16f24;background:#e16f24}.f3 path,.sw.f3{stroke:#cf222e;background:#cf222e}
 .graph .edge.loop path{stroke-width:4;stroke-dasharray:7 3}
