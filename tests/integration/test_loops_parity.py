@@ -5,7 +5,8 @@
   `infinite_loop` as a `repeat` loop — unless every repetition of the repeated call made
   progress (`corpus.results_change`: a new output each time, or success after a failure, within
   the poll budget), the deliberate difference, where tracehound reports no `repeat`;
-  `context_window_overflow` as such, `tool_call_error` as such — or as `context_window_overflow` where tracehound recognizes the error as one
+  `context_window_overflow` as such, `tool_call_error` as such — or as
+  `context_window_overflow` where tracehound recognizes the error as one
   (`error.type`, provider wordings tracecheck does not know).
 - Precision and recall per kind against `labels.json` are at least 0.95.
 - The committed corpus is what its generator writes, and it covers every kind and the hard

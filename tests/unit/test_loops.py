@@ -611,6 +611,215 @@ def test_a_retry_with_fixed_arguments_is_not_a_storm() -> None:
     assert kinds(finalized) == set()
 
 
+# --- progress: polling, pagination, backoff ------------------------------------------------------
+
+
+def _polls(results: Sequence[str | None], tool: str = "job_status") -> list[str]:
+    """Turns of one agent polling one job, each poll's result given; the chat span ids."""
+    a = _POLLER[0] = Agent()
+    a.turn(Call("start_job", {"spec": "build"}, "job j1 queued"))
+    return [a.turn(Call(tool, {"job": "j1"}, result)) for result in results]
+
+
+_POLLER: list[Agent] = [Agent()]
+
+
+def test_polling_with_changing_results_passes_until_the_budget() -> None:
+    statuses = ["queued", *(f"running {10 * i}%" for i in range(1, 9)), "done"]
+    _polls(statuses)  # ten polls, each a new status: the default budget
+    per_span, finalized = run(_POLLER[0].done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    assert trace_result(finalized).score_label == "pass"
+    chats = _polls([*statuses, "done, archived"])  # an eleventh: past the budget
+    per_span, finalized = run(_POLLER[0].done())
+    assert loop_labels(per_span) == {chats[10]: {"repeat", "consecutive"}}
+    assert primary(per_span, chats[10])[N.ATTR_LOOP_COUNT] == 11
+    assert kinds(finalized) == {"repeat", "consecutive"}
+    chats = _polls(["queued", "running 30%", "running 70%", "done"])
+    per_span, finalized = run(_POLLER[0].done(), LoopConfig(poll_budget=3))
+    assert loop_labels(per_span) == {chats[3]: {"repeat", "consecutive"}}
+
+
+def test_identical_results_are_no_progress_and_a_loop() -> None:
+    chats = _polls(["queued", "queued", "queued"])
+    per_span, finalized = run(_POLLER[0].done())
+    # the second poll is decided at its result (the same: stuck), the third at once
+    assert loop_labels(per_span) == {
+        sid("d03"): {"consecutive"},
+        chats[2]: {"repeat", "consecutive"},
+        sid("d04"): {"no_progress"},
+    }
+    assert kinds(finalized) == {"repeat", "consecutive", "no_progress"}
+
+
+def test_a_poll_that_goes_back_to_an_earlier_result_is_progress_but_a_stall_is_not() -> None:
+    _polls(["running 10%", "running 20%", "running 10%"])  # each differs from the one before
+    assert kinds(run(_POLLER[0].done())[1]) == set()
+    _polls(["running 10%", "running 20%", "running 20%", "done"])  # stuck once: a loop
+    assert kinds(run(_POLLER[0].done())[1]) == {"repeat", "consecutive"}
+
+
+@pytest.mark.parametrize(
+    ("results", "loop"),
+    [
+        (["status: queued", "status: running 30%", "status: running 70%", "status: done"], False),
+        (["queued (checked 10:00:01)", "queued (checked 10:00:31)", "queued (10:01:01)"], True),
+        ([f"processed {n} of 500 items" for n in (120, 260, 390, 500)], False),
+        ([f"pending, as of 2026-03-0{d}T12:00:00Z" for d in (1, 2, 3)], True),
+        ([f"pending since {t}" for t in (1767225600, 1767225630, 1767225660)], True),
+        (
+            [f"queued, request 2b1f0c1e-7d1a-4c4e-9f3a-0a1b2c3d4e{n:02d}" for n in (10, 11, 12)],
+            True,
+        ),
+        (
+            [
+                json.dumps({"id": "j1", "state": s, "updated_at": f"2026-03-01T10:0{i}:00Z"})
+                for i, s in enumerate(["queued", "running", "succeeded"])
+            ],
+            False,
+        ),
+        (
+            [
+                json.dumps({"id": "j1", "state": "queued", "updated_at": f"2026-03-01T10:0{i}:00Z"})
+                for i in range(3)
+            ],
+            True,
+        ),
+        (["x" * 5000 + str(i) for i in range(4)], False),  # long results, the end changes
+        (["y" * 5000] * 3, True),
+        (["0", "1", "2", "3"], False),  # short results
+    ],
+)
+def test_what_a_changing_result_is(results: list[str], loop: bool) -> None:
+    """Numbers, words and fields count as change; date-times, clock times, epoch timestamps
+    and UUIDs do not (a result that differs in those only is the same poll again)."""
+    _polls(results)
+    found = kinds(run(_POLLER[0].done())[1])
+    assert bool(found & {"repeat", "consecutive"}) is loop, found
+
+
+def test_same_result_masks_volatile_parts_only() -> None:
+    same = loops._same_result
+    assert same("done", "done")
+    assert same("queued at 2026-01-01T10:00:00Z", "queued at 2026-01-02 11:30:15.123+01:00")
+    assert same("queued 09:15:00", "queued 9:16:30.5")
+    assert not same("running 30%", "running 70%")
+    assert not same("page 1", "page 2")
+    assert not same("on 2026-01-01", "on 2026-01-02")  # a date alone names a day
+    assert not same("a" * 70_000 + "1", "a" * 70_000 + "2")
+
+
+def test_cursor_pagination_with_the_same_call_is_progress() -> None:
+    a = Agent()
+    for batch in range(4):  # next_page() with fixed arguments, a new batch each time
+        a.turn(Call("next_page", {"stream": "orders"}, f"orders {100 * batch}-{100 * batch + 99}"))
+    a.turn(Call("next_page", {"stream": "orders"}, "[]"))
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    b = Agent()
+    for cursor in (None, "c2", "c3", "c4"):  # cursor in the arguments: distinct calls
+        b.turn(Call("list", {"cursor": cursor}, "a page of 50"))
+    assert kinds(run(b.done())[1]) == {"no_progress"}  # but the same page each time
+
+
+@pytest.mark.parametrize("propose", [True, False])
+def test_retries_that_end_in_success_are_backoff_not_a_storm(propose: bool) -> None:
+    a = Agent(propose=propose)
+    a.turn(search("x", error="503"))
+    a.turn(search("x", error="503"))
+    a.turn(search("x", "3 hits"))
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    assert modes(finalized) == {"tool_call_error"}
+    b = Agent(propose=propose)
+    for _ in range(3):
+        b.turn(search("x", error="503"))
+    b.turn(search("x", "3 hits"))
+    assert kinds(run(b.done())[1]) == {"retry_storm", "repeat"}
+
+
+def test_a_poll_that_fails_or_whose_result_is_not_recorded_is_no_progress() -> None:
+    _polls(["queued", "running 50%", None])  # the third result not recorded
+    assert kinds(run(_POLLER[0].done())[1]) == {"repeat", "consecutive"}
+    a = Agent()
+    a.turn(Call("job_status", {"job": "j1"}, "queued"))
+    a.turn(Call("job_status", {"job": "j1"}, "running 50%"))
+    a.turn(Call("job_status", {"job": "j1"}, error="503"))
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {sid("d03"): {"repeat", "consecutive"}}
+    assert kinds(finalized) == {"repeat", "consecutive"}
+
+
+def test_a_deferred_call_whose_result_never_arrives_is_decided_at_the_end() -> None:
+    chats = _polls(["queued", "running 50%", "done"])
+    spans = [v for v in _POLLER[0].done() if v.span_id != sid("d04")]  # the last tool span
+    per_span, finalized = run(spans)
+    assert loop_labels(per_span) == {}  # nothing to annotate it with while streaming
+    assert kinds(finalized) == {"repeat", "consecutive"}
+    (repeat,) = [x for x in analyze(finalized.trajectory).loops if x.kind == "repeat"]
+    assert repeat.last_span_id == chats[2]
+
+
+@st.composite
+def poll_traces(draw: st.DrawFn) -> tuple[list[Call], list[Call]]:
+    """Turns of repeated and distinct calls with results drawn from a few texts, errors and
+    unrecorded results; and the same calls with every recorded result the same text."""
+    calls = draw(
+        st.lists(
+            st.builds(
+                Call,
+                tool=st.sampled_from(["status", "fetch"]),
+                args=st.sampled_from([{"job": 1}, {"job": 1}, {"job": 2}]),
+                result=st.sampled_from(["queued", "running 50%", "done", None]),
+                error=st.sampled_from([None, None, None, "503"]),
+            ),
+            min_size=1,
+            max_size=9,
+        )
+    )
+    same = [Call(c.tool, c.args, None if c.result is None else "same", c.error) for c in calls]
+    return calls, same
+
+
+def _trace_of(calls: Sequence[Call], fillers: Sequence[bool]) -> list[SpanView]:
+    a = Agent()
+    for i, call in enumerate(calls):
+        a.turn(call)
+        if fillers[i % len(fillers)]:
+            a.turn(filler(i))
+    return a.done()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces=poll_traces(), fillers=st.lists(st.booleans(), min_size=1, max_size=4))
+def test_making_results_identical_never_turns_a_loop_into_a_pass(
+    traces: tuple[list[Call], list[Call]], fillers: list[bool]
+) -> None:
+    calls, same = traces
+    found = kinds(run(_trace_of(calls, fillers))[1])
+    found_same = kinds(run(_trace_of(same, fillers))[1])
+    if found:
+        assert found_same, (found, found_same)
+    # and the kinds that do not read results stay as they are
+    assert found & {"near_duplicate", "output_repeat"} <= found_same
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    traces=poll_traces(), fillers=st.lists(st.booleans(), min_size=1, max_size=4), data=st.data()
+)
+def test_the_verdict_on_polls_does_not_depend_on_span_arrival_order(
+    traces: tuple[list[Call], list[Call]], fillers: list[bool], data: st.DataObject
+) -> None:
+    spans = _trace_of(traces[0], fillers)
+    _, in_order = run(spans)
+    _, shuffled = run(data.draw(st.permutations(spans)))
+    names = (N.EVAL_LOOPS, N.EVAL_FAILURE_MODES)
+    assert [r for r in shuffled.results if r.name in names] == [
+        r for r in in_order.results if r.name in names
+    ]
+
+
 # --- repeated output ---------------------------------------------------------------------------
 
 
