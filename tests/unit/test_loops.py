@@ -992,7 +992,7 @@ def test_every_emitted_attribute_is_a_declared_name() -> None:
     assert emitted <= declared
     assert emitted >= {N.ATTR_LOOP_KIND, N.ATTR_LOOPS_SCORE, N.ATTR_FAILURE_MODE}
     assert {r.name for r in finalized.results} >= {N.EVAL_LOOPS, N.EVAL_FAILURE_MODES}
-    assert all(r.evaluator == "loops" and r.evaluator_version == "1.0.0" for r in finalized.results)
+    assert all(r.evaluator == "loops" and r.evaluator_version == "1.1.0" for r in finalized.results)
 
 
 def test_kind_names_agree_with_the_names_module() -> None:

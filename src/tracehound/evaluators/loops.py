@@ -47,7 +47,8 @@ Streaming: each signal is decided when the span that completes it arrives, at O(
 per tool call (hash maps keyed by call, result and text; one counter per cycle period; a window of
 `near_duplicate_window` argument values per tool and argument shape), and annotates that span:
 the chat span whose output proposed the call (or the tool span when no chat output shows the
-call), the tool span whose result repeats, the chat span whose text repeats. Later occurrences
+call; the call's tool span when it is decided at its result), the tool span whose result
+repeats, the chat span whose text repeats. Later occurrences
 of a loop annotate their spans too, with the count so far. While a trace streams
 in, a span's run is taken from its parent (chat and tool spans are children of their agent span,
 which usually ends — and arrives — last); tool results follow their call's run. The trace result
@@ -1602,7 +1603,7 @@ class LoopEvaluator(Evaluator):
     """Loops (per span as they complete, per trace at the end) and failure modes."""
 
     name = "loops"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: polling and backoff are progress (see "Progress" above)
 
     def __init__(self, config: LoopConfig | None = None) -> None:
         self.config = config or LoopConfig()
