@@ -251,6 +251,13 @@ def select_evaluators(names: Sequence[str] | None) -> list[Evaluator]:
     return out
 
 
+def _declares_tools(doc: object) -> bool:
+    """Does an imported document (a tracecheck trace, or a list of them) give expected_tools?"""
+    if isinstance(doc, list):
+        return any(_declares_tools(item) for item in doc)
+    return isinstance(doc, dict) and doc.get("expected_tools") is not None
+
+
 def eval_expectations(
     args: argparse.Namespace, *, required: bool = False, imported: bool = False
 ) -> Evaluator | None:
@@ -305,7 +312,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     telemetry = load_input(args.files, args.examples)
     for problem in telemetry.problems:
         print(f"warning: {problem}", file=err)
-    imported = bool(telemetry.other_documents)
+    imported = any(_declares_tools(doc) for _, doc in telemetry.other_documents)
     imported_spans(telemetry)
     expectations = eval_expectations(args, required=expect_named, imported=imported)
     if expectations is not None:

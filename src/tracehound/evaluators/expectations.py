@@ -570,9 +570,11 @@ def _attribute_text(value: Any) -> str:
 _RULE_HEADER = re.compile(r"^\s*\[\[\s*expectations\s*\.\s*rule\s*\]\]")
 
 
-def _fail(path: Path | str, line: int | None, rule: str | None, reason: str) -> ExpectationError:
+def _fail(
+    path: Path | str, line: int | None, rule: str | None, reason: str, what: str = "rule"
+) -> ExpectationError:
     where = f"{path}:{line}" if line else str(path)
-    named = f" rule {rule!r}:" if rule else ""
+    named = f" {what} {rule!r}:" if rule else ""
     return ExpectationError(f"{where}:{named} {reason}")
 
 
@@ -689,7 +691,8 @@ def load_golden_lines(path: str | Path, *, key: str = "input") -> Expectations:
             raw = json.loads(stripped)
         except ValueError as exc:
             raise _fail(path, number, None, f"not JSON ({exc})") from None
-        shown = str(raw.get("key")) if isinstance(raw, dict) else None
+        shown = raw.get("key") if isinstance(raw, dict) else None
+        shown = shown if isinstance(shown, str) else None
         if isinstance(raw, dict):
             raw = {"name": "golden", **raw}
         try:
@@ -697,10 +700,10 @@ def load_golden_lines(path: str | Path, *, key: str = "input") -> Expectations:
                 raw, default_name="golden", where=f"{path}:{number}", base=path.parent, golden=True
             )
         except ValueError as exc:
-            raise _fail(path, number, shown, str(exc)) from None
+            raise _fail(path, number, shown, str(exc), "key") from None
         ident = (block.key or "", block.agent)
         if ident in seen:
-            raise _fail(path, number, shown, f"duplicate key (also at line {seen[ident]})")
+            raise _fail(path, number, shown, f"duplicate (also at line {seen[ident]})", "key")
         seen[ident] = number
         blocks.append(block)
     if not blocks:
