@@ -32,6 +32,8 @@ from tracehound.config import ConfigError, ProcessorSettings, open_evaluators
 from tracehound.engine import Engine, FinalizedTrace, _has_span_hook
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.evaluators.expectations import (
+    CHECK_KEYS,
+    MATCH_KEYS,
     SCHEMA_HINT,
     ExpectationError,
     Expectations,
@@ -651,3 +653,29 @@ def test_serve_check_config_shows_the_rules(tmp_path: Path, capsys: Any) -> None
     assert main(["serve", "--config", str(path), "--check-config"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^expectations\s+2 rule block\(s\), 3 rule\(s\)$", out, re.M), out
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "expectations.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _blocks(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+
+
+def test_documented_rules_load(tmp_path: Path) -> None:
+    doc = DOCS.read_text()
+    [toml] = _blocks(doc, "toml")
+    [golden] = _blocks(doc, "json")
+    (tmp_path / "golden.jsonl").write_text(golden)
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "invoice.json").write_text('{"type": "object"}')
+    (tmp_path / "tracehound.toml").write_text(toml)
+    rules = load_expectations(tmp_path / "tracehound.toml")
+    assert [b.name for b in rules.blocks] == ["refund", "extractor"]
+    assert len(rules.golden) == 2
+    for key in re.findall(r"^\| `(\w+)`", doc, re.M):  # every documented matcher and check key
+        assert key in (*MATCH_KEYS, *CHECK_KEYS), key
+    [readme_toml] = [b for b in _blocks(README.read_text(), "toml") if "expectations" in b]
+    (tmp_path / "readme.toml").write_text(readme_toml)
+    assert load_expectations(tmp_path / "readme.toml").blocks
