@@ -34,6 +34,7 @@ from tracehound.evaluators.base import EvaluationResult
 from tracehound.evaluators.expectations import (
     CHECK_KEYS,
     MATCH_KEYS,
+    ORDERS,
     SCHEMA_HINT,
     ExpectationError,
     Expectations,
@@ -679,3 +680,80 @@ def test_documented_rules_load(tmp_path: Path) -> None:
     [readme_toml] = [b for b in _blocks(README.read_text(), "toml") if "expectations" in b]
     (tmp_path / "readme.toml").write_text(readme_toml)
     assert load_expectations(tmp_path / "readme.toml").blocks
+
+
+class _Calls:
+    """What the tool-sequence checks read of a run: its tool names."""
+
+    def __init__(self, tools: list[str]) -> None:
+        self.tools = tools
+
+
+def _verdict(expected: list[str], actual: list[str], order: str) -> bool:
+    [check] = parse_block({"expected_tools": expected, "order": order}, default_name="p").checks
+    return check.run(_Calls(actual))[0]  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TOOLS, max_size=6), st.lists(_TOOLS, max_size=8))
+def test_orders_are_nested(expected: list[str], actual: list[str]) -> None:
+    exact, in_order, any_order = (_verdict(expected, actual, o) for o in ORDERS)
+    assert exact <= in_order <= any_order
+    assert exact == (expected == actual)
+    assert any_order == all(actual.count(t) >= expected.count(t) for t in expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_TOOLS, max_size=6), st.data())
+def test_extra_calls_keep_in_order_and_count_as_excess(expected: list[str], data: Any) -> None:
+    actual = list(expected)
+    extras = data.draw(st.lists(st.tuples(st.integers(0, 10), _TOOLS), max_size=4))
+    for position, tool in extras:
+        actual.insert(min(position, len(actual)), tool)
+    assert _verdict(expected, actual, "in_order")
+    block = parse_block({"expected_tools": expected, "max_excess": len(extras)}, default_name="p")
+    excess = block.checks[1].run(_Calls(actual))  # type: ignore[arg-type]
+    assert excess[0] and excess[1].endswith(f"{len(actual)} call(s), {len(extras)} over")
+    if extras:
+        tight = parse_block(
+            {"expected_tools": expected, "max_excess": len(extras) - 1}, default_name="p"
+        )
+        assert not tight.checks[1].run(_Calls(actual))[0]  # type: ignore[arg-type]
+
+
+def test_eval_expect_golden_set(tmp_path: Path, capsys: Any) -> None:
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text("".join(json.dumps({**d, "expected_tools": None}) + "\n" for d in EXAMPLES))
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        json.dumps({"key": "refund please", "tools_called": ["refund"], "max_tool_calls": 5}) + "\n"
+    )
+    argv = ["eval", str(traces), "--expect", str(golden), "--format", "json"]
+    assert main(argv) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    checked = {r["trace_id"]: r["attributes"].get(names.ATTR_EXPECTATIONS_FAILED) for r in reports}
+    assert sorted(checked.values(), key=repr) == [None, None, ["golden.tool_called"]]
+    assert main([*argv, "--fail-on", "expectations:golden.max_tool_calls"]) == 0
+    assert main([*argv, "--fail-on", "expectations:golden"]) == 1
+    assert main([*argv, "--fail-on", "expectations:*.tool_*"]) == 1
+    capsys.readouterr()
+    assert main([*argv, "--expect-key", "span"]) == 2
+    assert "expectations.key 'span': use input, trace_id or attribute:NAME" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_truncated_trace_says_so() -> None:
+    evaluator = expectations_evaluator(
+        Expectations(blocks=(parse_block({"max_tool_calls": 9}, default_name="t"),))
+    )
+    assert evaluator is not None
+    telemetry = Telemetry()
+    telemetry.spans.extend(import_document(REFUND, "doc"))
+    config = OFFLINE_CONFIG.__class__(max_traces=10, max_spans_per_trace=3)
+    [trace] = run_engine(telemetry, Engine([evaluator], config=config))[0]
+    assert trace.truncated
+    [result] = expectation_results(trace).values()
+    assert (result.explanation or "").endswith(
+        "(the trace was truncated: the run may be incomplete)"
+    )

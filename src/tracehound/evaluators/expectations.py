@@ -36,6 +36,7 @@ from tracehound import names
 from tracehound.conventions import NormalizedSpan
 from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
 from tracehound.evaluators.drift import default_agent_key
+from tracehound.golden import observed_runs
 from tracehound.spans import AttributeValue
 from tracehound.steps import Run, Step, Trajectory
 
@@ -747,8 +748,6 @@ class ExpectationsEvaluator(Evaluator):
     def finish_trace(
         self, state: Any, trajectory: Trajectory, trace: TraceInfo
     ) -> Sequence[EvaluationResult]:
-        from tracehound.golden import observed_runs
-
         seen: _TraceAttributes = state if isinstance(state, _TraceAttributes) else _NO_ATTRIBUTES
         first_input: str | bool | None = False
         results: list[EvaluationResult] = []
@@ -794,7 +793,7 @@ class ExpectationsEvaluator(Evaluator):
                         ),
                     )
                 )
-            results.extend(self._results(run, agent_key, facts, applied))
+            results.extend(self._results(run, agent_key, facts, applied, trace.truncated))
         return results
 
     def _results(
@@ -803,6 +802,7 @@ class ExpectationsEvaluator(Evaluator):
         agent_key: str,
         facts: RunFacts,
         applied: Iterable[tuple[Block, Sequence[Check]]],
+        truncated: bool = False,
     ) -> list[EvaluationResult]:
         out: list[EvaluationResult] = []
         passed: list[str] = []
@@ -812,6 +812,8 @@ class ExpectationsEvaluator(Evaluator):
             for check in checks:
                 rule = f"{block.name}.{check.name}"
                 ok, why = check.run(facts)
+                if truncated:
+                    why += " (the trace was truncated: the run may be incomplete)"
                 (passed if ok else failed).append(rule)
                 out.append(
                     EvaluationResult(
