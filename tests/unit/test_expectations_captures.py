@@ -1,10 +1,9 @@
 """Expectations on live captures of real frameworks, in the three shapes.
 
-Rules are written from each capture's `manifest.json` truth (what the real tool functions were
-called with, the real final answer), never from tracehound: per agent, its expected tool sequence
-(exact, no excess), the tools it must call, and, for a single top-level agent, a word of the
-final answer; plus one rule that must fail (no call of the tools the capture did call). Every
-truth rule must pass and the failing one fail, with an explanation naming expected and actual.
+Rules are written from each capture's `manifest.json` truth (`expectation_rules.rules_for`: what
+the real tool functions were called with, the real final answer), never from tracehound. Every
+truth rule must pass and the `must_fail` one fail, with an explanation naming expected and
+actual.
 
 The same spans must give the same expectation results — span, name, score, label, explanation
 — through `tracehound eval --config`, the sidecar's pipeline (evaluators built from the settings
@@ -16,7 +15,6 @@ reports.
 from __future__ import annotations
 
 import json
-import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ import pytest
 from _processor_rig import make_rig, results_from_events, results_from_json, sampled
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
+from expectation_rules import CAPTURES, MANIFEST, agents, input_paths, rules_for
 from helpers import readable_spans_from_request
 from tracehound import names
 from tracehound.cli import main
@@ -37,8 +36,6 @@ from tracehound.server._otlp import LOGS, TRACES, decode_request
 from tracehound.server._pipeline import Pipeline
 from tracehound.spans import decode_any_value_proto
 
-CAPTURES = Path(__file__).resolve().parents[1] / "fixtures" / "frameworks"
-MANIFEST: dict[str, Any] = json.loads((CAPTURES / "manifest.json").read_text())["captures"]
 SHAPES_ON = (
     "openai_agents_responses_nested.otlp.json",
     "openai_agents_chat_loop.otlp.json",
@@ -49,58 +46,11 @@ SHAPES_ON = (
 )
 
 
-def _agents(tree: list[dict[str, Any]]) -> list[str]:
-    out: list[str] = []
-    for agent in tree:
-        out.append(agent["name"])
-        out.extend(_agents(agent.get("sub_agents", [])))
-    return out
-
-
-def _toml(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)  # JSON strings and arrays are TOML too
-
-
-def rules_for(capture: str) -> str:
-    truth = MANIFEST[capture]["truth"]
-    lines = ['[serve]\notlp_grpc = "none"\n']
-    called: dict[str, list[str]] = {name: [] for name in _agents(truth["agents"])}
-    for call in truth["tool_calls"]:
-        called.setdefault(call["agent"], []).append(call["name"])
-    for i, (agent, tools) in enumerate(called.items()):
-        lines.append(
-            f"[[expectations.rule]]\nname = 'truth{i}'\nagent = {_toml(agent)}\n"
-            f"expected_tools = {_toml(tools)}\nmax_excess = 0\n"
-            f"max_tool_calls = {len(tools)}\n"
-        )
-        if tools:
-            lines.append(f"tools_called = {_toml(sorted(set(tools)))}\n")
-    if len(truth["agents"]) == 1:
-        word = max(re.findall(r"[A-Za-z]{4,}", truth["final_answer"]), key=len)
-        lines.append(
-            f"[[expectations.rule]]\nname = 'answer'\nagent = {_toml(truth['agents'][0]['name'])}"
-            f"\nanswer_regex = {_toml(re.escape(word))}\nanswer_min_length = 1\n"
-        )
-    every_tool = sorted({c["name"] for c in truth["tool_calls"]})
-    lines.append(
-        f"[[expectations.rule]]\nname = 'must_fail'\ntools_not_called = {_toml(every_tool)}\n"
-    )
-    return "\n".join(lines)
-
-
 @cache
 def config_file(capture: str, folder: str) -> Path:
     path = Path(folder) / f"{capture}.toml"
     path.write_text(rules_for(capture), encoding="utf-8")
     return path
-
-
-def input_paths(capture: str) -> list[Path]:
-    entry = MANIFEST[capture]
-    paths = [CAPTURES / entry["file"]]
-    if entry.get("logs_file"):
-        paths.append(CAPTURES / entry["logs_file"])
-    return paths
 
 
 def eval_json(capture: str, config: Path, capsys: Any) -> list[dict[str, Any]]:
@@ -122,7 +72,7 @@ def test_truth_rules_pass_on_the_capture(capture: str, tmp_path: Path, capsys: A
         for r in report["results"]
         if r["evaluator"] == "expectations"
     }
-    wanted = {f"truth{i}.tool_sequence" for i in range(len(_agents(truth["agents"])))}
+    wanted = {f"truth{i}.tool_sequence" for i in range(len(agents(truth["agents"])))}
     assert wanted <= set(results), sorted(results)
     failed = sorted(rule for rule, r in results.items() if r["label"] == "fail")
     if not truth.get("content_captured", True):  # no text: the answer rules cannot pass
