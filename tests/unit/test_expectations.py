@@ -757,3 +757,23 @@ def test_a_truncated_trace_says_so() -> None:
     assert (result.explanation or "").endswith(
         "(the trace was truncated: the run may be incomplete)"
     )
+
+
+def test_golden_sets_keep_their_own_key(tmp_path: Path) -> None:
+    by_input = tmp_path / "by_input.jsonl"
+    by_input.write_text(json.dumps({"key": " refund please ", "max_tool_calls": 1}) + "\n")
+    by_service = tmp_path / "by_service.jsonl"
+    by_service.write_text(json.dumps({"key": "parcel_agent", "max_steps": 99}) + "\n")
+    rules = load_golden_lines(by_input).merged(
+        load_golden_lines(by_service, key="attribute:service.name")
+    )
+    assert (
+        rules.describe()
+        == "0 rule block(s), 0 rule(s); 2 golden line(s) keyed by attribute:service.name, input"
+    )
+    from tracehound.importers import _trace_id
+
+    got = {t.trace_id: sorted(expectation_results(t)) for t in evaluate(EXAMPLES, rules)}
+    edge = _trace_id("tracecheck:parcel_edge")
+    assert got.pop(edge) == ["golden.max_steps", "golden.max_tool_calls"]  # one of each set
+    assert set(map(tuple, got.values())) == {("golden.max_steps",)}

@@ -28,7 +28,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,9 @@ class Block:
     input_regex: re.Pattern[str] | None = None
     attributes: Mapping[str, str] = field(default_factory=dict)
     key: str | None = None
-    """A golden line's key, compared with the trace key (`Expectations.key`)."""
+    """A golden line's key, compared with the trace's key of kind `key_by`."""
+    key_by: str = "input"
+    """A golden line's kind of trace key: `input`, `trace_id` or `attribute:NAME`."""
     checks: tuple[Check, ...] = ()
     where: str = ""
 
@@ -157,8 +159,10 @@ class Expectations:
     blocks: tuple[Block, ...] = ()
     golden: tuple[Block, ...] = ()
     key: str = "input"
-    """What a golden line's `key` is compared with: `input` (the trace's first user input),
-    `trace_id`, or `attribute:NAME` (a GenAI span's or its resource's attribute)."""
+    """The `[expectations] key`: what the golden lines of its `golden` file (and, by default,
+    of `eval --expect`) are keyed by — `input` (the trace's first user input, whitespace
+    around it ignored), `trace_id`, or `attribute:NAME` (a GenAI span's or its resource's
+    attribute). Each golden line keeps its own (`Block.key_by`)."""
     declared: bool = False
     """Also check the expected tools an agent span declares (`DECLARED_TOOLS_ATTRIBUTE`)."""
 
@@ -167,8 +171,9 @@ class Expectations:
 
     def attribute_names(self) -> tuple[str, ...]:
         wanted = {k for b in (*self.blocks, *self.golden) for k in b.attributes}
-        if self.golden and self.key.startswith("attribute:"):
-            wanted.add(self.key[len("attribute:") :])
+        wanted.update(
+            b.key_by[len("attribute:") :] for b in self.golden if b.key_by.startswith("attribute:")
+        )
         return tuple(sorted(wanted))
 
     def describe(self) -> str:
@@ -177,7 +182,8 @@ class Expectations:
             f"{len(self.blocks)} rule block(s), {sum(len(b.checks) for b in self.blocks)} rule(s)"
         ]
         if self.golden:
-            parts.append(f"{len(self.golden)} golden line(s) keyed by {self.key}")
+            kinds = ", ".join(sorted({b.key_by for b in self.golden}))
+            parts.append(f"{len(self.golden)} golden line(s) keyed by {kinds}")
         if self.declared:
             parts.append("declared expected tools")
         return "; ".join(parts)
@@ -702,6 +708,7 @@ def load_golden_lines(path: str | Path, *, key: str = "input") -> Expectations:
             )
         except ValueError as exc:
             raise _fail(path, number, shown, str(exc), "key") from None
+        block = replace(block, key_by=key)
         ident = (block.key or "", block.agent)
         if ident in seen:
             raise _fail(path, number, shown, f"duplicate (also at line {seen[ident]})", "key")
@@ -734,11 +741,6 @@ class ExpectationsEvaluator(Evaluator):
     def __init__(self, expectations: Expectations) -> None:
         self.expectations = expectations
         self._attribute_names = expectations.attribute_names()
-        self._key_attribute = (
-            expectations.key[len("attribute:") :]
-            if expectations.key.startswith("attribute:")
-            else None
-        )
 
     def start_trace(self, trace: TraceInfo) -> Any:
         if not (self._attribute_names or self.expectations.declared):
@@ -770,18 +772,24 @@ class ExpectationsEvaluator(Evaluator):
                     continue
                 applied.append((block, block.checks))
             if exp.golden:
-                if exp.key == "input":
-                    if first_input is False:
-                        first_input = _first_input(trajectory)
-                    trace_keys = {first_input} if isinstance(first_input, str) else set()
-                elif exp.key == "trace_id":
-                    trace_keys = {trajectory.trace_id}
-                else:
-                    trace_keys = seen.values.get(self._key_attribute or "", set())
+                matched: set[str] = set()  # the golden sets (files) a line of matched
                 for block in exp.golden:
-                    if block.key in trace_keys and block.matches_agent(run, agent_key):
+                    golden_set = block.where.rpartition(":")[0]
+                    if golden_set in matched:
+                        continue
+                    if block.key_by == "input":
+                        if first_input is False:
+                            first_input = _first_input(trajectory)
+                        hit = isinstance(first_input, str) and (
+                            (block.key or "").strip() == first_input.strip()
+                        )
+                    elif block.key_by == "trace_id":
+                        hit = block.key == trajectory.trace_id
+                    else:
+                        hit = block.key in seen.values.get(block.key_by[len("attribute:") :], ())
+                    if hit and block.matches_agent(run, agent_key):
                         applied.append((block, block.checks))
-                        break  # the first golden line of the trace's key and this agent
+                        matched.add(golden_set)  # one line per golden set: its first match
             declared = seen.declared.get(run.span_id) if not run.implicit else None
             if declared is not None:
                 applied.append(
