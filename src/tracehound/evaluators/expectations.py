@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from tracehound import names
@@ -92,22 +93,30 @@ class ExpectationError(ValueError):
 # --- what a check sees of a run ---------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class RunFacts:
-    """What the checks read of one run, computed once per run."""
+    """What the checks read of one run, each computed once per run (on first use)."""
 
-    trajectory: Trajectory
-    run: Run
-    steps: list[Step]
-    _answer: str | bool | None = False  # False: not read yet
+    __slots__ = ("_answer", "_calls", "_tools", "run", "steps", "trajectory")
+
+    def __init__(self, trajectory: Trajectory, run: Run, steps: list[Step]) -> None:
+        self.trajectory = trajectory
+        self.run = run
+        self.steps = steps
+        self._calls: list[Step] | None = None
+        self._tools: list[str] | None = None
+        self._answer: str | bool | None = False  # False: not read yet
 
     @property
     def calls(self) -> list[Step]:
-        return [s for s in self.steps if s.kind == "tool_call"]
+        if self._calls is None:
+            self._calls = [s for s in self.steps if s.kind == "tool_call"]
+        return self._calls
 
     @property
     def tools(self) -> list[str]:
-        return [s.tool or "?" for s in self.steps if s.kind == "tool_call"]
+        if self._tools is None:
+            self._tools = [s.tool or "?" for s in self.calls]
+        return self._tools
 
     @property
     def answer(self) -> str | None:
@@ -812,49 +821,42 @@ class ExpectationsEvaluator(Evaluator):
         applied: Iterable[tuple[Block, Sequence[Check]]],
         truncated: bool = False,
     ) -> list[EvaluationResult]:
-        out: list[EvaluationResult] = []
-        passed: list[str] = []
-        failed: list[str] = []
-        span_id = None if run.implicit else run.span_id
+        outcomes: list[tuple[str, bool, str]] = []
         for block, checks in applied:
             for check in checks:
-                rule = f"{block.name}.{check.name}"
                 ok, why = check.run(facts)
                 if truncated:
                     why += " (the trace was truncated: the run may be incomplete)"
-                (passed if ok else failed).append(rule)
-                out.append(
-                    EvaluationResult(
-                        name=PREFIX + rule,
-                        evaluator=self.name,
-                        evaluator_version=self.version,
-                        span_id=span_id,
-                        score_value=1.0 if ok else 0.0,
-                        score_label="pass" if ok else "fail",
-                        explanation=f"{agent_key}: {why}"[:1000],
-                    )
-                )
-        if out:  # the run's summary on its span, carried by its first result
-            first = out[0]
-            out[0] = EvaluationResult(
-                name=first.name,
-                evaluator=first.evaluator,
-                evaluator_version=first.evaluator_version,
-                span_id=first.span_id,
-                score_value=first.score_value,
-                score_label=first.score_label,
-                explanation=first.explanation,
-                attributes=run_attributes(agent_key, passed, failed),
+                outcomes.append((f"{block.name}.{check.name}", ok, why))
+        if not outcomes:
+            return []
+        span_id = None if run.implicit else run.span_id
+        failed = [rule for rule, ok, _ in outcomes if not ok]
+        summary = run_attributes(agent_key, len(outcomes), failed)
+        return [
+            EvaluationResult(
+                name=PREFIX + rule,
+                evaluator=self.name,
+                evaluator_version=self.version,
+                span_id=span_id,
+                score_value=1.0 if ok else 0.0,
+                score_label="pass" if ok else "fail",
+                explanation=f"{agent_key}: {why}"[:1000],
+                # the run's summary on its span, carried by its first result
+                attributes=summary if i == 0 else _NO_ATTRIBUTES_SET,
             )
-        return out
+            for i, (rule, ok, why) in enumerate(outcomes)
+        ]
 
 
-def run_attributes(
-    agent: str, passed: Sequence[str], failed: Sequence[str]
-) -> dict[str, AttributeValue]:
+_NO_ATTRIBUTES_SET: Mapping[str, AttributeValue] = MappingProxyType({})
+
+
+def run_attributes(agent: str, checked: int, failed: Sequence[str]) -> dict[str, AttributeValue]:
+    """The `tracehound.expectations.*` summary of one run."""
     return {
         names.ATTR_EXPECTATIONS_AGENT: agent,
-        names.ATTR_EXPECTATIONS_CHECKED: len(passed) + len(failed),
+        names.ATTR_EXPECTATIONS_CHECKED: checked,
         names.ATTR_EXPECTATIONS_FAILED_COUNT: len(failed),
         names.ATTR_EXPECTATIONS_FAILED: tuple(sorted(set(failed))),
     }
