@@ -450,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAMES",
         help="comma-separated evaluators to run (built in: evidence, loops; or installed plugins); "
-        "default: all built-in",
+        "default: all built-in; expectations runs whenever rules are given (--config, --expect)",
     )
     evaluate.add_argument(
         "--config",

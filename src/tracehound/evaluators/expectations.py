@@ -843,13 +843,13 @@ class ExpectationsEvaluator(Evaluator):
                 score_label="pass" if ok else "fail",
                 explanation=f"{agent_key}: {why}"[:1000],
                 # the run's summary on its span, carried by its first result
-                attributes=summary if i == 0 else _NO_ATTRIBUTES_SET,
+                attributes=summary if i == 0 else _NO_SPAN_ATTRIBUTES,
             )
             for i, (rule, ok, why) in enumerate(outcomes)
         ]
 
 
-_NO_ATTRIBUTES_SET: Mapping[str, AttributeValue] = MappingProxyType({})
+_NO_SPAN_ATTRIBUTES: Mapping[str, AttributeValue] = MappingProxyType({})
 
 
 def run_attributes(agent: str, checked: int, failed: Sequence[str]) -> dict[str, AttributeValue]:
