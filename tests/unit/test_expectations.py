@@ -3,7 +3,7 @@
 `tracecheck` 0.7.0 (installed with the dev extra) is the oracle for `tool_accuracy` (exact
 ordered match of the tool calls against `expected_tools`) and for `step_efficiency`'s excess
 (tool calls beyond the expected count): on tracecheck's own example shapes (a pass, a fail, an
-edge case), on the loop corpus's tracecheck export with expected tools derived per trace, and on
+edge case), on the loop corpora's tracecheck exports with expected tools derived per trace, and on
 generated traces, tracehound's `expected_tools.tool_sequence` / `expected_tools.excess` results
 must give tracecheck's verdicts and counts. Traces with `retry` steps or `error` steps naming a
 tool are left out: tracecheck does not count those as tool calls, the importer turns them into
@@ -47,7 +47,10 @@ from tracehound.evaluators.expectations import (
 from tracehound.files import Telemetry
 from tracehound.importers import import_document
 
-CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "loops" / "tracecheck.jsonl"
+CORPORA = [
+    Path(__file__).resolve().parents[1] / "corpus" / folder / "tracecheck.jsonl"
+    for folder in ("loops", "loops_polling")
+]
 
 # The three shapes of tracecheck's example set (a pass, a fail, an edge case), in our words.
 EXAMPLES: list[dict[str, Any]] = [
@@ -157,7 +160,12 @@ def _tool_like(step: dict[str, Any]) -> bool:
 
 
 def _corpus_docs() -> list[dict[str, Any]]:
-    docs = [json.loads(line) for line in CORPUS.read_text().splitlines() if line.strip()]
+    docs = [
+        json.loads(line)
+        for corpus in CORPORA
+        for line in corpus.read_text().splitlines()
+        if line.strip()
+    ]
     docs = [d for d in docs if not any(_tool_like(s) for s in d["steps"])]
     out = []
     for i, doc in enumerate(docs):
@@ -174,9 +182,9 @@ def _corpus_docs() -> list[dict[str, Any]]:
     return out
 
 
-def test_loop_corpus_gives_tracecheck_verdicts() -> None:
+def test_loop_corpora_give_tracecheck_verdicts() -> None:
     docs = _corpus_docs()
-    assert len(docs) >= 200  # of 254
+    assert len(docs) >= 200  # of 292
     assert_same_as_tracecheck(docs)
     passed = sum(tracecheck_verdicts(d)[0] for d in docs)
     assert 0 < passed < len(docs)  # both verdicts occur
