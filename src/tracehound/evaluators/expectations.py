@@ -151,6 +151,9 @@ class Block:
     """A golden line's kind of trace key: `input`, `trace_id` or `attribute:NAME`."""
     checks: tuple[Check, ...] = ()
     where: str = ""
+    """`FILE:LINE` of the rule (a golden set is the lines of one file)."""
+    index: int = 0
+    """A golden line's position in its set (the first matching line of a set applies)."""
 
     def matches_agent(self, run: Run, key: str) -> bool:
         pattern = self.agent
@@ -717,7 +720,7 @@ def load_golden_lines(path: str | Path, *, key: str = "input") -> Expectations:
             )
         except ValueError as exc:
             raise _fail(path, number, shown, str(exc), "key") from None
-        block = replace(block, key_by=key)
+        block = replace(block, key_by=key, index=len(blocks))
         ident = (block.key or "", block.agent)
         if ident in seen:
             raise _fail(path, number, shown, f"duplicate (also at line {seen[ident]})", "key")
@@ -750,6 +753,13 @@ class ExpectationsEvaluator(Evaluator):
     def __init__(self, expectations: Expectations) -> None:
         self.expectations = expectations
         self._attribute_names = expectations.attribute_names()
+        # the golden sets, in order: (key kind, {key: its lines}); a set is a file of lines
+        sets: dict[str, tuple[str, dict[str, list[Block]]]] = {}
+        for block in expectations.golden:
+            _, lines = sets.setdefault(block.where.rpartition(":")[0], (block.key_by, {}))
+            key = (block.key or "").strip() if block.key_by == "input" else block.key or ""
+            lines.setdefault(key, []).append(block)
+        self._golden = list(sets.values())
 
     def start_trace(self, trace: TraceInfo) -> Any:
         if not (self._attribute_names or self.expectations.declared):
@@ -780,25 +790,23 @@ class ExpectationsEvaluator(Evaluator):
                 ):
                     continue
                 applied.append((block, block.checks))
-            if exp.golden:
-                matched: set[str] = set()  # the golden sets (files) a line of matched
-                for block in exp.golden:
-                    golden_set = block.where.rpartition(":")[0]
-                    if golden_set in matched:
-                        continue
-                    if block.key_by == "input":
-                        if first_input is False:
-                            first_input = _first_input(trajectory)
-                        hit = isinstance(first_input, str) and (
-                            (block.key or "").strip() == first_input.strip()
-                        )
-                    elif block.key_by == "trace_id":
-                        hit = block.key == trajectory.trace_id
-                    else:
-                        hit = block.key in seen.values.get(block.key_by[len("attribute:") :], ())
-                    if hit and block.matches_agent(run, agent_key):
+            for key_by, lines in self._golden:  # each golden set: its first line for the run
+                if key_by == "input":
+                    if first_input is False:
+                        first_input = _first_input(trajectory)
+                    keys: Iterable[str] = (
+                        (first_input.strip(),) if isinstance(first_input, str) else ()
+                    )
+                elif key_by == "trace_id":
+                    keys = (trajectory.trace_id,)
+                else:
+                    keys = seen.values.get(key_by[len("attribute:") :], ())
+                candidates = [b for k in keys for b in lines.get(k, ())]
+                candidates.sort(key=lambda b: b.index)
+                for block in candidates:
+                    if block.matches_agent(run, agent_key):
                         applied.append((block, block.checks))
-                        matched.add(golden_set)  # one line per golden set: its first match
+                        break
             declared = seen.declared.get(run.span_id) if not run.implicit else None
             if declared is not None:
                 applied.append(
