@@ -785,3 +785,15 @@ def test_golden_sets_keep_their_own_key(tmp_path: Path) -> None:
     edge = _trace_id("tracecheck:parcel_edge")
     assert got.pop(edge) == ["golden.max_steps", "golden.max_tool_calls"]  # one of each set
     assert set(map(tuple, got.values())) == {("golden.max_steps",)}
+
+
+def test_a_large_golden_set_picks_the_line_of_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "golden.jsonl"
+    lines = [{"key": f"question {i}", "max_tool_calls": i} for i in range(3000)]
+    lines[1234]["key"] = REFUND["user_input"]
+    lines.append({"key": REFUND["user_input"], "agent": "parcel_agent", "max_steps": 1})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    [trace] = evaluate([REFUND], load_golden_lines(path))
+    [result] = expectation_results(trace).values()
+    assert result.name.endswith("golden.max_tool_calls")  # line 1235, not the later one
+    assert "expected at most 1234 tool calls; 3" in (result.explanation or "")
