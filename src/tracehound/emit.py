@@ -263,17 +263,15 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
             out.append(Measurement(names.METRIC_LOOPS_WASTED_TOKENS, wasted, dict(base)))
     if result.name.startswith(names.EVAL_EXPECTATION_PREFIX) and result.score_label:
         rule = result.name[len(names.EVAL_EXPECTATION_PREFIX) :]
-        out.append(
-            Measurement(
-                names.METRIC_EXPECTATIONS,
-                1,
-                {
-                    **base,
-                    names.ATTR_EXPECTATION_RULE: rule,
-                    names.ATTR_EXPECTATION_OUTCOME: result.score_label,
-                },
-            )
-        )
+        point = {
+            **base,
+            names.ATTR_EXPECTATION_RULE: rule,
+            names.ATTR_EXPECTATION_OUTCOME: result.score_label,
+        }
+        run_agent = result.attributes.get(names.ATTR_EXPECTATIONS_AGENT)
+        if isinstance(run_agent, str):  # the checked run's agent key (a nested agent's own)
+            point[names.ATTR_EXPECTATIONS_AGENT] = run_agent
+        out.append(Measurement(names.METRIC_EXPECTATIONS, 1, point))
     severity = result.attributes.get(names.ATTR_DRIFT_SEVERITY)
     if severity is None and result.evaluator == "drift":
         severity = result.score_label

@@ -445,6 +445,7 @@ def test_metrics_by_rule_and_outcome_without_trace_ids() -> None:
             (
                 {
                     "gen_ai.agent.name": "parcel_agent",
+                    names.ATTR_EXPECTATIONS_AGENT: "parcel_agent/parcel_agent",
                     names.ATTR_EXPECTATION_RULE: rule,
                     names.ATTR_EXPECTATION_OUTCOME: outcome,
                 },

@@ -30,7 +30,6 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from tracehound import names
@@ -850,14 +849,10 @@ class ExpectationsEvaluator(Evaluator):
                 score_value=1.0 if ok else 0.0,
                 score_label="pass" if ok else "fail",
                 explanation=f"{agent_key}: {why}"[:1000],
-                # the run's summary on its span, carried by its first result
-                attributes=summary if i == 0 else _NO_SPAN_ATTRIBUTES,
+                attributes=summary,  # the run's summary on its span (the same for each)
             )
-            for i, (rule, ok, why) in enumerate(outcomes)
+            for rule, ok, why in outcomes
         ]
-
-
-_NO_SPAN_ATTRIBUTES: Mapping[str, AttributeValue] = MappingProxyType({})
 
 
 def run_attributes(agent: str, checked: int, failed: Sequence[str]) -> dict[str, AttributeValue]:
