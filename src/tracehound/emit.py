@@ -170,6 +170,9 @@ INSTRUMENTS: dict[str, InstrumentSpec] = {
         "histogram", "1", "Evidence survival ratio per trace", _RATIO_BUCKETS
     ),
     names.METRIC_DRIFT_SEVERITY: InstrumentSpec("counter", "{run}", "Drift results by severity"),
+    names.METRIC_EXPECTATIONS: InstrumentSpec(
+        "counter", "{result}", "Expectation results, by rule and outcome"
+    ),
     names.METRIC_SPANS_QUEUED: InstrumentSpec(
         "counter", "{span}", "Spans and GenAI log records taken off the processor queue"
     ),
@@ -214,6 +217,7 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
     - evidence survival results: `tracehound.evidence.survival` (scope overall / final);
     - the loop summary: `tracehound.loops` per kind, `tracehound.loops.wasted_tokens` and
       `tracehound.loops.wasted_seconds`;
+    - expectation results: `tracehound.expectations.results` by rule and outcome;
     - drift results: `tracehound.drift.severity` (severity from the result's
       `tracehound.drift.severity` attribute, else its label).
     """
@@ -272,6 +276,17 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
         seconds = result.attributes.get(names.ATTR_LOOPS_WASTED_SECONDS)
         if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
             out.append(Measurement(names.METRIC_LOOPS_WASTED_SECONDS, float(seconds), dict(base)))
+    if result.name.startswith(names.EVAL_EXPECTATION_PREFIX) and result.score_label:
+        rule = result.name[len(names.EVAL_EXPECTATION_PREFIX) :]
+        point = {
+            **base,
+            names.ATTR_EXPECTATION_RULE: rule,
+            names.ATTR_EXPECTATION_OUTCOME: result.score_label,
+        }
+        run_agent = result.attributes.get(names.ATTR_EXPECTATIONS_AGENT)
+        if isinstance(run_agent, str):  # the checked run's agent key (a nested agent's own)
+            point[names.ATTR_EXPECTATIONS_AGENT] = run_agent
+        out.append(Measurement(names.METRIC_EXPECTATIONS, 1, point))
     severity = result.attributes.get(names.ATTR_DRIFT_SEVERITY)
     if severity is None and result.evaluator == "drift":
         severity = result.score_label
