@@ -239,12 +239,22 @@ def _loops() -> Evaluator:
 BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {"evidence": _evidence, "loops": _loops}
 
 
+# Built in but needing a baseline store: `eval` adds it with `--baselines`, `serve` by default.
+STORE_EVALUATORS = ("drift",)
+
+
 def select_evaluators(names: Sequence[str] | None) -> list[Evaluator]:
     builtins = BUILTIN_EVALUATORS
     if not names:
         return [factory() for factory in builtins.values()]
     plugin_names = [n for n in names if n not in builtins]
-    plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    try:
+        plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    except PluginError as exc:
+        if not str(exc).startswith("unknown evaluator plugin"):
+            raise
+        known = ", ".join([*builtins, *STORE_EVALUATORS])
+        raise PluginError(f"{exc} — built-in evaluators are {known}") from None
     out: list[Evaluator] = []
     for name in names:
         out.append(builtins[name]() if name in builtins else plugins[name])
@@ -299,13 +309,22 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     names = (
-        [n for chunk in args.evaluators for n in chunk.split(",") if n] if args.evaluators else None
+        [n.strip() for chunk in args.evaluators for n in chunk.split(",") if n.strip()]
+        if args.evaluators
+        else None
     )
     expect_named = bool(names and EXPECTATIONS in names)
     if names and expect_named:
         names = [n for n in names if n != EXPECTATIONS]
+    drift_named = bool(names and "drift" in names)  # built in; runs with its baseline store
+    if names and drift_named:
+        if args.baselines is None:
+            raise InputError(
+                "--evaluators drift needs --baselines PATH (a SQLite file) or --baselines memory"
+            )
+        names = [n for n in names if n != "drift"]
     try:
-        evaluators = select_evaluators(names) if names or not expect_named else []
+        evaluators = select_evaluators(names) if names or not (expect_named or drift_named) else []
     except PluginError as exc:
         raise InputError(str(exc)) from None
     extras = EvalExtras(args, err)  # --baselines (drift), --against (golden traces)
@@ -314,6 +333,10 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"warning: {problem}", file=err)
     imported = any(_declares_tools(doc) for _, doc in telemetry.other_documents)
     imported_spans(telemetry)
+    if not telemetry.spans and (rules or extras.golden is not None):
+        # A wrong path in CI must not pass as "nothing tripped".
+        where = ", ".join(args.files) or ("stdin" if not args.examples else "--examples")
+        raise InputError(f"no spans in the input ({where}): nothing to gate on (check the path)")
     expectations = eval_expectations(args, required=expect_named, imported=imported)
     if expectations is not None:
         evaluators.append(expectations)
@@ -449,8 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--evaluators",
         action="append",
         metavar="NAMES",
-        help="comma-separated evaluators to run (built in: evidence, loops; or installed plugins); "
-        "default: all built-in; expectations runs whenever rules are given (--config, --expect)",
+        help="comma-separated evaluators to run (built in: evidence, loops, and drift with "
+        "--baselines; or installed plugins); default: evidence, loops (and drift with "
+        "--baselines); expectations runs whenever rules are given (--config, --expect)",
     )
     evaluate.add_argument(
         "--config",
