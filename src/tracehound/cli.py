@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -16,6 +17,7 @@ from typing import TextIO
 
 from tracehound import __version__
 from tracehound.cli_baseline import EvalExtras, add_baseline_parser, add_eval_arguments, result_line
+from tracehound.config import EXPECTATIONS
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
 from tracehound.files import InputError, Telemetry, read_paths, read_stdin
@@ -237,16 +239,68 @@ def _loops() -> Evaluator:
 BUILTIN_EVALUATORS: dict[str, Callable[[], Evaluator]] = {"evidence": _evidence, "loops": _loops}
 
 
+# Built in but needing a baseline store: `eval` adds it with `--baselines`, `serve` by default.
+STORE_EVALUATORS = ("drift",)
+
+
 def select_evaluators(names: Sequence[str] | None) -> list[Evaluator]:
     builtins = BUILTIN_EVALUATORS
     if not names:
         return [factory() for factory in builtins.values()]
     plugin_names = [n for n in names if n not in builtins]
-    plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    try:
+        plugins = {e.name: e for e in load_plugins(plugin_names)} if plugin_names else {}
+    except PluginError as exc:
+        if not str(exc).startswith("unknown evaluator plugin"):
+            raise
+        known = ", ".join([*builtins, *STORE_EVALUATORS])
+        raise PluginError(f"{exc} — built-in evaluators are {known}") from None
     out: list[Evaluator] = []
     for name in names:
         out.append(builtins[name]() if name in builtins else plugins[name])
     return out
+
+
+def _declares_tools(doc: object) -> bool:
+    """Does an imported document (a tracecheck trace, or a list of them) give expected_tools?"""
+    if isinstance(doc, list):
+        return any(_declares_tools(item) for item in doc)
+    return isinstance(doc, dict) and doc.get("expected_tools") is not None
+
+
+def eval_expectations(
+    args: argparse.Namespace, *, required: bool = False, imported: bool = False
+) -> Evaluator | None:
+    """The `expectations` evaluator of `eval`: the `[expectations]` of `--config` (else
+    `TRACEHOUND_CONFIG`), the golden lines of each `--expect FILE`, and the expected tools
+    that imported traces declare (None: nothing to check). Bad files raise `InputError`."""
+    from dataclasses import replace
+
+    from tracehound.config import TRACEHOUND_CONFIG
+    from tracehound.evaluators.expectations import (
+        ExpectationError,
+        Expectations,
+        expectations_evaluator,
+        load_expectations,
+        load_golden_lines,
+    )
+
+    config = args.config or os.environ.get(TRACEHOUND_CONFIG, "").strip() or None
+    try:
+        rules = load_expectations(config) if config else Expectations()
+        for path in args.expect:
+            rules = rules.merged(load_golden_lines(path, key=args.expect_key or rules.key))
+    except ExpectationError as exc:
+        raise InputError(str(exc)) from None
+    if imported and not rules.declared:
+        rules = replace(rules, declared=True)
+    evaluator = expectations_evaluator(rules)
+    if evaluator is None and required:
+        raise InputError(
+            f"--evaluators names {EXPECTATIONS} but no rule is configured "
+            "(give --config FILE with [expectations] rules, or --expect GOLDEN.jsonl)"
+        )
+    return evaluator
 
 
 def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -255,17 +309,37 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     names = (
-        [n for chunk in args.evaluators for n in chunk.split(",") if n] if args.evaluators else None
+        [n.strip() for chunk in args.evaluators for n in chunk.split(",") if n.strip()]
+        if args.evaluators
+        else None
     )
+    expect_named = bool(names and EXPECTATIONS in names)
+    if names and expect_named:
+        names = [n for n in names if n != EXPECTATIONS]
+    drift_named = bool(names and "drift" in names)  # built in; runs with its baseline store
+    if names and drift_named:
+        if args.baselines is None:
+            raise InputError(
+                "--evaluators drift needs --baselines PATH (a SQLite file) or --baselines memory"
+            )
+        names = [n for n in names if n != "drift"]
     try:
-        evaluators = select_evaluators(names)
+        evaluators = select_evaluators(names) if names or not (expect_named or drift_named) else []
     except PluginError as exc:
         raise InputError(str(exc)) from None
     extras = EvalExtras(args, err)  # --baselines (drift), --against (golden traces)
     telemetry = load_input(args.files, args.examples)
     for problem in telemetry.problems:
         print(f"warning: {problem}", file=err)
+    imported = any(_declares_tools(doc) for _, doc in telemetry.other_documents)
     imported_spans(telemetry)
+    if not telemetry.spans and (rules or extras.golden is not None):
+        # A wrong path in CI must not pass as "nothing tripped".
+        where = ", ".join(args.files) or ("stdin" if not args.examples else "--examples")
+        raise InputError(f"no spans in the input ({where}): nothing to gate on (check the path)")
+    expectations = eval_expectations(args, required=expect_named, imported=imported)
+    if expectations is not None:
+        evaluators.append(expectations)
     with extras.evaluators() as more:
         engine = Engine([*evaluators, *more], config=OFFLINE_CONFIG)
         traces, span_results = run_engine(telemetry, engine, err)
@@ -392,14 +466,35 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RULE",
         help="exit 1 when a trace matches: loop, fail, warn, error, or NAME OP VALUE "
         "(evidence<0.2, survival<0.5, loops>=1, drift>=alert); with --against: regressed, "
-        "drifted; repeatable",
+        "drifted; with expectation rules: expectations, expectations:RULE; repeatable",
     )
     evaluate.add_argument(
         "--evaluators",
         action="append",
         metavar="NAMES",
-        help="comma-separated evaluators to run (built in: evidence, loops; or installed plugins); "
-        "default: all built-in",
+        help="comma-separated evaluators to run (built in: evidence, loops, and drift with "
+        "--baselines; or installed plugins); default: evidence, loops (and drift with "
+        "--baselines); expectations runs whenever rules are given (--config, --expect)",
+    )
+    evaluate.add_argument(
+        "--config",
+        metavar="FILE",
+        help="TOML settings file whose [expectations] rules are checked (default: "
+        "$TRACEHOUND_CONFIG)",
+    )
+    evaluate.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="golden set, JSON lines {key, expected_tools, ...}: checked on the runs of the "
+        "traces whose key matches; repeatable",
+    )
+    evaluate.add_argument(
+        "--expect-key",
+        metavar="KEY",
+        help="what a golden line's key is compared with: input (the first user input; "
+        "default), trace_id, or attribute:NAME",
     )
     evaluate.add_argument(
         "--genai-only", action="store_true", help="skip traces without GenAI steps"

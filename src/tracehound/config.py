@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TRACEHOUND_BASELINES",
+    "TRACEHOUND_CONFIG",
     "TRACEHOUND_ENABLED",
     "TRACEHOUND_EVALUATORS",
     "TRACEHOUND_EVENTS",
@@ -51,6 +52,7 @@ __all__ = [
     "Mode",
     "ProcessorSettings",
     "build_evaluators",
+    "configured_expectations",
     "open_evaluators",
     "reopen_baselines",
 ]
@@ -79,6 +81,10 @@ machine), `memory` (this process only), or a store URL (`tracehound.baselines.op
 `tracehound serve --baselines`). Default: `tracehound.baselines.default_store_path()`, the user's
 state directory. The same variable as the sidecar's `--baselines` and the `tracehound baseline`
 commands read. A store that cannot be opened fails at start-up."""
+TRACEHOUND_CONFIG = "TRACEHOUND_CONFIG"
+"""Path of the TOML settings file, the one `tracehound serve` reads: the processor reads its
+`[expectations]` table (the rules of the `expectations` evaluator, off without one). A bad rule
+fails at start-up with the file, line, rule and reason."""
 TRACEHOUND_QUIET_PERIOD = "TRACEHOUND_QUIET_PERIOD"
 """Seconds (float) to wait after a trace's root span ended before finalizing it. Default 2."""
 TRACEHOUND_TRACE_TIMEOUT = "TRACEHOUND_TRACE_TIMEOUT"
@@ -257,6 +263,8 @@ class ProcessorSettings:
     """Evaluator names; None: every built-in evaluator (`drift` only when named)."""
     baselines: str | None = None
     """The baseline store of `drift` (see `TRACEHOUND_BASELINES`); None: the default file."""
+    config_file: str | None = None
+    """The settings file whose `[expectations]` rules are checked (`TRACEHOUND_CONFIG`)."""
     engine: EngineConfig = field(default_factory=EngineConfig)
     redact: bool = False
     span_events: bool = False
@@ -304,6 +312,7 @@ class ProcessorSettings:
             forwarding=forwarding,  # type: ignore[arg-type]
             evaluators=evaluators or None,
             baselines=_raw(env, TRACEHOUND_BASELINES),
+            config_file=_raw(env, TRACEHOUND_CONFIG),
             engine=engine,
             redact=env_bool(env, TRACEHOUND_REDACT, False),
             span_events=env_bool(env, TRACEHOUND_SPAN_EVENTS, False),
@@ -324,15 +333,63 @@ def build_evaluators(evaluator_names: tuple[str, ...] | None) -> list[Evaluator]
     return open_evaluators(evaluator_names, "memory")[0]
 
 
+EXPECTATIONS = "expectations"
+"""The evaluator name of the `expectations` rules: it runs whenever rules are configured; naming
+it without any rule is an error."""
+
+
+def configured_expectations(
+    config_file: str | None, *, required: bool = False, source: str = TRACEHOUND_CONFIG
+) -> Evaluator | None:
+    """The `expectations` evaluator of the `[expectations]` table of `config_file` (None: no
+    rules, the evaluator is off). A bad rule file raises `ConfigError` naming its line and rule;
+    `required` (the evaluator was named) makes a missing table an error too."""
+    from tracehound.evaluators.expectations import (
+        ExpectationError,
+        expectations_evaluator,
+        load_expectations,
+    )
+
+    try:
+        evaluator = expectations_evaluator(load_expectations(config_file)) if config_file else None
+    except ExpectationError as exc:
+        raise ConfigError(f"expectations (from {source}): {exc}") from None
+    if evaluator is None and required:
+        raise ConfigError(
+            f"the {EXPECTATIONS} evaluator is named but no [expectations] rule is configured "
+            f"(set {source} to a TOML file with [[expectations.rule]] tables)"
+        )
+    return evaluator
+
+
 def open_evaluators(
-    evaluator_names: tuple[str, ...] | None, baselines: str | None = None
+    evaluator_names: tuple[str, ...] | None,
+    baselines: str | None = None,
+    config_file: str | None = None,
 ) -> tuple[list[Evaluator], BaselineStore | None]:
     """Instantiate evaluators by name, in the given order, as the sidecar does: `drift` gets the
-    baseline store at `baselines` (`tracehound.baselines.open_store`; None: the default file).
+    baseline store at `baselines` (`tracehound.baselines.open_store`; None: the default file);
+    `expectations` is added, last, when `config_file` has `[expectations]` rules.
 
     Returns the evaluators and the store opened for them (None without `drift`): the caller owns
-    it and closes it at shutdown. Unknown names and unusable stores raise `ConfigError` here.
+    it and closes it at shutdown. Unknown names, unusable stores and bad rule files raise
+    `ConfigError` here.
     """
+    named = tuple(evaluator_names or ())
+    expectations = configured_expectations(config_file, required=EXPECTATIONS in named)
+    if EXPECTATIONS in named:
+        named = tuple(n for n in named if n != EXPECTATIONS)
+        if not named:  # only the expectations
+            return ([expectations] if expectations else []), None
+    evaluators, store = _open_named(named or None, baselines)
+    if expectations is not None:
+        evaluators.append(expectations)
+    return evaluators, store
+
+
+def _open_named(
+    evaluator_names: tuple[str, ...] | None, baselines: str | None
+) -> tuple[list[Evaluator], BaselineStore | None]:
     from tracehound.cli import select_evaluators
 
     wanted = list(evaluator_names or ())

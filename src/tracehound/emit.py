@@ -19,6 +19,7 @@ kinds, severities, the top-level agent name; never trace or span ids.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -29,7 +30,13 @@ from typing import Any, Literal
 
 from opentelemetry import metrics
 from opentelemetry._logs import Logger as ApiLogger
-from opentelemetry._logs import LoggerProvider, SeverityNumber, get_logger_provider
+from opentelemetry._logs import (
+    LoggerProvider,
+    NoOpLoggerProvider,
+    SeverityNumber,
+    get_logger_provider,
+)
+from opentelemetry._logs._internal import ProxyLoggerProvider
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import (
@@ -71,6 +78,7 @@ def _tracehound_version() -> str:
 
 
 _VERSION = _tracehound_version()
+_log = logging.getLogger(__name__)
 
 # --- what: span attributes ---------------------------------------------------------------------
 
@@ -156,12 +164,18 @@ INSTRUMENTS: dict[str, InstrumentSpec] = {
     names.METRIC_LOOPS_WASTED_TOKENS: InstrumentSpec(
         "counter", "{token}", "Tokens of LLM calls that only repeated earlier work"
     ),
+    names.METRIC_LOOPS_WASTED_SECONDS: InstrumentSpec(
+        "counter", "s", "Time spent in steps that only repeated earlier work"
+    ),
     names.METRIC_EVIDENCE_SURVIVAL: InstrumentSpec(
         "histogram", "1", "Evidence survival ratio per trace", _RATIO_BUCKETS
     ),
     names.METRIC_DRIFT_SEVERITY: InstrumentSpec("counter", "{run}", "Drift results by severity"),
     names.METRIC_DRIFT_DRIFTING_RUNS: InstrumentSpec(
         "histogram", "{run}", "Drifted runs so far in each open drift episode", _RUN_BUCKETS
+    ),
+    names.METRIC_EXPECTATIONS: InstrumentSpec(
+        "counter", "{result}", "Expectation results, by rule and outcome"
     ),
     names.METRIC_SPANS_QUEUED: InstrumentSpec(
         "counter", "{span}", "Spans and GenAI log records taken off the processor queue"
@@ -205,7 +219,9 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
     - a failed evaluation: one `tracehound.evaluation.errors` point, nothing else;
     - every finite score: `tracehound.evaluation.score`;
     - evidence survival results: `tracehound.evidence.survival` (scope overall / final);
-    - the loop summary: `tracehound.loops` per kind, `tracehound.loops.wasted_tokens`;
+    - the loop summary: `tracehound.loops` per kind, `tracehound.loops.wasted_tokens` and
+      `tracehound.loops.wasted_seconds`;
+    - expectation results: `tracehound.expectations.results` by rule and outcome;
     - drift results: `tracehound.drift.severity` (severity from the result's
       `tracehound.drift.severity` attribute, else its label).
     """
@@ -261,6 +277,20 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
         wasted = result.attributes.get(names.ATTR_LOOPS_WASTED_TOKENS)
         if isinstance(wasted, int) and not isinstance(wasted, bool) and wasted > 0:
             out.append(Measurement(names.METRIC_LOOPS_WASTED_TOKENS, wasted, dict(base)))
+        seconds = result.attributes.get(names.ATTR_LOOPS_WASTED_SECONDS)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+            out.append(Measurement(names.METRIC_LOOPS_WASTED_SECONDS, float(seconds), dict(base)))
+    if result.name.startswith(names.EVAL_EXPECTATION_PREFIX) and result.score_label:
+        rule = result.name[len(names.EVAL_EXPECTATION_PREFIX) :]
+        point = {
+            **base,
+            names.ATTR_EXPECTATION_RULE: rule,
+            names.ATTR_EXPECTATION_OUTCOME: result.score_label,
+        }
+        run_agent = result.attributes.get(names.ATTR_EXPECTATIONS_AGENT)
+        if isinstance(run_agent, str):  # the checked run's agent key (a nested agent's own)
+            point[names.ATTR_EXPECTATIONS_AGENT] = run_agent
+        out.append(Measurement(names.METRIC_EXPECTATIONS, 1, point))
     severity = result.attributes.get(names.ATTR_DRIFT_SEVERITY)
     if severity is None and result.evaluator == "drift":
         severity = result.score_label
@@ -494,6 +524,7 @@ class EventEmitter:
     def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
         self._provider = logger_provider
         self._logger: ApiLogger | None = None
+        self._checked = logger_provider is not None  # the global one is checked on first use
 
     @property
     def provider(self) -> LoggerProvider:
@@ -512,6 +543,14 @@ class EventEmitter:
         timestamp_ns: int | None = None,
     ) -> None:
         """One log record for one result; `span_id` is the evaluated span (hex ids)."""
+        if not self._checked:
+            self._checked = True
+            if isinstance(get_logger_provider(), (ProxyLoggerProvider, NoOpLoggerProvider)):
+                _log.warning(
+                    "evaluation results are log records for the global LoggerProvider, which is "
+                    "not set: they are dropped until it is (set_logger_provider(...), or give "
+                    "tracehound logger_provider=...)"
+                )
         attributes = {
             k: c for k, v in event_attributes(result).items() if (c := _sdk_value(v)) is not None
         }

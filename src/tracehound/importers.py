@@ -13,6 +13,9 @@ through the very same path as any other input (SpanView → conventions → step
   retry | error, name, input, output, latency_ms, tokens, timestamp, error}]}`, one per JSON line
   or as an array. `llm_call` → `chat`, `tool_call` and `retry` → `execute_tool`, `error` → a span
   with status ERROR (an `execute_tool` span when the step names a tool, else a `chat` span).
+  A trace's `expected_tools` becomes the agent span's `tracehound.expectation.expected_tools`,
+  which `tracehound eval` checks as tracecheck's `tool_accuracy` (exact order) and
+  `step_efficiency` excess do (the `expectations` evaluator's `expected_tools.*` rules).
 
 Trace ids are derived from the imported trace's own id (SHA-256, first 16 bytes) so that re-running
 an import gives the same ids; the original id is kept as the root span's
@@ -27,6 +30,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+from tracehound import names
 from tracehound.spans import SpanView, iter_json_spans
 
 __all__ = ["UnknownFormatError", "import_document", "is_evidenceflow_steps", "is_tracecheck_trace"]
@@ -338,10 +342,21 @@ def _tracecheck_spans(trace: dict[str, Any], where: str) -> dict[str, Any]:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent,
             "tracehound.import.trace_id": original,
+            names.ATTR_EXPECTATION_EXPECTED_TOOLS: _expected_tools(trace, where),
         },
         root=True,
     )
     return writer.document()
+
+
+def _expected_tools(trace: dict[str, Any], where: str) -> list[str] | None:
+    """The trace's `expected_tools` (checked by the `expectations` evaluator), if it has any."""
+    expected = trace.get("expected_tools")
+    if expected is None:
+        return None
+    if not isinstance(expected, list) or not all(isinstance(t, str) for t in expected):
+        raise UnknownFormatError(f"{where}: expected_tools must be a list of tool names")
+    return expected
 
 
 def _steps(trace: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -181,6 +181,29 @@ ATTR_GOLDEN_WORST_VERDICT = "tracehound.golden.worst_verdict"
 """string, trace level (`tracehound eval` reports): the worst verdict over the trace's runs — what
 `--fail-on regressed` / `--fail-on drifted` read."""
 
+# --- expectations (rules per agent: `[expectations]`, `eval --expect`) ---------------------------
+EVAL_EXPECTATION_PREFIX = "tracehound.expectation."
+"""Per run and rule: `tracehound.expectation.BLOCK.CHECK` (on the run's agent span; the root for
+a trace without agents); score 1 / 0, label `pass` / `fail`."""
+EXPECTATION_LABELS = ("pass", "fail")
+ATTR_EXPECTATION_EXPECTED_TOOLS = "tracehound.expectation.expected_tools"
+"""string[], on an agent span: the tools the run is expected to call, in order (set by the
+`tracecheck` importer from `expected_tools`); checked when `declared_tools` is on."""
+ATTR_EXPECTATION_RULE = "tracehound.expectation.rule"
+"""Metric attribute: the rule (`BLOCK.CHECK`)."""
+ATTR_EXPECTATION_OUTCOME = "tracehound.expectation.outcome"
+"""Metric attribute: `pass` or `fail`."""
+ATTR_EXPECTATIONS_AGENT = "tracehound.expectations.agent"
+"""string, on a checked run's span: its agent key (`service.name/agent name`); also a metric
+attribute of `tracehound.expectations.results`."""
+ATTR_EXPECTATIONS_CHECKED = "tracehound.expectations.checked"
+"""int: rules checked on the run (on the root: over all runs of the trace)."""
+ATTR_EXPECTATIONS_FAILED_COUNT = "tracehound.expectations.failed_count"
+"""int: rules that failed on the run (on the root: over all runs) — what `--fail-on
+expectations` reads."""
+ATTR_EXPECTATIONS_FAILED = "tracehound.expectations.failed"
+"""string[]: the failed rules (`BLOCK.CHECK`), sorted (on the root: over all runs)."""
+
 # --- evaluation event (OTel GenAI semantic conventions) -------------------------------------------
 EVENT_EVALUATION_RESULT = "gen_ai.evaluation.result"
 ATTR_EVALUATION_NAME = "gen_ai.evaluation.name"
@@ -211,6 +234,8 @@ METRIC_LOOPS = "tracehound.loops"
 """Counter ({loop}): loop instances found in finalized traces; by loop kind, agent."""
 METRIC_LOOPS_WASTED_TOKENS = "tracehound.loops.wasted_tokens"
 """Counter ({token}): tokens of LLM calls that only repeated earlier work; by agent."""
+METRIC_LOOPS_WASTED_SECONDS = "tracehound.loops.wasted_seconds"
+"""Counter (s): time spent in steps that only repeated earlier work; by agent."""
 METRIC_EVIDENCE_SURVIVAL = "tracehound.evidence.survival"
 """Histogram (1): evidence survival ratio per trace; `tracehound.evidence.scope` = overall/final."""
 METRIC_DRIFT_SEVERITY = "tracehound.drift.runs"
@@ -218,6 +243,10 @@ METRIC_DRIFT_SEVERITY = "tracehound.drift.runs"
 METRIC_DRIFT_DRIFTING_RUNS = "tracehound.drift.drifting_runs"
 """Histogram ({run}): for each run of an open drift episode, its drifted runs so far; by agent.
 A series that keeps rising is a sustained shift nobody accepted yet."""
+METRIC_EXPECTATIONS = "tracehound.expectations.results"
+"""Counter ({result}): expectation results; by `tracehound.expectation.rule`,
+`tracehound.expectation.outcome`, `tracehound.expectations.agent` (the checked run's agent key)
+and agent (the trace's top-level agent)."""
 METRIC_SPANS_QUEUED = "tracehound.processor.spans.queued"
 """Counter ({span}): spans (and GenAI log records) taken off the processor's queue."""
 METRIC_SPANS_DROPPED = "tracehound.processor.spans.dropped"

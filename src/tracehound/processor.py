@@ -315,7 +315,9 @@ class TracehoundSpanProcessor(SpanProcessor):
         if evaluators is not None:
             self._evaluators = list(evaluators)
         else:
-            self._evaluators, self._store = open_evaluators(settings.evaluators, self._baselines)
+            self._evaluators, self._store = open_evaluators(
+                settings.evaluators, self._baselines, settings.config_file
+            )
         self._poll_interval = self._engine_config.poll_interval
         self._emitter = EventEmitter(logger_provider)
         use_metrics = settings.metrics if emit_metrics is None else emit_metrics

@@ -2,8 +2,11 @@
 
 - Every failure mode tracecheck 0.7.0 reports on a corpus trace (its own JSONL ingest, its
   `FailureModesEvaluator` called directly) is reported by tracehound on the same trace:
-  `infinite_loop` as a `repeat` loop, `context_window_overflow` as such, `tool_call_error` as
-  such — or as `context_window_overflow` where tracehound recognizes the error as one
+  `infinite_loop` as a `repeat` loop — unless every repetition of the repeated call made
+  progress (`corpus.results_change`: a new output each time, or success after a failure, within
+  the poll budget), the deliberate difference, where tracehound reports no `repeat`;
+  `context_window_overflow` as such, `tool_call_error` as such — or as
+  `context_window_overflow` where tracehound recognizes the error as one
   (`error.type`, provider wordings tracecheck does not know).
 - Precision and recall per kind against `labels.json` are at least 0.95.
 - The committed corpus is what its generator writes, and it covers every kind and the hard
@@ -107,12 +110,13 @@ def test_every_trace_tracecheck_flags_is_flagged_by_tracehound() -> None:
     flagged = {t for t, modes in theirs.items() if modes}
     assert len(flagged) >= 100  # the comparison is not vacuous
     assert {m for modes in theirs.values() for m in modes} == set(corpus.TRACECHECK_MODES)
+    changing = corpus.results_change()
     misses = []
     for trace_id, modes in sorted(theirs.items()):
         found = mine[trace_id]
         for mode in modes:
             if mode == "infinite_loop":
-                ok = "repeat" in found
+                ok = "repeat" in found or changing[trace_id]
             elif mode == "tool_call_error":
                 ok = bool(found & {"tool_call_error", "context_window_overflow"})
             else:
@@ -120,6 +124,16 @@ def test_every_trace_tracecheck_flags_is_flagged_by_tracehound() -> None:
             if not ok:
                 misses.append((trace_id, mode, sorted(found)))
     assert misses == []
+
+
+def test_where_every_repetition_made_progress_tracehound_reports_no_repeat() -> None:
+    theirs = tracecheck_found()
+    mine = tracehound_found()
+    changing = corpus.results_change()
+    progress = [t for t, m in theirs.items() if "infinite_loop" in m and "repeat" not in mine[t]]
+    assert len(progress) >= 10  # polls and backoff that tracecheck calls infinite loops
+    assert all(changing[t] for t in progress)
+    assert [t for t in progress if "repeat" in expected()[t]] == []
 
 
 def test_tracehound_adds_what_tracecheck_cannot_see() -> None:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
@@ -67,6 +72,7 @@ def test_measurements_of_a_loop_summary() -> None:
             names.ATTR_LOOPS_BY_KIND["repeat"]: 2,
             names.ATTR_LOOPS_BY_KIND["cycle"]: 1,
             names.ATTR_LOOPS_WASTED_TOKENS: 120,
+            names.ATTR_LOOPS_WASTED_SECONDS: 0.75,
         },
     )
     points = {
@@ -77,6 +83,7 @@ def test_measurements_of_a_loop_summary() -> None:
     assert (names.METRIC_LOOPS, (agent, ("tracehound.loop.kind", "repeat")), 2) in points
     assert (names.METRIC_LOOPS, (agent, ("tracehound.loop.kind", "cycle")), 1) in points
     assert (names.METRIC_LOOPS_WASTED_TOKENS, (agent,), 120) in points
+    assert (names.METRIC_LOOPS_WASTED_SECONDS, (agent,), 0.75) in points
     score = [p for p in points if p[0] == names.METRIC_EVALUATION_SCORE]
     assert len(score) == 1 and score[0][2] == 0.4
 
@@ -185,3 +192,41 @@ def test_event_emitter_parents_the_record() -> None:
     assert record.instrumentation_scope is not None
     assert record.instrumentation_scope.name == "tracehound"
     provider.shutdown()
+
+
+_EMIT_TWICE = """
+import logging, sys
+from opentelemetry._logs import set_logger_provider
+from opentelemetry.sdk._logs import LoggerProvider
+from tracehound.emit import EventEmitter
+from tracehound.evaluators.base import EvaluationResult
+logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+if sys.argv[1] == "global":
+    set_logger_provider(LoggerProvider())
+emitter = EventEmitter(LoggerProvider() if sys.argv[1] == "given" else None)
+result = EvaluationResult(name="x", evaluator="test", evaluator_version="1", score_value=1.0)
+for _ in range(2):
+    emitter.emit(result, "0" * 31 + "1", "0" * 15 + "1")
+"""
+
+
+@pytest.mark.parametrize("provider", ["none", "global", "given"])
+def test_results_without_a_logger_provider_are_not_lost_silently(provider: str) -> None:
+    """Without a global LoggerProvider (and none given), the API drops every record: say so,
+    once. A process of its own: the global provider can be set only once."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", _EMIT_TWICE, provider],
+        env={**os.environ, "PYTHONPATH": src},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("WARNING")]
+    if provider == "none":
+        assert len(warnings) == 1
+        assert warnings[0].startswith("WARNING tracehound.emit evaluation results are log records")
+        assert "set_logger_provider" in warnings[0] and "logger_provider=" in warnings[0]
+    else:
+        assert warnings == []

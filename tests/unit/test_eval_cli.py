@@ -373,7 +373,57 @@ def test_exit_2_for_a_missing_file(capsys: pytest.CaptureFixture[str], tmp_path:
 def test_exit_2_for_an_unknown_evaluator(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["eval", "--examples", "--evaluators", "evidence,nosuch"], capsys)
     assert code == 2 and out == ""
-    assert "tracehound: error: unknown evaluator plugin(s) nosuch" in err
+    assert "built-in evaluators are evidence, loops, drift" in err
+
+
+def test_drift_is_a_built_in_evaluator(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        ["eval", "--examples", "--evaluators", "drift", "--baselines", "memory"], capsys
+    )
+    assert code == 0, err
+    lines = [line.split()[1] for line in out.splitlines() if line.startswith("      ")]
+    assert lines and set(lines) == {"drift"}  # drift only: evidence and loops not asked for
+    code, out, err = run(
+        ["eval", "--examples", "--evaluators", "loops, drift", "--baselines", "memory"], capsys
+    )
+    evaluators = {line.split()[1] for line in out.splitlines() if line.startswith("      ")}
+    assert code == 0 and evaluators == {"loops", "drift"}
+    code, out, err = run(["eval", "--examples", "--evaluators", "drift"], capsys)
+    assert code == 2 and out == ""
+    assert err == (
+        "tracehound: error: --evaluators drift needs --baselines PATH (a SQLite file) or "
+        "--baselines memory\n"
+    )
+
+
+@pytest.mark.parametrize("kind", ["empty folder", "empty file", "empty stdin", "no spans"])
+def test_empty_input_with_a_gate_exits_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    """A wrong path in CI must not pass: nothing to gate on is an error, not exit 0."""
+    where = str(tmp_path)
+    if kind == "empty file":
+        where = str(tmp_path / "traces.json")
+        Path(where).write_bytes(b"")
+    elif kind == "no spans":
+        where = str(tmp_path / "traces.json")
+        Path(where).write_text('{"resourceSpans": []}')
+    elif kind == "empty stdin":
+        monkeypatch.setattr(sys, "stdin", _Stdin(b""))
+        where = "-"
+    code, out, err = run(["eval", where, "--fail-on", "loop"], capsys)
+    assert code == 2 and out == ""
+    assert err == (
+        f"tracehound: error: no spans in the input ({where}): nothing to gate on (check the path)\n"
+    )
+    # without a gate, an empty input is just an empty report
+    if kind == "empty stdin":
+        monkeypatch.setattr(sys, "stdin", _Stdin(b""))
+    code, out, err = run(["eval", where], capsys)
+    assert code == 0 and out == "" and err.startswith("0 trace(s)")
 
 
 @pytest.mark.parametrize(

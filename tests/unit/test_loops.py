@@ -264,7 +264,7 @@ def test_repeat_is_decided_on_the_span_of_the_third_call_and_names_the_first() -
     a = Agent()
     a.turn(search("x", "r1"))
     a.turn(filler(1))
-    a.turn(search("x", "r2"))
+    a.turn(search("x", "r1"))  # the same result again: the call is stuck, decided at once
     a.turn(filler(2))
     third = a.turn(search("x", "r3"))
     per_span, finalized = run(a.done())
@@ -283,7 +283,8 @@ def test_repeat_is_decided_on_the_span_of_the_third_call_and_names_the_first() -
 def test_repeat_threshold_is_configurable_and_every_later_repeat_is_annotated() -> None:
     a = Agent()
     chats = [a.turn(search("x", f"r{i}"), filler(i)) for i in range(5)]
-    per_span, finalized = run(a.done(), LoopConfig(repeat_threshold=4))
+    # poll_budget=1: no call is progress, whatever its results (tracecheck's rule)
+    per_span, finalized = run(a.done(), LoopConfig(repeat_threshold=4, poll_budget=1))
     assert {s for s, k in loop_labels(per_span).items() if "repeat" in k} == {chats[3], chats[4]}
     assert primary(per_span, chats[4])[N.ATTR_LOOP_COUNT] == 5
     assert kinds(finalized) == {"repeat"}
@@ -316,11 +317,12 @@ def test_calls_without_recorded_arguments_never_match() -> None:
 def test_consecutive_duplicates_default_two_and_configurable() -> None:
     a = Agent()
     a.turn(search("x", "r1"))
-    second = a.turn(search("x", "r2"))
+    a.turn(search("x", "r1"))
     spans = a.done()
     per_span, finalized = run(spans)
-    assert loop_labels(per_span) == {second: {"consecutive"}}
-    assert primary(per_span, second)[N.ATTR_LOOP_COUNT] == 2
+    # decided when the second result arrives: on its tool span
+    assert loop_labels(per_span) == {sid("d02"): {"consecutive"}}
+    assert primary(per_span, sid("d02"))[N.ATTR_LOOP_COUNT] == 2
     assert kinds(finalized) == {"consecutive"}
     per_span, finalized = run(spans, LoopConfig(consecutive_threshold=3))
     assert loop_labels(per_span) == {} and kinds(finalized) == set()
@@ -352,9 +354,9 @@ def test_cycle_of_each_period_is_decided_at_its_third_repetition(period: int) ->
     a = Agent()
     tools = ["open", "read", "summarize", "check"][:period]
     chats = []
-    for r in range(3):
+    for _ in range(3):
         for j, tool in enumerate(tools):
-            chats.append(a.turn(Call(tool, {"id": j}, f"{tool} {r}")))
+            chats.append(a.turn(Call(tool, {"id": j}, None)))  # results not recorded
     per_span, finalized = run(a.done())
     labels = loop_labels(per_span)
     cycle_spans = [s for s, k in labels.items() if "cycle" in k]
@@ -373,20 +375,20 @@ def test_cycle_of_each_period_is_decided_at_its_third_repetition(period: int) ->
 def test_two_and_a_half_repetitions_are_not_a_cycle() -> None:
     a = Agent()
     for r in range(5):
-        a.turn(Call("open" if r % 2 == 0 else "read", {}, f"v{r}"))
+        a.turn(Call("open" if r % 2 == 0 else "read", {}, None))
     _, finalized = run(a.done())
     assert kinds(finalized) == {"repeat"}  # `open` three times, but no A,B x3
 
 
 def test_one_call_repeated_is_not_reported_as_a_cycle_and_period_four_reduces_to_two() -> None:
     a = Agent()
-    for r in range(6):
-        a.turn(search("x", f"v{r}"))
+    for _ in range(6):
+        a.turn(search("x", None))
     _, finalized = run(a.done())
     assert "cycle" not in kinds(finalized)
     b = Agent()
     for r in range(8):  # A,B x4: also A,B,A,B x2 — reported once, with period 2
-        b.turn(Call("open" if r % 2 == 0 else "read", {}, f"v{r}"))
+        b.turn(Call("open" if r % 2 == 0 else "read", {}, None))
     per_span, finalized = run(b.done())
     periods = {
         r.attributes.get(N.ATTR_LOOP_PERIOD)
@@ -544,9 +546,8 @@ def test_polling_whose_result_changes_is_not_no_progress() -> None:
     a = Agent()
     for status in ("queued", "running 40%", "running 80%", "done"):
         a.turn(Call("job_status", {"job": "j1"}, status))
-    _, finalized = run(a.done())
-    assert "no_progress" not in kinds(finalized)
-    assert kinds(finalized) == {"repeat", "consecutive"}  # identical calls, as tracecheck counts
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()  # progress, not a loop
 
 
 def test_the_same_result_from_calls_of_one_turn_is_one_observation() -> None:
@@ -568,12 +569,13 @@ def test_failed_results_are_not_no_progress() -> None:
 # --- retry storm -------------------------------------------------------------------------------
 
 
-def test_retry_storm_after_two_failed_attempts() -> None:
+def test_retry_storm_after_two_failed_retries() -> None:
     a = Agent()
     a.turn(search("x", error="503"))
     a.turn(search("x", error="503"))
-    third = a.turn(search("x", "ok"))
+    a.turn(search("x", error="503"))
     per_span, finalized = run(a.done())
+    third = sid("d03")  # decided when the second retry's failure arrives
     assert loop_labels(per_span) == {third: {"retry_storm", "repeat"}}
     attrs = primary(per_span, third)
     assert attrs[N.ATTR_LOOP_KIND] == "retry_storm"
@@ -583,16 +585,21 @@ def test_retry_storm_after_two_failed_attempts() -> None:
     assert modes(finalized) == {"tool_call_error"}
 
 
-def test_one_retry_that_succeeds_is_not_a_storm_unless_configured() -> None:
+def test_one_retry_is_a_storm_when_configured_only_if_it_fails() -> None:
     a = Agent()
     a.turn(search("x", error="503"))
     a.turn(filler(1))
-    retry = a.turn(search("x", "ok"))
+    a.turn(search("x", "ok"))
     spans = a.done()
-    per_span, finalized = run(spans)
-    assert loop_labels(per_span) == {} and kinds(finalized) == set()
-    per_span, finalized = run(spans, LoopConfig(retry_storm_threshold=1))
-    assert loop_labels(per_span) == {retry: {"retry_storm"}}
+    for config in (None, LoopConfig(retry_storm_threshold=1)):
+        per_span, finalized = run(spans, config)
+        assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    b = Agent()
+    b.turn(search("x", error="503"))
+    b.turn(filler(1))
+    b.turn(search("x", error="503"))
+    per_span, finalized = run(b.done(), LoopConfig(retry_storm_threshold=1))
+    assert loop_labels(per_span) == {sid("d03"): {"retry_storm"}}
 
 
 def test_a_retry_with_fixed_arguments_is_not_a_storm() -> None:
@@ -602,6 +609,215 @@ def test_a_retry_with_fixed_arguments_is_not_a_storm() -> None:
     a.turn(Call("read", {"path": "/c.txt"}, "ok"))
     _, finalized = run(a.done())
     assert kinds(finalized) == set()
+
+
+# --- progress: polling, pagination, backoff ------------------------------------------------------
+
+
+def _polls(results: Sequence[str | None], tool: str = "job_status") -> list[str]:
+    """Turns of one agent polling one job, each poll's result given; the chat span ids."""
+    a = _POLLER[0] = Agent()
+    a.turn(Call("start_job", {"spec": "build"}, "job j1 queued"))
+    return [a.turn(Call(tool, {"job": "j1"}, result)) for result in results]
+
+
+_POLLER: list[Agent] = [Agent()]
+
+
+def test_polling_with_changing_results_passes_until_the_budget() -> None:
+    statuses = ["queued", *(f"running {10 * i}%" for i in range(1, 9)), "done"]
+    _polls(statuses)  # ten polls, each a new status: the default budget
+    per_span, finalized = run(_POLLER[0].done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    assert trace_result(finalized).score_label == "pass"
+    chats = _polls([*statuses, "done, archived"])  # an eleventh: past the budget
+    per_span, finalized = run(_POLLER[0].done())
+    assert loop_labels(per_span) == {chats[10]: {"repeat", "consecutive"}}
+    assert primary(per_span, chats[10])[N.ATTR_LOOP_COUNT] == 11
+    assert kinds(finalized) == {"repeat", "consecutive"}
+    chats = _polls(["queued", "running 30%", "running 70%", "done"])
+    per_span, finalized = run(_POLLER[0].done(), LoopConfig(poll_budget=3))
+    assert loop_labels(per_span) == {chats[3]: {"repeat", "consecutive"}}
+
+
+def test_identical_results_are_no_progress_and_a_loop() -> None:
+    chats = _polls(["queued", "queued", "queued"])
+    per_span, finalized = run(_POLLER[0].done())
+    # the second poll is decided at its result (the same: stuck), the third at once
+    assert loop_labels(per_span) == {
+        sid("d03"): {"consecutive"},
+        chats[2]: {"repeat", "consecutive"},
+        sid("d04"): {"no_progress"},
+    }
+    assert kinds(finalized) == {"repeat", "consecutive", "no_progress"}
+
+
+def test_a_poll_that_goes_back_to_an_earlier_result_is_progress_but_a_stall_is_not() -> None:
+    _polls(["running 10%", "running 20%", "running 10%"])  # each differs from the one before
+    assert kinds(run(_POLLER[0].done())[1]) == set()
+    _polls(["running 10%", "running 20%", "running 20%", "done"])  # stuck once: a loop
+    assert kinds(run(_POLLER[0].done())[1]) == {"repeat", "consecutive"}
+
+
+@pytest.mark.parametrize(
+    ("results", "loop"),
+    [
+        (["status: queued", "status: running 30%", "status: running 70%", "status: done"], False),
+        (["queued (checked 10:00:01)", "queued (checked 10:00:31)", "queued (10:01:01)"], True),
+        ([f"processed {n} of 500 items" for n in (120, 260, 390, 500)], False),
+        ([f"pending, as of 2026-03-0{d}T12:00:00Z" for d in (1, 2, 3)], True),
+        ([f"pending since {t}" for t in (1767225600, 1767225630, 1767225660)], True),
+        (
+            [f"queued, request 2b1f0c1e-7d1a-4c4e-9f3a-0a1b2c3d4e{n:02d}" for n in (10, 11, 12)],
+            True,
+        ),
+        (
+            [
+                json.dumps({"id": "j1", "state": s, "updated_at": f"2026-03-01T10:0{i}:00Z"})
+                for i, s in enumerate(["queued", "running", "succeeded"])
+            ],
+            False,
+        ),
+        (
+            [
+                json.dumps({"id": "j1", "state": "queued", "updated_at": f"2026-03-01T10:0{i}:00Z"})
+                for i in range(3)
+            ],
+            True,
+        ),
+        (["x" * 5000 + str(i) for i in range(4)], False),  # long results, the end changes
+        (["y" * 5000] * 3, True),
+        (["0", "1", "2", "3"], False),  # short results
+    ],
+)
+def test_what_a_changing_result_is(results: list[str], loop: bool) -> None:
+    """Numbers, words and fields count as change; date-times, clock times, epoch timestamps
+    and UUIDs do not (a result that differs in those only is the same poll again)."""
+    _polls(results)
+    found = kinds(run(_POLLER[0].done())[1])
+    assert bool(found & {"repeat", "consecutive"}) is loop, found
+
+
+def test_same_result_masks_volatile_parts_only() -> None:
+    same = loops._same_result
+    assert same("done", "done")
+    assert same("queued at 2026-01-01T10:00:00Z", "queued at 2026-01-02 11:30:15.123+01:00")
+    assert same("queued 09:15:00", "queued 9:16:30.5")
+    assert not same("running 30%", "running 70%")
+    assert not same("page 1", "page 2")
+    assert not same("on 2026-01-01", "on 2026-01-02")  # a date alone names a day
+    assert not same("a" * 70_000 + "1", "a" * 70_000 + "2")
+
+
+def test_cursor_pagination_with_the_same_call_is_progress() -> None:
+    a = Agent()
+    for batch in range(4):  # next_page() with fixed arguments, a new batch each time
+        a.turn(Call("next_page", {"stream": "orders"}, f"orders {100 * batch}-{100 * batch + 99}"))
+    a.turn(Call("next_page", {"stream": "orders"}, "[]"))
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    b = Agent()
+    for cursor in (None, "c2", "c3", "c4"):  # cursor in the arguments: distinct calls
+        b.turn(Call("list", {"cursor": cursor}, "a page of 50"))
+    assert kinds(run(b.done())[1]) == {"no_progress"}  # but the same page each time
+
+
+@pytest.mark.parametrize("propose", [True, False])
+def test_retries_that_end_in_success_are_backoff_not_a_storm(propose: bool) -> None:
+    a = Agent(propose=propose)
+    a.turn(search("x", error="503"))
+    a.turn(search("x", error="503"))
+    a.turn(search("x", "3 hits"))
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {} and kinds(finalized) == set()
+    assert modes(finalized) == {"tool_call_error"}
+    b = Agent(propose=propose)
+    for _ in range(3):
+        b.turn(search("x", error="503"))
+    b.turn(search("x", "3 hits"))
+    assert kinds(run(b.done())[1]) == {"retry_storm", "repeat"}
+
+
+def test_a_poll_that_fails_or_whose_result_is_not_recorded_is_no_progress() -> None:
+    _polls(["queued", "running 50%", None])  # the third result not recorded
+    assert kinds(run(_POLLER[0].done())[1]) == {"repeat", "consecutive"}
+    a = Agent()
+    a.turn(Call("job_status", {"job": "j1"}, "queued"))
+    a.turn(Call("job_status", {"job": "j1"}, "running 50%"))
+    a.turn(Call("job_status", {"job": "j1"}, error="503"))
+    per_span, finalized = run(a.done())
+    assert loop_labels(per_span) == {sid("d03"): {"repeat", "consecutive"}}
+    assert kinds(finalized) == {"repeat", "consecutive"}
+
+
+def test_a_deferred_call_whose_result_never_arrives_is_decided_at_the_end() -> None:
+    chats = _polls(["queued", "running 50%", "done"])
+    spans = [v for v in _POLLER[0].done() if v.span_id != sid("d04")]  # the last tool span
+    per_span, finalized = run(spans)
+    assert loop_labels(per_span) == {}  # nothing to annotate it with while streaming
+    assert kinds(finalized) == {"repeat", "consecutive"}
+    (repeat,) = [x for x in analyze(finalized.trajectory).loops if x.kind == "repeat"]
+    assert repeat.last_span_id == chats[2]
+
+
+@st.composite
+def poll_traces(draw: st.DrawFn) -> tuple[list[Call], list[Call]]:
+    """Turns of repeated and distinct calls with results drawn from a few texts, errors and
+    unrecorded results; and the same calls with every recorded result the same text."""
+    calls = draw(
+        st.lists(
+            st.builds(
+                Call,
+                tool=st.sampled_from(["status", "fetch"]),
+                args=st.sampled_from([{"job": 1}, {"job": 1}, {"job": 2}]),
+                result=st.sampled_from(["queued", "running 50%", "done", None]),
+                error=st.sampled_from([None, None, None, "503"]),
+            ),
+            min_size=1,
+            max_size=9,
+        )
+    )
+    same = [Call(c.tool, c.args, None if c.result is None else "same", c.error) for c in calls]
+    return calls, same
+
+
+def _trace_of(calls: Sequence[Call], fillers: Sequence[bool]) -> list[SpanView]:
+    a = Agent()
+    for i, call in enumerate(calls):
+        a.turn(call)
+        if fillers[i % len(fillers)]:
+            a.turn(filler(i))
+    return a.done()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces=poll_traces(), fillers=st.lists(st.booleans(), min_size=1, max_size=4))
+def test_making_results_identical_never_turns_a_loop_into_a_pass(
+    traces: tuple[list[Call], list[Call]], fillers: list[bool]
+) -> None:
+    calls, same = traces
+    found = kinds(run(_trace_of(calls, fillers))[1])
+    found_same = kinds(run(_trace_of(same, fillers))[1])
+    if found:
+        assert found_same, (found, found_same)
+    # and the kinds that do not read results stay as they are
+    assert found & {"near_duplicate", "output_repeat"} <= found_same
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    traces=poll_traces(), fillers=st.lists(st.booleans(), min_size=1, max_size=4), data=st.data()
+)
+def test_the_verdict_on_polls_does_not_depend_on_span_arrival_order(
+    traces: tuple[list[Call], list[Call]], fillers: list[bool], data: st.DataObject
+) -> None:
+    spans = _trace_of(traces[0], fillers)
+    _, in_order = run(spans)
+    _, shuffled = run(data.draw(st.permutations(spans)))
+    names = (N.EVAL_LOOPS, N.EVAL_FAILURE_MODES)
+    assert [r for r in shuffled.results if r.name in names] == [
+        r for r in in_order.results if r.name in names
+    ]
 
 
 # --- repeated output ---------------------------------------------------------------------------
@@ -655,7 +871,7 @@ def test_a_sub_agent_loop_is_found_in_its_run_and_annotated_while_streaming() ->
     a = Agent()
     a.turn(Call("plan", {}, "go"))
     run_id = a.enter("researcher")
-    chats = [a.turn(search("q", f"r{i}")) for i in range(3)]
+    chats = [a.turn(search("q", "r")) for _ in range(3)]
     a.leave()
     per_span, finalized = run(a.done())
     assert loop_labels(per_span)[chats[2]] == {"repeat", "consecutive"}
@@ -776,7 +992,7 @@ def test_every_emitted_attribute_is_a_declared_name() -> None:
     assert emitted <= declared
     assert emitted >= {N.ATTR_LOOP_KIND, N.ATTR_LOOPS_SCORE, N.ATTR_FAILURE_MODE}
     assert {r.name for r in finalized.results} >= {N.EVAL_LOOPS, N.EVAL_FAILURE_MODES}
-    assert all(r.evaluator == "loops" and r.evaluator_version == "1.0.0" for r in finalized.results)
+    assert all(r.evaluator == "loops" and r.evaluator_version == "1.1.0" for r in finalized.results)
 
 
 def test_kind_names_agree_with_the_names_module() -> None:
@@ -808,10 +1024,10 @@ def _mixed_trace() -> list[SpanView]:
     """Several kinds at once, two runs, an error, parallel calls."""
     a = Agent()
     a.turn(search("x", "same"), text="Working on it.")
-    a.turn(Call("open", {}, "o1"), text="Working on it.")
+    a.turn(Call("open", {}, "o"), text="Working on it.")
     a.turn(search("x", "same"), text="working on it.")
-    a.turn(Call("open", {}, "o2"))
-    a.turn(search("x", "same"), Call("open", {}, "o3"), parallel=True)
+    a.turn(Call("open", {}, "o"))
+    a.turn(search("x", "same"), Call("open", {}, "o"), parallel=True)
     a.enter("helper")
     for i in range(3):
         a.turn(
@@ -819,7 +1035,7 @@ def _mixed_trace() -> list[SpanView]:
         )
     a.turn(Call("http", {"u": 1}, error="503"))
     a.turn(Call("http", {"u": 1}, error="503"))
-    a.turn(Call("http", {"u": 1}, "200"))
+    a.turn(Call("http", {"u": 1}, error="503"))
     a.leave()
     a.turn(finish="length", text="trunc")
     return a.done()

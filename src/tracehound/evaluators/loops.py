@@ -4,9 +4,8 @@ Signals, decided per run (an agent invocation, `Step.run_id`) over its tool call
 and assistant outputs; every threshold lives in `LoopConfig`:
 
 - `repeat`: the same call — tool name and canonical arguments — made `repeat_threshold` (3)
-  times anywhere in the run, adjacent or not (tracecheck's `infinite_loop` rule). Identical polling
-  calls count too, as they do for tracecheck; their changing results keep them out of
-  `no_progress`, which tells waiting from being stuck.
+  times anywhere in the run, adjacent or not (tracecheck's `infinite_loop` rule), unless it is
+  progress (below).
 - `consecutive`: `consecutive_threshold` (2) identical calls in a row (tracecheck's
   `step_efficiency` adjacency rule). A call repeated right after it *failed* is a retry, not a
   consecutive duplicate.
@@ -20,7 +19,20 @@ and assistant outputs; every threshold lives in `LoopConfig`:
 - `no_progress`: one tool returning the same successful result `no_progress_threshold` (3) times
   in separate turns, whatever the arguments (polling whose result changes is not stuck).
 - `retry_storm`: the same call made again after it failed, `retry_storm_threshold` (2) times in
-  a row (error, retry, error, retry). One retry that succeeds is not a storm.
+  a row, the last retry failing too (error, retry, error, retry, error). Retries that end in
+  success before that are backoff, not a storm.
+
+Progress (polling, backoff). A repeated call whose previous call of the same key has a known
+outcome — a successful result text or an error — is decided when its own result arrives, not
+when it is made: its `repeat`, `consecutive`, `cycle` and `retry_storm` signals are dropped when
+the result is successful and new — it differs from the previous call's result, after masking
+date-times, clock times, epoch timestamps and UUIDs (`_same_result`) — or when it succeeds after
+the previous call failed (backoff); else they are emitted on its tool span. Once two successive
+calls of a key return the same result, the key is stuck: its later repeats are decided at once.
+Past `poll_budget` (10) calls of one key in a run, nothing is progress: a job polled that often
+is a loop whatever its results. A call whose previous call's outcome is not known (calls of one
+turn, results not recorded) is decided at once, as tracecheck does. A deferred call whose result
+never arrives is decided at the end of the trace (in the trace result only).
 - `output_repeat`: the same assistant text (NFKC, case-folded, whitespace-collapsed)
   `output_repeat_threshold` (3) times.
 
@@ -35,7 +47,8 @@ Streaming: each signal is decided when the span that completes it arrives, at O(
 per tool call (hash maps keyed by call, result and text; one counter per cycle period; a window of
 `near_duplicate_window` argument values per tool and argument shape), and annotates that span:
 the chat span whose output proposed the call (or the tool span when no chat output shows the
-call), the tool span whose result repeats, the chat span whose text repeats. Later occurrences
+call; the call's tool span when it is decided at its result), the tool span whose result
+repeats, the chat span whose text repeats. Later occurrences
 of a loop annotate their spans too, with the count so far. While a trace streams
 in, a span's run is taken from its parent (chat and tool spans are children of their agent span,
 which usually ends — and arrives — last); tool results follow their call's run. The trace result
@@ -151,7 +164,12 @@ class LoopConfig:
     no_progress_threshold: int = 3
     """Same tool returning the same successful result this many times (separate turns)."""
     retry_storm_threshold: int = 2
-    """Retries of the same call, each after the previous attempt failed: `retry_storm`."""
+    """Retries of the same call, each after the previous attempt failed, the last one failing
+    too: `retry_storm`. Retries that end in success before that are backoff."""
+    poll_budget: int = 10
+    """Calls of one key in a run that may be progress: up to this many, a repeated call that
+    returns a new result (or succeeds after a failure) completes no loop; past it, any does.
+    1: no call is progress (tracecheck's rule)."""
     output_repeat_threshold: int = 3
     """Same assistant text this many times in a run: `output_repeat`."""
     disabled: frozenset[str] = frozenset()
@@ -171,6 +189,8 @@ class LoopConfig:
                 problems.append(f"{name} must be >= 2")
         if self.retry_storm_threshold < 1:
             problems.append("retry_storm_threshold must be >= 1")
+        if self.poll_budget < 1:
+            problems.append("poll_budget must be >= 1")
         if not 2 <= self.cycle_min_period <= self.cycle_max_period:
             problems.append("cycle periods must satisfy 2 <= cycle_min_period <= cycle_max_period")
         if self.near_duplicate_window < 1:
@@ -531,6 +551,10 @@ class LoopSignal:
     period: int | None = None
 
 
+# A signal held back for a call decided at its result: the signal, its instance, its waste.
+_Pending = tuple[LoopSignal, Any, list[_Ref]]
+
+
 class _Call:
     __slots__ = (
         "detector",
@@ -539,7 +563,10 @@ class _Call:
         "exec_ns",
         "index",
         "key",
+        "pending",
+        "previous",
         "producer",
+        "result",
         "settled",
         "span_id",
         "start_ns",
@@ -561,6 +588,11 @@ class _Call:
         self.error: str | None = None
         self.producer = producer
         self.settled = False  # a result of the call was fed
+        self.result: str | None = None  # its successful result text, stripped
+        # Signals decided at its result (see "Progress"): (signal, ident, wasted) each, and the
+        # previous call of its key, whose outcome the result is compared with.
+        self.pending: list[_Pending] | None = None
+        self.previous: _Call | None = None
 
 
 class _NearEntry:
@@ -725,6 +757,28 @@ def _head(text: str) -> str:
 
 _RESULT_KEY_CHARS = 32
 
+# What changes in a result without the call making progress: ISO date-times, clock times, epoch
+# timestamps in seconds or milliseconds, UUIDs (request ids, trace ids).
+_VOLATILE_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|(?<![\d:])\d{1,2}:\d{2}:\d{2}(?:\.\d+)?(?![\d:])"
+    r"|(?<!\d)1[5-9]\d{8}(?:\d{3})?(?:\.\d+)?(?!\d)"
+    r"|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+_VOLATILE_MAX_CHARS = 65536
+
+
+def _same_result(a: str, b: str) -> bool:
+    """Two results of a call are the same: equal, or equal once their date-times, clock times,
+    epoch timestamps and UUIDs are masked (texts up to `_VOLATILE_MAX_CHARS` characters)."""
+    if a == b:
+        return True
+    if len(a) > _VOLATILE_MAX_CHARS or len(b) > _VOLATILE_MAX_CHARS:
+        return False
+    sub = _VOLATILE_RE.sub
+    return sub("\x00", a) == sub("\x00", b)
+
+
 # Outputs are told apart by the first words of their folded text; whole texts are folded only
 # when an earlier output of the run begins with the same words.
 _HEAD_WORDS = 8
@@ -762,6 +816,7 @@ class _RunDetector:
         "config",
         "consec_start",
         "cycle_len",
+        "deferring",
         "first_calls",
         "groups",
         "heads",
@@ -772,7 +827,9 @@ class _RunDetector:
         "result_groups",
         "results",
         "retry_chains",
+        "stuck",
         "unsettled",
+        "waiting",
     )
 
     def __init__(self, config: LoopConfig, cache: _Cache) -> None:
@@ -798,12 +855,22 @@ class _RunDetector:
         # A call of another turn was compared before its result was fed, so its end as known
         # then decided whether the two were parallel (see `_streamed_modes`).
         self.unsettled = False
+        # While a call that is decided at its result is added: the signals it completes.
+        self.deferring: list[_Pending] | None = None
+        # Keys two successive calls of which returned the same result: decided at once.
+        self.stuck: set[_CallKey] = set()
+        self.waiting = 0  # calls with pending signals
 
     def _emit(
         self, out: list[LoopSignal], signal: LoopSignal, ident: Any, wasted: Iterable[_Ref]
     ) -> None:
-        """Record a loop instance (or extend it) and report the signal."""
+        """Record a loop instance (or extend it) and report the signal (or, while a call
+        decided at its result is added, hold it back for then)."""
         if signal.kind in self.config.disabled:
+            return
+        deferring = self.deferring
+        if deferring is not None:
+            deferring.append((signal, ident, list(wasted)))
             return
         key = (signal.kind, ident)
         inst = self.instances.get(key)
@@ -839,10 +906,17 @@ class _RunDetector:
             else:
                 products.append(("c", i))
         out: list[LoopSignal] = []
-        if call.key is None:
+        key = call.key
+        if key is None:
             self.consec_start = i
             self._no_cycle()
             return out
+        seen = self.by_key.get(key)
+        if seen is not None and key not in self.stuck and len(seen) < self.config.poll_budget:
+            previous = calls[seen[-1]]
+            if previous.settled and (previous.error is not None or previous.result is not None):
+                call.previous = previous  # a poll or a retry: decided at its result
+                self.deferring = []
         if self._repeat_and_retry(call, out) == 1:
             # The first call with its key: no earlier call to repeat, neither in a row nor in a
             # cycle (`_consecutive`, `_cycle` for a call without an equal one before it).
@@ -851,6 +925,12 @@ class _RunDetector:
         else:
             self._consecutive(call, out)
             self._cycle(call, out)
+        deferred = self.deferring
+        if deferred is not None:
+            self.deferring = None
+            if deferred:
+                call.pending = deferred
+                self.waiting += 1
         self._near(call, out)
         return out
 
@@ -1005,19 +1085,22 @@ class _RunDetector:
 
     def add_result(self, call: _Call | None, step: Step) -> list[LoopSignal]:
         """`no_progress`: the same successful result of one tool, in separate turns."""
+        out: list[LoopSignal] = []
+        text = None if step.error is not None or step.text is None else step.text.strip()
         if call is not None:
             call.error = step.error
             call.end_ns = step.end_ns
             call.exec_ns = max(0, step.end_ns - step.start_ns)
             call.settled = True
-        out: list[LoopSignal] = []
-        if step.error is not None or step.text is None:
+            call.result = text
+            if call.previous is not None:
+                self._decide(call, out)
+        if text is None:
             return out
         result = _Result(call, step)
         r = len(self.results)
         self.results.append(result)
         tool = step.tool or (call.tool if call is not None else "")
-        text = step.text.strip()
         # Results are grouped by (tool, text); a long text is hashed by its length and first
         # characters only, texts that share those are told apart by comparing them.
         bucket_key = (tool, len(text), text[:_RESULT_KEY_CHARS])
@@ -1048,6 +1131,44 @@ class _RunDetector:
             signal = LoopSignal("no_progress", n, first, step.span_id, tool)
             self._emit(out, signal, (tool, text), [self._result_ref(w) for w in wasted])
         return out
+
+    def _decide(self, call: _Call, out: list[LoopSignal]) -> None:
+        """A call decided at its result, now known: its signals held back are dropped when it
+        made progress (a new successful result, or success after a failure), else emitted; a
+        result the same as the previous one makes its key stuck."""
+        pending, previous = call.pending, call.previous
+        assert previous is not None
+        call.previous = None
+        progress = False
+        if call.error is None:
+            if previous.error is not None:
+                progress = True  # backoff: a retry that succeeded
+            elif call.result is not None and previous.result is not None:
+                if _same_result(call.result, previous.result):
+                    assert call.key is not None
+                    self.stuck.add(call.key)
+                else:
+                    progress = True  # a poll whose result moved on
+        if pending is None:
+            return
+        call.pending = None
+        self.waiting -= 1
+        if not progress:
+            for signal, ident, wasted in pending:
+                self._emit(out, signal, ident, wasted)
+
+    def settle(self) -> None:
+        """Emits the signals of calls whose result never arrived (the trace is complete)."""
+        if not self.waiting:
+            return
+        out: list[LoopSignal] = []
+        for call in self.calls:
+            pending = call.pending
+            if pending is not None:
+                call.pending = None
+                for signal, ident, wasted in pending:
+                    self._emit(out, signal, ident, wasted)
+        self.waiting = 0
 
     def _result_ref(self, r: int) -> _Ref:
         call = self.results[r].call
@@ -1296,6 +1417,7 @@ def _report(tracker: _Tracker, modes: set[FailureMode], overflow: set[str]) -> L
     loops: list[LoopInstance] = []
     calls = wasted_steps = wasted_tokens = wasted_ns = 0
     for run_id, detector in tracker.detectors.items():
+        detector.settle()
         calls += len(detector.calls)
         if not detector.instances:
             continue  # nothing wasted, so no LLM call either
@@ -1481,7 +1603,7 @@ class LoopEvaluator(Evaluator):
     """Loops (per span as they complete, per trace at the end) and failure modes."""
 
     name = "loops"
-    version = "1.0.0"
+    version = "1.1.0"  # 1.1: polling and backoff are progress (see "Progress" above)
 
     def __init__(self, config: LoopConfig | None = None) -> None:
         self.config = config or LoopConfig()
@@ -1569,6 +1691,9 @@ class LoopEvaluator(Evaluator):
                     return self._clean_results(steps, sorted(held_modes))
                 return self.trace_results(analyze(trajectory, self.config, state.overflow))
             modes = None if self._refeed else _streamed_modes(state, trajectory)
+            if modes is not None:
+                for detector in tracker.detectors.values():
+                    detector.settle()
             if modes is None:
                 report = analyze(trajectory, self.config, state.overflow, _cache=tracker.cache)
             elif not any(detector.instances for detector in tracker.detectors.values()):

@@ -24,20 +24,25 @@ _LEVEL_OF_RANK = {rank: level for level, rank in LEVELS.items()}
 _DRIFT, _GOLDEN = names.EVAL_DRIFT, names.EVAL_GOLDEN
 _SEVERITY, _SCORE = names.ATTR_DRIFT_SEVERITY, names.ATTR_DRIFT_SCORE
 _AGENT = names.ATTR_DRIFT_AGENT
+_EXPECTATION = names.EVAL_EXPECTATION_PREFIX
 _NUMBERS = (int, float)
 _isfinite = math.isfinite
 
 
-def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[str, str | float]:
+def derived_attributes(
+    root: Any, results: Sequence[EvaluationResult]
+) -> dict[str, str | float | int | tuple[str, ...]]:
     """Trace-level summaries of the per-run drift and golden results.
 
     Drift and golden results sit on each run's agent span, so the root span's attributes only
     hold them for a trace without agent spans (or whose root is the agent). These read every run:
     `tracehound.drift.max_severity` / `.max_score` / `.max_agent` (the root's own
-    `tracehound.drift.severity` / `.score` count too) and `tracehound.golden.worst_verdict`.
+    `tracehound.drift.severity` / `.score` count too), `tracehound.golden.worst_verdict`, and
+    the expectation counts over all runs (`tracehound.expectations.checked` / `.failed_count` /
+    `.failed`, a rule counted once however many runs it failed on).
     """
     # `_is_number` written out (no frame per value), each value read once
-    out: dict[str, str | float] = {}
+    out: dict[str, str | float | int | tuple[str, ...]] = {}
     scored: list[tuple[int, float, str]] = []
     root_severity = str(root.get(_SEVERITY, "")).lower()
     root_score = root.get(_SCORE)
@@ -55,6 +60,7 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
             )
         )
     verdicts: list[str] = []
+    checked, failed = 0, set()
     for result in results:
         name = result.name
         if name == _DRIFT:
@@ -70,6 +76,10 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
                 and _isfinite(score)
             ):
                 scored.append((LEVELS[severity], float(score), str(attrs.get(_AGENT, ""))))
+        elif name.startswith(_EXPECTATION) and not result.error_type:
+            checked += 1
+            if result.score_label == "fail":
+                failed.add(name[len(_EXPECTATION) :])
         elif name == _GOLDEN:
             verdict = result.attributes.get(names.ATTR_GOLDEN_VERDICT)
             if verdict in names.GOLDEN_VERDICTS:
@@ -86,6 +96,10 @@ def derived_attributes(root: Any, results: Sequence[EvaluationResult]) -> dict[s
             out[names.ATTR_DRIFT_MAX_SCORE] = best
         if agent:
             out[names.ATTR_DRIFT_MAX_AGENT] = agent
+    if checked:
+        out[names.ATTR_EXPECTATIONS_CHECKED] = checked
+        out[names.ATTR_EXPECTATIONS_FAILED_COUNT] = len(failed)
+        out[names.ATTR_EXPECTATIONS_FAILED] = tuple(sorted(failed))
     if verdicts:
         out[names.ATTR_GOLDEN_WORST_VERDICT] = max(verdicts, key=names.GOLDEN_VERDICTS.index)
     return out

@@ -7,6 +7,7 @@ attributes each result puts on its span — exactly the names the processor and 
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import operator
 import re
@@ -160,7 +161,9 @@ def parse_fail_rule(text: str) -> FailRule:
     or a drift level (none < warning < alert < critical, compared by rank; `drift` compared with
     a level reads the worst severity over the trace's runs, with a number the highest score). A
     rule on an attribute the trace does not have never trips. `regressed` / `drifted` trip on a
-    golden-trace verdict (`eval --against`) that bad or worse. Raises ValueError with the
+    golden-trace verdict (`eval --against`) that bad or worse. `expectations` trips on any
+    failed expectation rule, `expectations:RULE` on that rule (`BLOCK.CHECK`, or a whole
+    block; globs allowed). Raises ValueError with the
     accepted forms on anything else.
     """
     word = text.strip().lower()
@@ -174,11 +177,13 @@ def parse_fail_rule(text: str) -> FailRule:
         return FailRule(text, lambda r: any(x.error_type for x in r.all_results()))
     if word in GOLDEN_RULES:
         return FailRule(text, _golden_check(GOLDEN_RULES[word]))
+    if word == "expectations" or word.startswith("expectations:"):
+        return FailRule(text, _expectations_check(text.strip()[len("expectations:") :]))
     match = _RULE.match(text)
     if not match:
         raise ValueError(
             f"invalid --fail-on rule {text!r}: use loop, fail, warn, error, or NAME OP VALUE "
-            "such as evidence<0.2 or drift>=alert"
+            "such as evidence<0.2 or drift>=alert (or expectations, expectations:RULE)"
         )
     name, op, raw = match.groups()
     if name not in ALIASES and "." not in name:
@@ -209,6 +214,24 @@ def parse_fail_rule(text: str) -> FailRule:
         return compare(actual, value)
 
     return FailRule(text, check)
+
+
+def _expectations_check(pattern: str) -> Callable[[TraceReport], bool]:
+    """`expectations`: any failed expectation rule; `expectations:RULE`: a failed rule named
+    `RULE` (`BLOCK.CHECK`), or any failed check of block `RULE`; `*` globs."""
+    pattern = pattern.strip()
+    if not pattern:
+        return lambda r: bool(r.attributes.get(names.ATTR_EXPECTATIONS_FAILED_COUNT))
+
+    def check(report: TraceReport) -> bool:
+        failed = report.attributes.get(names.ATTR_EXPECTATIONS_FAILED) or ()
+        return any(
+            fnmatch.fnmatchcase(rule, pattern)
+            or fnmatch.fnmatchcase(rule.partition(".")[0], pattern)
+            for rule in failed
+        )
+
+    return check
 
 
 def _golden_check(floor: str) -> Callable[[TraceReport], bool]:

@@ -1,21 +1,28 @@
 """The self-contained HTML report of `tracehound eval --html FILE`.
 
-One page with no external resource: inline CSS, and a few lines of inline JS (a status filter,
-and opening a collapsed section when a link points into it). Every text that comes from a trace
-is escaped — traces carry hostile content (tool results, web pages, user input).
+One page with no external resource: inline CSS, inline SVG, and a few lines of inline JS (a
+status filter, and opening a collapsed section when a link points into it). Every text that comes
+from a trace is escaped — traces carry hostile content (tool results, web pages, user input).
 
-The page has a header with the PASS/WARN/FAIL counts, a table of the traces, and one collapsed
-section per trace with:
+The page has a header with the PASS/WARN/FAIL counts, a table of the traces, an agent graph of
+all traces (edges coloured by the share of their calls that failed), and one section per trace —
+open when the trace failed, collapsed otherwise — with:
 
+- the trace results and the loop highlights, if any;
+- a waterfall (`_svg.waterfall`): agent runs, LLM calls, tool calls and retrievals as bars on one
+  time axis, nested by agent, with loops, errors, the evidence each tool returned (reached the
+  final answer / reused by another output / unused) and the final answer drawn on the bars; each
+  bar links to its timeline row;
+- the trace's agent graph (`_svg.agent_graph`): agents and tools as nodes, calls as edges with
+  their counts, calls flagged as loops dashed;
 - the timeline of its steps (offset from the first step, nested runs indented, errors
   highlighted), each step carrying the per-span results of its span — loop results (attributes
   `tracehound.loop.*`) shown with their kind and count, any other result generically;
 - the evidence flow: each tool result and retrieved document with its units marked reused by the
   final answer / reused by another output / unused, and the outputs that reused it (recomputed
   from the trajectory with the evidence evaluator's own analysis — cheap);
-- the loop highlights, if any;
-- the trace results (name, score, label, explanation), the per-span results and the trace's
-  `tracehound.*` attributes.
+- the per-span results and the trace's `tracehound.*` attributes (booleans as OTel writes them,
+  `true` / `false`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from tracehound.evaluators._evidence_index import summarize as summarize_evidenc
 from tracehound.evaluators.base import EvaluationResult
 from tracehound.evaluators.evidence import trajectory_items
 from tracehound.report import TraceReport, result_status
+from tracehound.report._svg import Bar, Edge, Node, agent_graph, waterfall
 from tracehound.steps import Run, Step, Trajectory
 
 __all__ = ["render_html"]
@@ -74,9 +82,10 @@ def render_html(reports: Sequence[TraceReport], *, title: str = "tracehound repo
         parts.append('<p class="dim">no traces</p>\n')
     else:
         parts.append(_overview(reports))
+        parts.append(_all_traces_graph(reports))
         single = len(reports) == 1
         for n, report in enumerate(reports):
-            parts.append(_trace_section(n, report, open_=single))
+            parts.append(_trace_section(n, report, open_=single or report.status == "FAIL"))
     parts.append(f"</main>\n<script>{_JS}</script>\n</body>\n</html>\n")
     return "".join(parts)
 
@@ -151,8 +160,11 @@ def _main_loop(loops: Sequence[EvaluationResult]) -> EvaluationResult:
 
 
 def _attr_value(value: Any) -> str:
+    """An attribute value as OTel writes it: `true` / `false`, lists comma-separated."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
+        return ", ".join(_attr_value(v) for v in value)
     return str(value)
 
 
@@ -536,6 +548,281 @@ def _origin(source: EvidenceSource) -> str:
     return source.tool or source.source or source.source_type
 
 
+# --- pictures: waterfall and agent graph ----------------------------------------------------------
+
+
+def _loop_label(loops: Sequence[EvaluationResult]) -> str | None:
+    if not loops:
+        return None
+    kind, count = _loop_kind_count(_main_loop(loops))
+    return kind + (f" ×{count}" if count is not None else "")
+
+
+def _source_state(flow: _Flow | None, index: int | None) -> str | None:
+    """`final` / `reused` / `unused` for the evidence a step brought, None when it brought none."""
+    if flow is None or index is None or index not in flow.sources_at:
+        return None
+    states = {s for source in flow.sources_at[index] for s in flow.unit_states(source)}
+    if "final" in states:
+        return "final"
+    return "reused" if "reused" in states else "unused"
+
+
+def _tool_results(steps: Sequence[Step]) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+    """Tool results by (run, call id) and by the span that ran them."""
+    by_call: dict[tuple[str, str], int] = {}
+    by_span: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        if step.kind == "tool_result":
+            if step.call_id:
+                by_call.setdefault((step.run_id, step.call_id), index)
+            by_span.setdefault(step.span_id, index)
+    return by_call, by_span
+
+
+def _result_of(
+    step: Step, by_call: Mapping[tuple[str, str], int], by_span: Mapping[str, int]
+) -> int | None:
+    found = by_call.get((step.run_id, step.call_id)) if step.call_id else None
+    if found is None and step.exec_span_id:
+        found = by_span.get(step.exec_span_id)
+    return found
+
+
+def _waterfall_bars(
+    n: int,
+    trajectory: Trajectory,
+    attached: Mapping[int, list[EvaluationResult]],
+    flow: _Flow | None,
+) -> list[Bar]:
+    """Runs, LLM calls, tool calls and retrievals as bars, each run followed by what it did
+    (nested runs where they started), with loops, errors and evidence on them."""
+    steps = trajectory.steps[:MAX_STEPS]
+    final_step = flow.final_step() if flow is not None else None
+    final_span = (
+        steps[final_step].span_id if final_step is not None and final_step < len(steps) else None
+    )
+    by_call, by_span = _tool_results(steps)
+    paired: set[int] = set()
+    own: dict[str, list[tuple[int, int, Bar]]] = {}
+    failed_runs: set[str] = set()
+    runs = {r.run_id: r for r in trajectory.runs}
+
+    def depth(step: Step) -> int:
+        run = runs.get(step.run_id)
+        return (run.depth if run is not None else 0) + 1
+
+    def loops_at(*indexes: int | None) -> list[EvaluationResult]:
+        return [r for i in indexes if i is not None for r in attached.get(i, ()) if _is_loop(r)]
+
+    # Loop results of a call may sit on the LLM span that asked for it (the span that completes
+    # the loop): they belong to the tool bars of that span, not to the LLM bar.
+    calls_in_llm_span = {s.span_id for s in steps if s.kind == "tool_call"}
+    llm_at = {s.span_id: i for i, s in enumerate(steps) if s.kind == "llm"}
+    for index, step in enumerate(steps):
+        if step.error or step.kind == "error":
+            failed_runs.add(step.run_id)
+        bar: Bar | None = None
+        href = f"#t{n}-s{index}"
+        if step.kind == "llm":
+            tokens = " ".join(
+                f"{k}={v}"
+                for k, v in (("in", step.input_tokens), ("out", step.output_tokens))
+                if v is not None
+            )
+            bar = Bar(
+                kind="llm",
+                label=step.model or "llm call",
+                start_ns=step.start_ns,
+                end_ns=step.end_ns,
+                depth=depth(step),
+                href=href,
+                error=bool(step.error),
+                loop=None if step.span_id in calls_in_llm_span else _loop_label(loops_at(index)),
+                final=step.span_id == final_span,
+                title=f"LLM call {step.model or ''} {tokens}".strip(),
+            )
+        elif step.kind == "tool_call":
+            result_at = _result_of(step, by_call, by_span)
+            result = steps[result_at] if result_at is not None else None
+            start, end = step.start_ns, step.end_ns
+            if result is not None:
+                paired.add(result_at or 0)
+                if result.end_ns > result.start_ns:  # the span that ran the tool
+                    start, end = result.start_ns, result.end_ns
+                else:  # raw client: from the call to the result's arrival
+                    end = max(result.end_ns, start)
+            error = result is not None and bool(result.error)
+            title = f"{step.tool or '?'}({_clip(step.arguments or '', ARGS_WIDTH)})"
+            if error and result is not None:
+                title += f" → error: {_clip(result.error or '', TEXT_WIDTH)}"
+            bar = Bar(
+                kind="tool",
+                label=step.tool or "tool",
+                start_ns=start,
+                end_ns=end,
+                depth=depth(step),
+                href=href,
+                error=error,
+                loop=_loop_label(loops_at(index, result_at, llm_at.get(step.span_id))),
+                evidence=_source_state(flow, result_at),
+                title=title,
+            )
+        elif step.kind == "tool_result" and index not in paired and step.end_ns > step.start_ns:
+            bar = Bar(
+                kind="tool",
+                label=step.tool or "tool",
+                start_ns=step.start_ns,
+                end_ns=step.end_ns,
+                depth=depth(step),
+                href=href,
+                error=bool(step.error),
+                loop=_loop_label(loops_at(index)),
+                evidence=_source_state(flow, index),
+                title=f"{step.tool or '?'} (result)",
+            )
+        elif step.kind == "retrieval":
+            bar = Bar(
+                kind="retrieval",
+                label=step.source or "retrieval",
+                start_ns=step.start_ns,
+                end_ns=step.end_ns,
+                depth=depth(step),
+                href=href,
+                evidence=_source_state(flow, index),
+                title=f"retrieval: {len(step.documents)} document(s) for "
+                f"{_clip(step.text or '', ARGS_WIDTH)}",
+            )
+        if bar is not None:
+            own.setdefault(step.run_id, []).append((bar.start_ns, index, bar))
+    first_step: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        first_step.setdefault(step.run_id, index)
+    children: dict[str | None, list[Run]] = {}
+    for run in trajectory.runs:
+        parent = run.parent_run_id if run.parent_run_id in runs else None
+        children.setdefault(parent, []).append(run)
+    out: list[Bar] = []
+
+    def emit(run: Run) -> None:
+        mine = own.get(run.run_id, [])
+        start = run.start_ns or min((b.start_ns for _, _, b in mine), default=0)
+        end = max(run.end_ns, max((b.end_ns for _, _, b in mine), default=0))
+        at = first_step.get(run.run_id)
+        out.append(
+            Bar(
+                kind="run",
+                label=run.agent_name,
+                start_ns=start,
+                end_ns=end,
+                depth=run.depth,
+                href=f"#t{n}-s{at}" if at is not None else None,
+                error=run.run_id in failed_runs,
+                title=f"{'trace' if run.implicit else 'agent'} run {run.agent_name}",
+            )
+        )
+        items: list[tuple[int, int, Bar | Run]] = [*mine]
+        items.extend((child.start_ns, -1, child) for child in children.get(run.run_id, ()))
+        for _, _, item in sorted(items, key=lambda t: (t[0], t[1])):
+            if isinstance(item, Bar):
+                out.append(item)
+            else:
+                emit(item)
+
+    for root in children.get(None, ()):
+        emit(root)
+    return out
+
+
+class _Graph:
+    """Agents and tools as nodes, calls as edges: for one trace, or summed over many."""
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, str] = {}  # node key -> kind, in first-seen order
+        self.depth: dict[str, int] = {}  # agent key -> smallest run depth
+        self.edges: dict[tuple[str, str], Edge] = {}
+
+    def _edge(self, source: str, target: str) -> Edge:
+        edge = self.edges.get((source, target))
+        if edge is None:
+            edge = self.edges[(source, target)] = Edge(source=source, target=target)
+        return edge
+
+    def add(self, trajectory: Trajectory, attached: Mapping[int, list[EvaluationResult]]) -> None:
+        runs = {r.run_id: r for r in trajectory.runs}
+        for run in trajectory.runs:
+            key = f"agent:{run.agent_name}"
+            self.kinds.setdefault(key, "agent")
+            self.depth[key] = min(self.depth.get(key, run.depth), run.depth)
+        failed = {s.run_id for s in trajectory.steps if s.error or s.kind == "error"}
+        for run in trajectory.runs:
+            parent = runs.get(run.parent_run_id or "")
+            if parent is not None:
+                edge = self._edge(f"agent:{parent.agent_name}", f"agent:{run.agent_name}")
+                edge.calls += 1
+                edge.failed += run.run_id in failed
+        steps = trajectory.steps
+        by_call, by_span = _tool_results(steps)
+        llm_at = {s.span_id: i for i, s in enumerate(steps) if s.kind == "llm"}
+        for index, step in enumerate(steps):
+            if step.kind != "tool_call":
+                continue
+            owner = runs.get(step.run_id)
+            caller = f"agent:{owner.agent_name}" if owner is not None else "agent:?"
+            self.kinds.setdefault(caller, "agent")
+            tool = f"tool:{step.tool or '?'}"
+            self.kinds.setdefault(tool, "tool")
+            result_at = _result_of(step, by_call, by_span)
+            edge = self._edge(caller, tool)
+            edge.calls += 1
+            edge.failed += result_at is not None and bool(steps[result_at].error)
+            # a call's loop results may sit on the LLM span that asked for it
+            at = (index, result_at, llm_at.get(step.span_id))
+            looped = any(_is_loop(r) for i in at if i is not None for r in attached.get(i, ()))
+            edge.loops += looped
+
+    def render(self, label: str) -> str:
+        layer = {k: self.depth.get(k, 0) for k, kind in self.kinds.items() if kind == "agent"}
+        for (source, target), _ in self.edges.items():
+            if self.kinds.get(target) == "tool":
+                layer[target] = max(layer.get(target, 0), layer.get(source, 0) + 1)
+        nodes = [
+            Node(key=k, kind=kind, name=k.split(":", 1)[1], layer=layer.get(k, 0))
+            for k, kind in self.kinds.items()
+        ]
+        return agent_graph(nodes, list(self.edges.values()), label=label)
+
+
+_GRAPH_LEGEND = (
+    '<p class="legend">edges: calls (×count) · colour: share of calls that failed '
+    '<span class="sw f0"></span>none <span class="sw f1"></span>≤ 25 % '
+    '<span class="sw f2"></span>≤ 50 % <span class="sw f3"></span>more · '
+    '<span class="loopmark">⟳ dashed</span> calls flagged as loops</p>'
+)
+_WATERFALL_LEGEND = (
+    '<p class="legend"><span class="sw b-run"></span>agent run <span class="sw b-llm"></span>LLM '
+    'call <span class="sw b-tool"></span>tool call <span class="sw b-retrieval"></span>retrieval '
+    '<span class="sw loop"></span>loop <span class="sw err"></span>error · evidence it returned: '
+    '<span class="dot ev-final"></span>reached the final answer <span class="dot ev-reused">'
+    '</span>reused by another output <span class="dot ev-unused"></span>unused · ◆ final answer'
+    "</p>"
+)
+
+
+def _all_traces_graph(reports: Sequence[TraceReport]) -> str:
+    graph = _Graph()
+    for report in reports:
+        t = report.trace.trajectory
+        graph.add(t, _results_by_step(_span_steps(t), report.span_results))
+    if not graph.edges:
+        return ""
+    return (
+        f"<h2>agents and tools, {len(reports)} trace(s)</h2>"
+        + _GRAPH_LEGEND
+        + graph.render("agent graph of all traces")
+    )
+
+
 # --- per trace ------------------------------------------------------------------------------------
 
 
@@ -613,6 +900,27 @@ def _loops_section(
     )
 
 
+def _pictures(
+    n: int,
+    trajectory: Trajectory,
+    attached: Mapping[int, list[EvaluationResult]],
+    flow: _Flow | None,
+) -> str:
+    bars = _waterfall_bars(n, trajectory, attached, flow)
+    if not bars:
+        return ""
+    graph = _Graph()
+    graph.add(trajectory, attached)
+    out = [
+        "<h3>waterfall</h3>",
+        _WATERFALL_LEGEND,
+        waterfall(bars, label=f"waterfall of trace {n}"),
+    ]
+    if graph.edges:
+        out += ["<h3>agent graph</h3>", graph.render(f"agent graph of trace {n}")]
+    return "".join(out)
+
+
 def _trace_section(n: int, report: TraceReport, *, open_: bool) -> str:
     trace = report.trace
     t = trace.trajectory
@@ -647,6 +955,7 @@ def _trace_section(n: int, report: TraceReport, *, open_: bool) -> str:
         if report.trace_results
         else '<p class="dim">no trace result</p>',
         _loops_section(n, attached, t.steps, step_of_span),
+        _pictures(n, t, attached, flow),
         f"<h3>timeline ({len(t.steps)} step(s), {len(t.runs)} run(s))</h3>",
         _timeline(n, t, attached, flow),
         "<h3>evidence flow</h3>",
@@ -726,6 +1035,36 @@ li.u.unused{text-decoration:line-through;text-decoration-color:#afb8c1}
 .src.final{border-color:#4ac26b}.src.reused{border-color:#54aeff}.src.unused{border-color:var(--fail)}
 .legend .u{font-size:11px;margin-right:.4em}
 .answer{overflow-wrap:anywhere}
+svg text{font:11px system-ui,-apple-system,"Segoe UI",sans-serif}
+svg.waterfall{display:block;max-width:1100px;margin:.3em 0}
+.waterfall .row{fill:transparent}.waterfall g.bar:hover .row{fill:#f6f8fa}
+.waterfall .tick{stroke:#eaeef2}.waterfall .axis{fill:var(--dim);font-size:10px}
+.waterfall .lbl{fill:#1f2328}.waterfall .b-run .lbl{font-weight:600}
+.b-run .span,.sw.b-run{fill:#8c959f;background:#8c959f}
+.b-llm .span,.sw.b-llm{fill:#54aeff;background:#54aeff}
+.b-tool .span,.sw.b-tool{fill:#8250df;background:#8250df}
+.b-retrieval .span,.sw.b-retrieval{fill:#4ac26b;background:#4ac26b}
+.bar.loop .span,.sw.loop{fill:#fb8f44;stroke:#bc4c00;background:#fb8f44}
+.bar.err .span,.sw.err{fill:#cf222e;background:#cf222e}
+.ev-final{fill:#1a7f37;background:#1a7f37}.ev-reused{fill:#54aeff;background:#54aeff}
+.ev-unused{fill:#fff;stroke:#8c959f;background:#fff;border:1px solid #8c959f}
+.waterfall path.final{fill:#1a7f37}.note.final{fill:#1a7f37;font-weight:600}
+.note.loop{fill:#bc4c00;font-weight:600}.note.err{fill:var(--fail);font-weight:600}
+.sw{display:inline-block;width:1.4em;height:.7em;border-radius:2px;vertical-align:middle;
+margin:0 .2em 0 .5em}
+.dot{display:inline-block;width:.7em;height:.7em;border-radius:50%;vertical-align:middle;
+margin:0 .2em 0 .5em}
+svg.graph{display:block;max-width:100%;height:auto;margin:.3em 0}
+.graph .edge path{fill:none;stroke-width:2}
+.graph .edge text{fill:#57606a;text-anchor:middle;paint-order:stroke;stroke:#fff;stroke-width:3px}
+.f0 path,.sw.f0{stroke:#8c959f;background:#8c959f}.f1 path,.sw.f1{stroke:#d4a72c;background:#d4a72c}
+.f2 path,.sw.f2{stroke:#e16f24;background:#e16f24}.f3 path,.sw.f3{stroke:#cf222e;background:#cf222e}
+.graph .edge.loop path{stroke-width:4;stroke-dasharray:7 3}
+.graph .edge.loop text{fill:#bc4c00;font-weight:600}
+.graph .node rect{fill:#ddf4ff;stroke:#54aeff}.graph .n-tool rect{fill:#fbefff;stroke:#c297ff}
+.graph .node.loop rect{stroke:#bc4c00;stroke-width:2.5}
+.graph .node text{text-anchor:middle;font-size:12px;fill:#1f2328}
+h2{font-size:1.1em;margin:1em 0 .3em}
 body[data-show=PASS] [data-status]:not([data-status=PASS]),
 body[data-show=WARN] [data-status]:not([data-status=WARN]),
 body[data-show=FAIL] [data-status]:not([data-status=FAIL]){display:none}

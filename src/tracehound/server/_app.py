@@ -68,11 +68,19 @@ def metrics_file(path: Path) -> Path:
 def build_serve_evaluators(
     settings: ServeSettings, *, open_store: bool = True
 ) -> tuple[list[Evaluator], Any]:
-    """Evaluators by name (`drift` gets the baseline store of `settings.baselines`); returns them
-    with the store to close at shutdown (None without drift). Raises `ConfigError`."""
+    """Evaluators by name (`drift` gets the baseline store of `settings.baselines`), and
+    `expectations` when the settings file has `[expectations]` rules; returns them with the
+    store to close at shutdown (None without drift). Raises `ConfigError`."""
     from tracehound.cli import select_evaluators
+    from tracehound.config import EXPECTATIONS, configured_expectations
 
-    wanted = list(settings.evaluators or DEFAULT_EVALUATORS)
+    named = settings.evaluators or ()
+    expectations = configured_expectations(
+        settings.config_file,
+        required=EXPECTATIONS in named,
+        source=settings.config_file or "--config / TRACEHOUND_CONFIG",
+    )
+    wanted = [n for n in (settings.evaluators or DEFAULT_EVALUATORS) if n != EXPECTATIONS]
     others = [n for n in wanted if n != "drift"]
     try:
         built = iter(select_evaluators(others) if others else [])  # in the order of `others`
@@ -87,6 +95,8 @@ def build_serve_evaluators(
                 evaluators.append(drift)
         else:
             evaluators.append(next(built))
+    if expectations is not None:  # `[expectations]` rules in the settings file turn it on
+        evaluators.append(expectations)
     return evaluators, store
 
 

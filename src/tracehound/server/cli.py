@@ -124,7 +124,8 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
     from tracehound._accel import KERNELS, NATIVE, status
     from tracehound.server._app import DEFAULT_EVALUATORS, build_serve_evaluators
 
-    build_serve_evaluators(settings, open_store=False)  # unknown names, drift availability
+    # unknown names, drift availability, the [expectations] rules
+    built, _ = build_serve_evaluators(settings, open_store=False)
     wanted = settings.evaluators or DEFAULT_EVALUATORS
     baselines = "not used (drift not enabled)"
     if "drift" in wanted:
@@ -163,6 +164,9 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
         from tracehound.drift import embedder_setting
 
         out.write(f"{'drift embedder':<{width}}  {embedder_setting()}\n")
+    rules = next((e for e in built if e.name == "expectations"), None)
+    shown = getattr(rules, "expectations", None)
+    out.write(f"{'expectations':<{width}}  {shown.describe() if shown else 'off (no rules)'}\n")
     out.write(f"{'C accelerator':<{width}}  {status()}\n")
     if NATIVE:  # each kernel's refusals are counted: tracehound.accelerator.fallbacks
         kernels = ", ".join(k.name for k in KERNELS)

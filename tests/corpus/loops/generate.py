@@ -24,10 +24,10 @@ Labels are written by the scenario that builds the trace, from what it builds (e
 call three times, the third after two failures: `repeat`, `retry_storm`, `tool_call_error`),
 never by running a detector. Hard negatives: pagination (page, offset, cursor), a parallel
 fan-out of one tool (distinct arguments, possibly the same "not found" result), polling whose
-result changes (not `no_progress`; its identical calls are still `repeat`/`consecutive`, as
-tracecheck counts them), one retry that succeeds, consecutive single days, distinct ids that
+result changes (progress: no loop, within the poll budget), a failed call retried until it
+succeeds within the retry-storm threshold (backoff), consecutive single days, distinct ids that
 differ by one digit, sibling sub-agents making the same call once each, a repeated short text
-only twice.
+only twice. Identical calls whose results differ only in a timestamp are stuck: still loops.
 """
 
 from __future__ import annotations
@@ -388,8 +388,8 @@ def s_repeat(g: Gen) -> None:
     t = g.new("repeat_spaced", kinds)
     q = g.rng.choice(QUERIES)
     g.fillers(t, 0, 1)
-    for i in range(n):
-        result = "3 results: a, b, c" if same else f"{i + 2} results (live index v{i})"
+    for i in range(n):  # the same result, or one that differs in its timestamp only
+        result = "3 results: a, b, c" if same else f"3 results (index of 2026-01-0{i + 2}T08:00Z)"
         t.turn([Call("search", {"query": q}, result)])
         if i < n - 1:
             t.turn([g.filler()])
@@ -403,7 +403,9 @@ def s_consecutive(g: Gen) -> None:
     kinds = {"consecutive"}
     if k >= 3:
         kinds |= {"repeat"} | ({"no_progress"} if same else set())
-    t = g.new("consecutive", kinds)
+    if not same:  # the weather moves on: a poll, not a loop
+        kinds = set()
+    t = g.new("consecutive" if same else "polling_weather", kinds)
     city = g.rng.choice(CITIES)
     g.fillers(t)
     for i in range(k):
@@ -431,7 +433,8 @@ def s_cycle(g: Gen) -> None:
     for r in range(reps):
         batch = []
         for j, c in enumerate(pattern):
-            result = f"{c.tool} says {j}" if same else f"{c.tool} says {j}.{r}"
+            # the same result each round, or one whose timestamp only moves on (still stuck)
+            result = f"{c.tool} says {j}" if same else f"{c.tool} says {j} at 10:{r:02d}:00"
             batch.append(Call(c.tool, c.args, result))
         if paired:
             t.turn(batch, parallel=True)
@@ -448,7 +451,7 @@ def s_cycle_short(g: Gen) -> None:
     a, b = _distinct_calls(g, 2)
     for r in range(5):
         c = a if r % 2 == 0 else b
-        t.turn([Call(c.tool, c.args, f"{c.tool} v{r}")])
+        t.turn([Call(c.tool, c.args, None)])  # results not recorded
     g.done("repeat", t)
 
 
@@ -527,8 +530,9 @@ def s_retry_storm(g: Gen) -> None:
     """The same call failing and retried again and again."""
     fails = g.rng.randint(2, 4)
     recovers = fails == 2 or g.rng.random() < 0.5  # at least 2 retries, each after a failure
-    kinds = {"retry_storm", "repeat", "tool_call_error"}
-    t = g.new("retry_storm", kinds)
+    # a storm once the second retry fails too; two retries, the second succeeding: backoff
+    kinds = {"retry_storm", "repeat", "tool_call_error"} if fails >= 3 else {"tool_call_error"}
+    t = g.new("retry_storm" if fails >= 3 else "retry_backoff", kinds)
     g.fillers(t)
     call = {"url": f"https://api.example.com/v1/{g.rng.choice(WORDS)}"}
     for i in range(fails):
@@ -661,8 +665,7 @@ def n_fanout(g: Gen) -> None:
 def n_polling(g: Gen) -> None:
     """A job polled until done; the status changes every time."""
     k = g.rng.randint(2, 4)
-    kinds = {"consecutive"} | ({"repeat"} if k >= 3 else set())
-    t = g.new("polling", kinds)
+    t = g.new("polling", set())  # each poll returns a new status: progress
     job = g.hex(6)
     t.turn([Call("start_job", {"spec": g.words(2)}, f"job {job} queued")])
     for i in range(k):
@@ -783,7 +786,7 @@ def p_sub_agent_loop(g: Gen) -> None:
     t.agent("researcher")
     call = Call("search", {"query": g.rng.choice(QUERIES)}, None)
     for i in range(3):
-        t.turn([Call(call.tool, call.args, f"page of results {i}")])
+        t.turn([Call(call.tool, call.args, f"page of results (as of 2026-02-01T09:0{i}:00Z)")])
     t.finish_sub()
     t.agent("writer")
     t.turn([g.filler()])
@@ -797,7 +800,7 @@ PLAN: list[tuple[Callable[[Gen], None], int]] = [
     (s_cycle, 20),
     (s_near, 24),
     (s_no_progress, 16),
-    (s_retry_storm, 16),
+    (s_retry_storm, 20),
     (s_output_repeat, 12),
     (s_overflow, 16),
     (s_tool_error, 8),

@@ -1,4 +1,8 @@
-"""The labelled loop corpus: reading it, running tracehound and tracecheck on it, scoring.
+"""The labelled loop corpora: reading them, running tracehound and tracecheck on them, scoring.
+
+Two corpora share this layout (`otlp/*.jsonl`, `labels.json`, `tracecheck.jsonl`): this folder
+(`generate.py`) and `../loops_polling` (hand-written scenario tables, `scenarios.py`); the
+functions take the folder, this one by default.
 
 Shared by `benchmarks/loop_corpus.py` and `tests/integration/test_loops_parity.py`
 (module name distinct from the `tests/corpus` folder, which is importable as a package).
@@ -10,6 +14,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +32,7 @@ from tracehound.names import (
 from tracehound.spans import SpanView
 
 HERE = Path(__file__).resolve().parent
+POLLING = HERE.parent / "loops_polling"
 OTLP_DIR = HERE / "otlp"
 TRACECHECK_FILE = HERE / "tracecheck.jsonl"
 LABELS_FILE = HERE / "labels.json"
@@ -34,14 +40,14 @@ KINDS: tuple[str, ...] = (*LOOP_KINDS, *FAILURE_MODES)
 TRACECHECK_MODES = ("infinite_loop", "context_window_overflow", "tool_call_error")
 
 
-def labels() -> dict[str, frozenset[str]]:
-    data = json.loads(LABELS_FILE.read_text("utf-8"))
+def labels(root: Path = HERE) -> dict[str, frozenset[str]]:
+    data = json.loads((root / "labels.json").read_text("utf-8"))
     return {trace_id: frozenset(kinds) for trace_id, kinds in data.items()}
 
 
-def spans_by_trace() -> dict[str, list[SpanView]]:
+def spans_by_trace(root: Path = HERE) -> dict[str, list[SpanView]]:
     """Every corpus span, grouped by trace, in file order."""
-    telemetry = read_paths([OTLP_DIR])
+    telemetry = read_paths([root / "otlp"])
     if telemetry.problems:
         raise ValueError(f"corpus files have problems: {telemetry.problems[:3]}")
     traces: dict[str, list[SpanView]] = defaultdict(list)
@@ -88,16 +94,58 @@ def outcome_of(finalized: Any) -> Outcome:
     return Outcome(frozenset(found), calls)
 
 
-def run_tracecheck() -> dict[str, frozenset[str]]:
+def run_tracecheck(root: Path = HERE) -> dict[str, frozenset[str]]:
     """tracecheck's failure modes per trace, from its own JSONL ingest and evaluator."""
     from tracecheck.evaluators.failure_modes import FailureModesEvaluator
     from tracecheck.ingest.json import load_traces
 
     evaluator = FailureModesEvaluator()
     out: dict[str, frozenset[str]] = {}
-    for trace in load_traces(TRACECHECK_FILE):
+    for trace in load_traces(root / "tracecheck.jsonl"):
         result = evaluator.evaluate(trace)
         out[trace.trace_id] = frozenset(result.metadata["modes"])
+    return out
+
+
+POLL_BUDGET = 10  # tracehound's default `LoopConfig.poll_budget`
+
+
+def results_change(root: Path = HERE) -> dict[str, bool]:
+    """Per trace of the tracecheck export: True when every call tracecheck counts as an
+    `infinite_loop` (the same name and input 3+ times) made progress: from its third attempt
+    on, each one succeeded with an output, after a failed attempt or with an output other than
+    the previous attempt's; no two successive attempts returned the same output; at most
+    `POLL_BUDGET` attempts. Read from the export alone (outputs compared exactly), not from
+    tracehound."""
+    out: dict[str, bool] = {}
+    for line in (root / "tracecheck.jsonl").read_text("utf-8").splitlines():
+        record = json.loads(line)
+        attempts: dict[str, list[str | None]] = defaultdict(list)  # output; None: failed
+        last: list[str | None] | None = None
+        for step in record["steps"]:
+            if step["type"] == "tool_call":
+                key = step["name"] + "\0" + json.dumps(step["input"], sort_keys=True)
+                last = attempts[key]
+                last.append(step.get("output", "\0unknown"))
+            elif step["type"] == "error" and last is not None and last:
+                last[-1] = None
+                last = None
+            else:
+                last = None
+        changing = True
+        for outcomes in attempts.values():
+            if len(outcomes) < 3:
+                continue
+            if len(outcomes) > POLL_BUDGET:
+                changing = False
+            for k, (before, now) in enumerate(pairwise(outcomes), start=2):
+                if before is not None and now == before:
+                    changing = False  # the same output twice in a row (or both unknown)
+                elif k >= 3 and (now is None or now == "\0unknown"):
+                    changing = False  # a failed or unknown attempt
+                elif k >= 3 and before == "\0unknown":
+                    changing = False
+        out[record["trace_id"]] = changing
     return out
 
 
