@@ -249,9 +249,13 @@ class Sidecar:
         self._count_error(signal, "http", error)
 
     def _count_error(self, signal: Signal, transport: str, error: OTLPError) -> None:
-        outcome = {400: "invalid", 415: "invalid", 413: "too_large", 503: "refused"}.get(
-            error.http_status, "error"
-        )
+        outcome = {
+            400: "invalid",
+            401: "unauthenticated",
+            415: "invalid",
+            413: "too_large",
+            503: "refused",
+        }.get(error.http_status, "error")
         if self.metrics is not None:
             self.metrics.request(signal.name, transport, outcome)
         if outcome != "refused":
