@@ -23,6 +23,7 @@ reports, is seen by a re-check every `recheck_interval` seconds while watches ar
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -354,7 +355,34 @@ def build_grpc_server(
     )
     server.add_generic_rpc_handlers(generic)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(target)
-    if not bound:
-        raise OSError(f"cannot listen on {target} (OTLP/gRPC)")
+    # Probed first: grpc's own failure is a C-level log line on stderr that names no receiver.
+    reason = bind_failure(host, port) if port else None
+    if reason is None:
+        try:
+            bound = server.add_insecure_port(target)
+        except RuntimeError:  # grpcio ≥ 1.6x raises "Failed to bind" instead of returning 0
+            bound = 0
+        if not bound:
+            reason = "the address is not available"
+    if reason is not None:
+        raise OSError(f"cannot listen on {target} (OTLP/gRPC): {reason}")
     return server, bound
+
+
+def bind_failure(host: str, port: int) -> str | None:
+    """Why host:port cannot be bound, in words, or None if one of its addresses can be."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"cannot resolve the host ({exc.strerror or exc})"
+    reason = "the address is not available"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                reason = (exc.strerror or str(exc)).lower()
+                continue
+        return None
+    return reason

@@ -129,30 +129,46 @@ def _bool(value: Any) -> bool:
 
 
 def _positive_float(value: Any) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{value!r} is not a non-negative number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise ValueError(f"expected a number of seconds >= 0, got {value!r}")
     return number
 
 
 def _positive_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not an integer")
-    number = int(value)
-    if number < 1:
-        raise ValueError(f"{value!r} must be >= 1")
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    if number is None or number < 1:
+        raise ValueError(f"expected a whole number >= 1, got {value!r}")
     return number
+
+
+_SIZE_UNITS = (("kib", 1024), ("mib", 1024**2), ("gib", 1024**3), ("b", 1))
 
 
 def _size(value: Any) -> int:
     """Bytes, with an optional KiB/MiB/GiB suffix (`16MiB`)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _positive_int(value)
-    text = str(value).strip()
-    for suffix, factor in (("kib", 1024), ("mib", 1024**2), ("gib", 1024**3), ("b", 1)):
-        if text.lower().endswith(suffix):
-            return _positive_int(float(text[: -len(suffix)].strip()) * factor)
-    return _positive_int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    text = str(value).strip().lower()
+    factor = 1
+    for suffix, unit in _SIZE_UNITS:
+        if text.endswith(suffix):
+            text, factor = text[: -len(suffix)].strip(), unit
+            break
+    try:
+        number = float(text) * factor if text.replace(".", "", 1).isdigit() else math.nan
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number < 1:
+        raise ValueError(f"expected a size like 4MiB, got {value!r}")
+    return int(number)
 
 
 def _choice(*choices: str) -> Callable[[Any], str]:
@@ -436,6 +452,14 @@ _FORWARD_TOML_KEYS = (
     "forward_client_certificate",
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
+_ENGINE_SETTINGS = (
+    "quiet_period",
+    "trace_timeout",
+    "reorder_delay",
+    "max_traces",
+    "max_spans_per_trace",
+    "max_text_bytes_per_trace",
+)
 
 
 # --- forwarder target ---------------------------------------------------------------------------
@@ -582,7 +606,9 @@ class ServeSettings:
                 max_text_bytes_per_trace=values["max_text_bytes_per_trace"],
             )
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            named = [n for n in _ENGINE_SETTINGS if n in str(exc)]
+            where = ", ".join(f"{n} from {sources[n]}" for n in named)
+            raise ConfigError(f"{exc} ({where})" if where else str(exc)) from None
         addresses: dict[str, Address | None] = {}
         for name in ("otlp_grpc", "otlp_http", "prometheus"):
             try:
@@ -595,7 +621,11 @@ class ServeSettings:
         sources["forward"] = forward_source
         _check_no_loop(forward, addresses)
         if values["forward_retry_max_interval"] < values["forward_retry_initial"]:
-            raise ConfigError("forward_retry_max_interval must be >= forward_retry_initial")
+            raise ConfigError(
+                "forward_retry_max_interval (from "
+                f"{sources['forward_retry_max_interval']}) must be >= forward_retry_initial "
+                f"(from {sources['forward_retry_initial']})"
+            )
         return cls(
             otlp_grpc=addresses["otlp_grpc"],
             otlp_http=addresses["otlp_http"],
