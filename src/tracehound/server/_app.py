@@ -19,6 +19,7 @@ import gc
 import logging
 import os
 import signal as signals
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -88,6 +89,37 @@ def check_file_target(path: Path, settings: ServeSettings, *, create: bool) -> N
             raise ConfigError(
                 f"forward (from {source}): cannot write {target}: {exc.strerror or exc}"
             ) from None
+
+
+def load_tls(settings: ServeSettings) -> tuple[ssl.SSLContext, bytes, bytes] | None:
+    """The receivers' TLS material from `tls_cert` / `tls_key`: an `SSLContext` for the HTTP
+    receiver and (PEM key, PEM chain) for gRPC; None when TLS is off. Raises `ConfigError`."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    material: dict[str, bytes] = {}
+    for name in ("tls_cert", "tls_key"):
+        path = Path(getattr(settings, name)).expanduser()
+        try:
+            material[name] = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"{name} (from {settings.sources.get(name, 'default')}): cannot read {path}: "
+                f"{exc.strerror or exc}"
+            ) from None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(
+            Path(settings.tls_cert).expanduser(), Path(settings.tls_key).expanduser()
+        )
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or "unreadable"
+        raise ConfigError(
+            f"tls_cert (from {settings.sources.get('tls_cert', 'default')}): {settings.tls_cert} "
+            f"with tls_key {settings.tls_key} is not a PEM certificate and its key "
+            f"({str(reason).lower().replace('_', ' ')})"
+        ) from None
+    return context, material["tls_key"], material["tls_cert"]
 
 
 @contextlib.contextmanager
@@ -162,6 +194,7 @@ class Sidecar:
         if settings.forward.kind == "file":
             assert settings.forward.path is not None
             check_file_target(settings.forward.path, settings, create=True)
+        self._tls = load_tls(settings)
         policy = RetryPolicy(
             settings.forward_retry_initial,
             settings.forward_retry_max_interval,
@@ -328,6 +361,8 @@ class Sidecar:
                     on_error=self._grpc_error,
                     max_request_bytes=settings.max_request_bytes,
                     watchers=self._health_watchers,
+                    tls=self._tls[1:] if self._tls else None,
+                    token=settings.receiver_token,
                 )
                 server.start()
                 self._grpc = server
@@ -341,6 +376,8 @@ class Sidecar:
                         ready=self.ready,
                         on_error=self._http_error,
                         max_request_bytes=settings.max_request_bytes,
+                        tls=self._tls[0] if self._tls else None,
+                        token=settings.receiver_token,
                     )
                 self._http = http
                 self.http_address = Address(settings.otlp_http.host, http.server_address[1])

@@ -286,7 +286,12 @@ class _BoundedHandler(BaseHTTPRequestHandler):
         limits = self.server.limits
         self.request.settimeout(limits.read_timeout)
         if self.server.tls is not None:  # the handshake runs here, not on the accepting thread
-            self.request = self.server.tls.wrap_socket(self.request, server_side=True)
+            raw = self.request
+            self.server.arm(raw, limits.request_timeout)
+            try:
+                self.request = self.server.tls.wrap_socket(raw, server_side=True)
+            finally:
+                self.server.disarm(raw)
         super().setup()
 
     def finish(self) -> None:

@@ -38,7 +38,10 @@ __all__ = [
     "TRACEHOUND_OTLP_GRPC",
     "TRACEHOUND_OTLP_HTTP",
     "TRACEHOUND_PROMETHEUS",
+    "TRACEHOUND_RECEIVER_TOKEN",
     "TRACEHOUND_REDIS_URL",
+    "TRACEHOUND_TLS_CERT",
+    "TRACEHOUND_TLS_KEY",
     "Address",
     "ForwardTarget",
     "ServeSettings",
@@ -72,6 +75,15 @@ TRACEHOUND_MAX_REQUEST_BYTES = "TRACEHOUND_MAX_REQUEST_BYTES"
 TRACEHOUND_MAX_QUEUE_BYTES = "TRACEHOUND_MAX_QUEUE_BYTES"
 """Bytes accepted but not yet forwarded, per signal, before the receivers push back (503 /
 UNAVAILABLE). Default 64 MiB."""
+TRACEHOUND_TLS_CERT = "TRACEHOUND_TLS_CERT"
+"""PEM certificate (chain) served by both OTLP receivers; with `TRACEHOUND_TLS_KEY`. Default: off
+(plaintext)."""
+TRACEHOUND_TLS_KEY = "TRACEHOUND_TLS_KEY"
+"""PEM private key of `TRACEHOUND_TLS_CERT`."""
+TRACEHOUND_RECEIVER_TOKEN = "TRACEHOUND_RECEIVER_TOKEN"
+"""When set, both OTLP receivers accept exports only with `Authorization: Bearer <token>` (HTTP
+header, gRPC metadata): 401 / UNAUTHENTICATED otherwise. Health endpoints stay open. No flag (a
+flag would show in the process list). Default: off."""
 TRACEHOUND_SHUTDOWN_TIMEOUT = "TRACEHOUND_SHUTDOWN_TIMEOUT"
 """Seconds allowed, on SIGTERM, to finalize and forward what is buffered. Default 20."""
 TRACEHOUND_FORWARD_RETRY_INITIAL = "TRACEHOUND_FORWARD_RETRY_INITIAL"
@@ -392,6 +404,28 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "bytes per signal accepted but not forwarded yet, before pushing back",
     ),
     _spec(
+        "tls_cert",
+        TRACEHOUND_TLS_CERT,
+        _text,
+        None,
+        "PEM certificate for TLS on both OTLP receivers (with --tls-key); default: plaintext",
+    ),
+    _spec(
+        "tls_key",
+        TRACEHOUND_TLS_KEY,
+        _text,
+        None,
+        "PEM private key of --tls-cert",
+    ),
+    _spec(
+        "receiver_token",
+        TRACEHOUND_RECEIVER_TOKEN,
+        _text,
+        None,
+        "bearer token the OTLP receivers require (Authorization header / gRPC metadata)",
+        flag=False,
+    ),
+    _spec(
         "shutdown_timeout",
         TRACEHOUND_SHUTDOWN_TIMEOUT,
         _positive_float,
@@ -541,6 +575,9 @@ class ServeSettings:
     metrics: bool
     max_request_bytes: int
     max_queue_bytes: int
+    tls_cert: str | None
+    tls_key: str | None
+    receiver_token: str | None = field(repr=False)
     shutdown_timeout: float
     forward_retry_initial: float
     forward_retry_max_interval: float
@@ -620,6 +657,15 @@ class ServeSettings:
         forward, forward_source = _forward_target(values, sources, toml, env)
         sources["forward"] = forward_source
         _check_no_loop(forward, addresses)
+        if (values["tls_cert"] is None) != (values["tls_key"] is None):
+            given = "tls_cert" if values["tls_key"] is None else "tls_key"
+            missing = "tls_key" if given == "tls_cert" else "tls_cert"
+            raise ConfigError(f"{given} (from {sources[given]}) needs {missing} as well")
+        token = values["receiver_token"]
+        if token is not None and (not token.strip() or not token.isprintable()):
+            raise ConfigError(
+                f"receiver_token (from {sources['receiver_token']}): expected printable text"
+            )
         if values["forward_retry_max_interval"] < values["forward_retry_initial"]:
             raise ConfigError(
                 "forward_retry_max_interval (from "
@@ -641,6 +687,9 @@ class ServeSettings:
             metrics=values["metrics"],
             max_request_bytes=values["max_request_bytes"],
             max_queue_bytes=values["max_queue_bytes"],
+            tls_cert=values["tls_cert"],
+            tls_key=values["tls_key"],
+            receiver_token=values["receiver_token"],
             shutdown_timeout=values["shutdown_timeout"],
             forward_retry_initial=values["forward_retry_initial"],
             forward_retry_max_interval=values["forward_retry_max_interval"],
@@ -675,6 +724,9 @@ class ServeSettings:
             "max_spans_per_trace": str(self.engine.max_spans_per_trace),
             "max_text_bytes_per_trace": str(self.engine.max_text_bytes_per_trace),
             "evaluators": ",".join(self.evaluators) if self.evaluators else "(default)",
+            "tls_cert": self.tls_cert or "none (plaintext)",
+            "tls_key": self.tls_key or "none",
+            "receiver_token": "*** (required)" if self.receiver_token else "none (not required)",
         }
         rows = []
         for spec in SETTINGS:

@@ -44,6 +44,8 @@ _METAVARS = {
     "evaluators": "NAMES",
     "max_request_bytes": "BYTES",
     "max_queue_bytes": "BYTES",
+    "tls_cert": "PATH",
+    "tls_key": "PATH",
     "log_format": "json|text",
     "log_level": "LEVEL",
 }
@@ -125,11 +127,13 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
         DEFAULT_EVALUATORS,
         build_serve_evaluators,
         check_file_target,
+        load_tls,
     )
 
     build_serve_evaluators(settings, open_store=False)  # unknown names, drift availability
     if settings.forward.kind == "file" and settings.forward.path is not None:
         check_file_target(settings.forward.path, settings, create=False)
+    load_tls(settings)
     wanted = settings.evaluators or DEFAULT_EVALUATORS
     baselines = "not used (drift not enabled)"
     if "drift" in wanted:
