@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 from _leaks import assert_leak_free, expecting
-from _native import pure_python
+from _native import native_module, pure_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracehound import _accel, _speedups, text
 from tracehound.conventions.base import INTERNED_JSON_STRINGS
+from tracehound.evaluators._evidence_index import EvidenceIndex, Item
 from tracehound.text import STOP_WORDS, TextCache, Unit
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -142,6 +143,24 @@ def test_a_space_in_the_table_is_a_space_to_the_units(tables: Tables) -> None:
     assert len(units) == 1
 
 
+def test_the_evidence_index_reads_texts_with_the_table_it_is_given(tables: Tables) -> None:
+    evidence = "Alpha beta.\u2009Gamma\u2022delta eps."
+    outputs = ["alpha beta gamma", "gamma\u2022delta\u2009eps", "delta eps"]
+
+    def matches(native: bool) -> tuple[list[list[int]], list[Unit]]:
+        with native_module(_speedups if native else None):
+            index = EvidenceIndex(TextCache())
+            source = index.add_evidence(Item("k", "evidence", evidence), 0, "e")
+            read_by_core = source._units is None
+            found = [index.match_output(output, i + 1) for i, output in enumerate(outputs)]
+            assert read_by_core is native  # the core read the text itself, not the cache
+            return found, source.units
+
+    tables("\u2009\u2022")
+    assert matches(native=True) == matches(native=False)
+    assert matches(native=False)[0] == [[0], [1], [1]]
+
+
 # non-ASCII BMP characters that are no letter or digit: spaces, punctuation, symbols
 _SEPARATORS = "\u00a0\u00b7\u2009\u2013\u2014\u2018\u2019\u201c\u201d\u2022\u2026\u3000\u2028\u00ab"
 _OTHERS = "\u00e9\u03a3\u4e2d"  # letters: never typographic, always declined
@@ -243,7 +262,7 @@ def test_configure_takes_two_arguments() -> None:
         _speedups.configure("")  # type: ignore[call-arg]
 
 
-def test_configuring_again_and_again_leaks_nothing() -> None:
+def test_configure_again_and_again_no_leaks() -> None:
     strings = tuple("".join([s, "_"]) for s in INTERNED_JSON_STRINGS)
     chars = "".join(text._TYPOGRAPHIC)
     try:
