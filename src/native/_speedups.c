@@ -1823,10 +1823,10 @@ token_table_free(token_table *table)
 /*
  * ascii_tokens(text) is tracehound.text._normalized_tokens(text) for the texts its ASCII path
  * takes: every character ASCII or one of the typographic characters of text._TYPOGRAPHIC (given
- * by configure()), which that path replaces by spaces. Any other character makes the answer None (the Python code
- * would take its NFKC path). The passes of the Python code (replace, lower, encode, translate,
- * the lone-joiner regex, split) are one here, over the characters as stored (any kind, no
- * encoding):
+ * by configure()), which that path replaces by spaces. Any other character makes the answer
+ * None (the Python code would take its NFKC path). The passes of the Python code (replace,
+ * lower, encode, translate, the lone-joiner regex, split) are one here, over the characters as
+ * stored (any kind, no encoding):
  *
  * - [A-Za-z0-9] are token characters, lower-cased;
  * - '.' and '-' join two token characters: kept when the characters on both sides are token
