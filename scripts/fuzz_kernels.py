@@ -72,6 +72,7 @@ def _load() -> tuple[object, object]:
             f"tracehound._speedups is not built ({e}): run "
             "`python setup.py build_ext --inplace` first"
         )
+    _accel.loaded()  # given Python's constants, as at its first kernel call
     _accel._in_use = _speedups  # the views' attributes too (whatever TRACEHOUND_PURE_PYTHON says)
     return _kernel_fuzz, _speedups
 

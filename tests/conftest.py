@@ -1,4 +1,5 @@
-"""Makes `tests/helpers.py` importable as `helpers` from every test folder; the Redis fixtures."""
+"""Makes `tests/helpers.py` importable as `helpers` from every test folder; configures the C
+accelerator; the Redis fixtures."""
 
 from __future__ import annotations
 
@@ -8,9 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from tracehound import _accel
+
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+
+# The C module given Python's constants now, as its first kernel call would: tests call its
+# functions directly too, also with TRACEHOUND_PURE_PYTHON=1
+_accel.loaded()
 
 
 @pytest.fixture(scope="session")

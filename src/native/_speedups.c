@@ -1745,45 +1745,17 @@ fail:
 
 /* --- module state ----------------------------------------------------------------------------- */
 
-/* The keys and usual values of GenAI message documents, interned once per module object:
- * json_loads hands these out for equal strings, so documents cost no allocation for them. */
-enum {
-    S_ROLE,
-    S_PARTS,
-    S_FINISH_REASON,
-    S_TYPE,
-    S_KIND,
-    S_CONTENT,
-    S_TEXT,
-    S_ID,
-    S_NAME,
-    S_ARGUMENTS,
-    S_RESPONSE,
-    S_RESULT,
-    S_TOOL_CALL,
-    S_TOOL_CALL_RESPONSE,
-    S_REASONING,
-    S_ASSISTANT,
-    S_COUNT
-};
-static const char *const STRING_VALUE[S_COUNT] = {
-    [S_ROLE] = "role",
-    [S_PARTS] = "parts",
-    [S_FINISH_REASON] = "finish_reason",
-    [S_TYPE] = "type",
-    [S_KIND] = "kind",
-    [S_CONTENT] = "content",
-    [S_TEXT] = "text",
-    [S_ID] = "id",
-    [S_NAME] = "name",
-    [S_ARGUMENTS] = "arguments",
-    [S_RESPONSE] = "response",
-    [S_RESULT] = "result",
-    [S_TOOL_CALL] = "tool_call",
-    [S_TOOL_CALL_RESPONSE] = "tool_call_response",
-    [S_REASONING] = "reasoning",
-    [S_ASSISTANT] = "assistant",
-};
+/* The keys and usual values of GenAI message documents (tracehound.conventions.base.
+ * INTERNED_JSON_STRINGS), given by tracehound._accel through configure() and interned: json_loads
+ * hands these out for equal strings, so documents cost no allocation for them. By length:
+ * by_length[n] lists the indexes (into `strings`) of those of n characters, ended by -1. */
+#define KNOWN_MAX_COUNT 64
+#define KNOWN_MAX_LENGTH 32
+#define KNOWN_PER_LENGTH 8 /* 7 strings of a length, and the end */
+typedef struct {
+    PyObject *strings; /* a tuple of interned ASCII str, or NULL before configure() */
+    int8_t by_length[KNOWN_MAX_LENGTH + 1][KNOWN_PER_LENGTH];
+} known_strings;
 
 static ALWAYS_INLINE PyObject *
 new_ref(PyObject *value)
@@ -1813,7 +1785,7 @@ typedef struct {
 
 /* The module state. */
 typedef struct {
-    PyObject *str[S_COUNT];
+    known_strings known;
     token_table tokens;
     key_cache keys;
 } speedups_state;
@@ -1850,11 +1822,11 @@ token_table_free(token_table *table)
 
 /*
  * ascii_tokens(text) is tracehound.text._normalized_tokens(text) for the texts its ASCII path
- * takes: every character ASCII or one of the typographic characters of text._TYPOGRAPHIC, which
- * that path replaces by spaces. Any other character makes the answer None (the Python code
- * would take its NFKC path). The passes of the Python code (replace, lower, encode, translate,
- * the lone-joiner regex, split) are one here, over the characters as stored (any kind, no
- * encoding):
+ * takes: every character ASCII or one of the typographic characters of text._TYPOGRAPHIC (given
+ * by configure()), which that path replaces by spaces. Any other character makes the answer
+ * None (the Python code would take its NFKC path). The passes of the Python code (replace,
+ * lower, encode, translate, the lone-joiner regex, split) are one here, over the characters as
+ * stored (any kind, no encoding):
  *
  * - [A-Za-z0-9] are token characters, lower-cased;
  * - '.' and '-' join two token characters: kept when the characters on both sides are token
@@ -2018,9 +1990,9 @@ PyDoc_STRVAR(ascii_tokens_doc,
 "\n"
 "The tokens, in order: runs of [a-z0-9] (A-Z lower-cased), with each '.' or '-' that has a\n"
 "letter or digit on both sides kept in the token; every other character separates tokens,\n"
-"the typographic characters U+2019 U+2018 U+201C U+201D U+2013 U+2014 U+2026 U+00A0\n"
-"included. Returns None if the text holds any other non-ASCII character (the Python code\n"
-"then normalizes it with NFKC). Raises TypeError unless `text` is a str (not a subclass).");
+"the typographic characters given to configure() included. Returns None if the text holds\n"
+"any other non-ASCII character (the Python code then normalizes it with NFKC). Raises\n"
+"TypeError unless `text` is a str (not a subclass).");
 
 static PyObject *
 ascii_tokens(PyObject *module, PyObject *text)
@@ -2688,28 +2660,6 @@ json_unescape(const jtext_t *t, Py_ssize_t *i, Py_UCS4 *c)
 }
 
 
-/* The module's strings by length: KNOWN_BY_LENGTH[n] lists the indexes (S_*) of those of n
- * characters, ended by -1; filled once from STRING_VALUE. */
-#define KNOWN_MAX_LENGTH 18
-#define KNOWN_PER_LENGTH 8
-static int8_t KNOWN_BY_LENGTH[KNOWN_MAX_LENGTH + 1][KNOWN_PER_LENGTH];
-static int known_by_length_ready;
-
-static void
-fill_known_by_length(void)
-{
-    int count[KNOWN_MAX_LENGTH + 1] = {0}, i;
-    size_t len;
-    memset(KNOWN_BY_LENGTH, -1, sizeof(KNOWN_BY_LENGTH));
-    for (i = 0; i < S_COUNT; i++) {
-        len = strlen(STRING_VALUE[i]);
-        if (len <= KNOWN_MAX_LENGTH && count[len] < KNOWN_PER_LENGTH - 1) {
-            KNOWN_BY_LENGTH[len][count[len]++] = (int8_t)i;
-        }
-    }
-    known_by_length_ready = 1;
-}
-
 /* A new reference to the module's string equal to text[start:end], or NULL: the keys and the
  * usual values of message documents are these ("role", "parts", "type", "text", ...), so they
  * cost no allocation, and dict lookups of them find them by identity. */
@@ -2722,10 +2672,11 @@ json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
     if (len > KNOWN_MAX_LENGTH) {
         return NULL;
     }
-    candidates = KNOWN_BY_LENGTH[len];
+    candidates = t->state->known.by_length[len];
     first = len > 0 ? jread(t, start) : 0;
     for (; *candidates >= 0; candidates++) {
-        PyObject *known = t->state->str[*candidates]; /* ASCII: 1-byte kind */
+        /* ASCII: 1-byte kind */
+        PyObject *known = PyTuple_GET_ITEM(t->state->known.strings, *candidates);
         const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(known);
         if (chars[0] != first) {
             continue;
@@ -3223,9 +3174,175 @@ json_loads(PyObject *module, PyObject *text)
     return result;
 }
 
+/* --- configure ------------------------------------------------------------------------------ */
+
+typographic_table tracehound_typographic; /* empty (n 0, filter 0) until configure() */
+
+/* The table of the characters of `chars` (an exact str), checked: 0, or -1 with ValueError or
+ * TypeError set. */
+static int
+typographic_from(PyObject *chars, typographic_table *out)
+{
+    Py_ssize_t n, i;
+    int kind;
+    const void *data;
+
+    if (!PyUnicode_CheckExact(chars)) {
+        PyErr_Format(PyExc_TypeError, "configure(): typographic must be a str, not %.100s",
+                     Py_TYPE(chars)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_READY(chars) < 0) {
+        return -1;
+    }
+    n = PyUnicode_GET_LENGTH(chars);
+    if (n > TYPOGRAPHIC_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "configure(): typographic has %zd characters; the tokenizer takes at most %d",
+                     n, TYPOGRAPHIC_MAX);
+        return -1;
+    }
+    kind = PyUnicode_KIND(chars);
+    data = PyUnicode_DATA(chars);
+    memset(out, 0, sizeof(*out));
+    for (i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        char name[16];
+        (void)snprintf(name, sizeof(name), "U+%04X", (unsigned)c);
+        if (c < 0x80 || c > 0xffff) {
+            PyErr_Format(PyExc_ValueError,
+                         "configure(): typographic character %s is %s; the tokenizer takes "
+                         "non-ASCII characters of the Basic Multilingual Plane only",
+                         name, c < 0x80 ? "ASCII" : "outside the BMP");
+            return -1;
+        }
+        if (Py_UNICODE_ISALNUM(c)) {
+            PyErr_Format(PyExc_ValueError,
+                         "configure(): typographic character %s is a letter or digit; the "
+                         "tokenizer takes separators only",
+                         name);
+            return -1;
+        }
+        out->chars[out->n] = c;
+        out->space[out->n] = Py_UNICODE_ISSPACE(c) ? 1 : 0;
+        out->n++;
+        out->filter |= (uint64_t)1 << (c & 63);
+    }
+    return 0;
+}
+
+/* The module's strings from `strings` (a tuple of exact ASCII str), interned, with their table
+ * by length: 0, or -1 with ValueError or TypeError set (`out` then holds nothing). */
+static int
+known_strings_from(PyObject *strings, known_strings *out)
+{
+    Py_ssize_t n, i, len;
+    int count[KNOWN_MAX_LENGTH + 1] = {0};
+    PyObject *interned;
+
+    if (!PyTuple_CheckExact(strings)) {
+        PyErr_Format(PyExc_TypeError,
+                     "configure(): message_strings must be a tuple of str, not %.100s",
+                     Py_TYPE(strings)->tp_name);
+        return -1;
+    }
+    n = PyTuple_GET_SIZE(strings);
+    if (n > KNOWN_MAX_COUNT) {
+        PyErr_Format(PyExc_ValueError,
+                     "configure(): message_strings has %zd strings; json_loads takes at most %d",
+                     n, KNOWN_MAX_COUNT);
+        return -1;
+    }
+    interned = PyTuple_New(n);
+    if (interned == NULL) {
+        return -1;
+    }
+    memset(out->by_length, -1, sizeof(out->by_length));
+    for (i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(strings, i);
+        if (!PyUnicode_CheckExact(item)) {
+            PyErr_Format(PyExc_TypeError,
+                         "configure(): message_strings[%zd] must be a str, not %.100s", i,
+                         Py_TYPE(item)->tp_name);
+            goto fail;
+        }
+        if (PyUnicode_READY(item) < 0) {
+            goto fail;
+        }
+        len = PyUnicode_GET_LENGTH(item);
+        if (!PyUnicode_IS_ASCII(item) || len > KNOWN_MAX_LENGTH) {
+            PyErr_Format(PyExc_ValueError,
+                         "configure(): message_strings[%zd] %R is not ASCII of at most %d "
+                         "characters, as json_loads takes them",
+                         i, item, KNOWN_MAX_LENGTH);
+            goto fail;
+        }
+        if (count[len] == KNOWN_PER_LENGTH - 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "configure(): message_strings has more than %d strings of %zd "
+                         "characters; json_loads takes at most %d of each length",
+                         KNOWN_PER_LENGTH - 1, len, KNOWN_PER_LENGTH - 1);
+            goto fail;
+        }
+        out->by_length[len][count[len]++] = (int8_t)i;
+        Py_INCREF(item);
+        PyUnicode_InternInPlace(&item);
+        PyTuple_SET_ITEM(interned, i, item);
+    }
+    out->strings = interned;
+    return 0;
+
+fail:
+    Py_DECREF(interned);
+    memset(out->by_length, -1, sizeof(out->by_length));
+    out->strings = NULL;
+    return -1;
+}
+
+PyDoc_STRVAR(configure_doc,
+"configure($module, typographic, message_strings, /)\n"
+"--\n"
+"\n"
+"Give the module the constants Python owns; tracehound._accel calls it once, at first use.\n"
+"\n"
+"typographic: the characters of tracehound.text._TYPOGRAPHIC, which the tokenizer's ASCII\n"
+"path takes as separators (at most 32, non-ASCII, in the BMP, no letter or digit); until\n"
+"configured the table is empty, and the text kernels decline every text holding a non-ASCII\n"
+"character. message_strings: the strings json_loads hands out interned for equal strings\n"
+"(tracehound.conventions.base.INTERNED_JSON_STRINGS: at most 64, ASCII, of at most 32\n"
+"characters, at most 7 of each length). Raises ValueError or TypeError for a table that does\n"
+"not fit, changing nothing. Calling it again replaces both tables.");
+
+static PyObject *
+configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    speedups_state *s = PyModule_GetState(module);
+    typographic_table typographic;
+    known_strings known;
+    PyObject *old;
+
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "configure() takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (s == NULL) {
+        PyErr_SetString(PyExc_SystemError, "configure(): no module state");
+        return NULL;
+    }
+    if (typographic_from(args[0], &typographic) < 0 || known_strings_from(args[1], &known) < 0) {
+        return NULL;
+    }
+    tracehound_typographic = typographic;
+    old = s->known.strings;
+    s->known = known;
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
 /* --- module ---------------------------------------------------------------------------------- */
 
 static PyMethodDef speedups_methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL, configure_doc},
     {"decode_key_values", (PyCFunction)(void (*)(void))decode_key_values, METH_FASTCALL,
      decode_key_values_doc},
     {"scan_trace_request", (PyCFunction)(void (*)(void))scan_trace_request, METH_FASTCALL,
@@ -3241,12 +3358,11 @@ static PyMethodDef speedups_methods[] = {
 };
 
 /* VALIDATES: scan_trace_request takes `validate` (the Python side checks for it). The state:
- * convert_messages' strings (released by speedups_free, also when this fails half-way). */
+ * json_loads' strings (none until configure(); released by speedups_clear and speedups_free). */
 static int
 speedups_exec(PyObject *module)
 {
     speedups_state *s = PyModule_GetState(module);
-    size_t i;
 
     Py_INCREF(Py_True);
     if (PyModule_AddObject(module, "VALIDATES", Py_True) < 0) {
@@ -3257,15 +3373,8 @@ speedups_exec(PyObject *module)
         PyErr_SetString(PyExc_SystemError, "tracehound._speedups: no module state");
         return -1;
     }
-    for (i = 0; i < S_COUNT; i++) {
-        s->str[i] = PyUnicode_InternFromString(STRING_VALUE[i]);
-        if (s->str[i] == NULL) {
-            return -1;
-        }
-    }
-    if (!known_by_length_ready) {
-        fill_known_by_length();
-    }
+    s->known.strings = NULL;
+    memset(s->known.by_length, -1, sizeof(s->known.by_length));
     if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0 ||
         tracehound_add_otlp(module) < 0 || tracehound_add_text(module) < 0 ||
         tracehound_add_drift(module) < 0) {
@@ -3278,12 +3387,9 @@ static int
 speedups_traverse(PyObject *module, visitproc visit, void *arg)
 {
     speedups_state *s = PyModule_GetState(module);
-    size_t i;
 
     if (s != NULL) {
-        for (i = 0; i < S_COUNT; i++) {
-            Py_VISIT(s->str[i]);
-        }
+        Py_VISIT(s->known.strings);
     }
     return 0;
 }
@@ -3295,9 +3401,8 @@ speedups_clear(PyObject *module)
     size_t i;
 
     if (s != NULL) {
-        for (i = 0; i < S_COUNT; i++) {
-            Py_CLEAR(s->str[i]);
-        }
+        memset(s->known.by_length, -1, sizeof(s->known.by_length));
+        Py_CLEAR(s->known.strings);
         for (i = 0; i < KEY_CACHE_SIZE; i++) {
             Py_CLEAR(s->keys.slot[i]);
         }

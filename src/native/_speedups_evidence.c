@@ -1249,10 +1249,10 @@ add_unit(EvidenceCore *self, int32_t source, const int32_t *full, int32_t n_full
 /*
  * A text of the tokenizer's ASCII path is read from a copy of its characters as bytes, lower-cased
  * (self->scratch, then LOWERED_PAD zero bytes): the typographic characters become bytes that
- * separate tokens and are no space (U+00A0, a space, becomes ' '), which the segmenter and the
- * tokenizer see as they see the characters themselves. Every text is then of the 1-byte kind,
- * and a token's characters are bytes in place, ready to be compared and interned, its first 8
- * read at once.
+ * separate tokens and are no space (those that are spaces, U+00A0, become ' '), which the
+ * segmenter and the tokenizer see as they see the characters themselves. Every text is then of
+ * the 1-byte kind, and a token's characters are bytes in place, ready to be compared and
+ * interned, its first 8 read at once.
  */
 #define LOWERED_PAD 16
 #define TYPOGRAPHIC_BYTE 0x01 /* (no token character, no space, not a sentence's end) */
@@ -1265,11 +1265,16 @@ lowered_char(Py_UCS4 c, char *out)
         *out = (char)(c - 'A' < 26 ? c | 0x20 : c);
         return 1;
     }
-    if (!is_typographic(c)) {
+    switch (is_typographic(c)) {
+    case TYPO_SPACE:
+        *out = ' ';
+        return 1;
+    case TYPO_SEPARATOR:
+        *out = TYPOGRAPHIC_BYTE;
+        return 1;
+    default:
         return 0;
     }
-    *out = c == 0x00a0 ? ' ' : TYPOGRAPHIC_BYTE;
-    return 1;
 }
 
 #if TOKENS_SSE2

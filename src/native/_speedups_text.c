@@ -3,13 +3,13 @@
  *
  * text_units is tracehound.text.TextCache.units for a text not yet in the cache's _units, on
  * the tokenizer's ASCII path (every character ASCII or one of the typographic characters of
- * text._TYPOGRAPHIC); for any other text it answers None, touching nothing, and the Python code
- * runs. The Python code stays the reference: the same segments (text._segments of the stripped
- * text, found here by a hand-written matcher of text._UNIT_BREAK, see "segments" below), the
- * per-trace segments dict looked up and filled the same way, and Units equal to those of
- * text._segment_unit. A Unit is made without its dataclass __init__: allocated through its type
- * and its four slots set through their descriptors (PyObject_GenericSetAttr, which bypasses the
- * frozen dataclass's __setattr__).
+ * text._TYPOGRAPHIC, given by configure()); for any other text it answers None, touching
+ * nothing, and the Python code runs. The Python code stays the reference: the same segments
+ * (text._segments of the stripped text, found here by a hand-written matcher of
+ * text._UNIT_BREAK, see "segments" below), the per-trace segments dict looked up and filled the
+ * same way, and Units equal to those of text._segment_unit. A Unit is made without its
+ * dataclass __init__: allocated through its type and its four slots set through their
+ * descriptors (PyObject_GenericSetAttr, which bypasses the frozen dataclass's __setattr__).
  *
  * The tokens are those of the module's ascii_tokens (_speedups.c), called through its C function
  * pointer: the same strings, from the same table of tokens made before.

@@ -3,7 +3,7 @@
  * (_speedups_evidence.c). Static functions, inlined where they are used.
  *
  * The texts of that path: every character ASCII or one of the typographic characters of
- * text._TYPOGRAPHIC (see is_typographic in _speedups.h), which separate tokens.
+ * text._TYPOGRAPHIC (is_typographic in _speedups.h, given by configure()), which separate tokens.
  *
  * _speedups.h (included first) defines ALWAYS_INLINE and the status codes ST_OK, ST_ERROR
  * (a Python exception is set) and ST_UNHANDLED (the text is not of the path; no exception
@@ -239,10 +239,10 @@ scan_tokens(int kind, const void *data, Py_ssize_t n, token_sink_t sink, void *c
  * On the ASCII path, the classes the regex and str.strip() see (Python's `re` on a str uses
  * Py_UNICODE_ISSPACE for \s, as str.isspace() and str.strip() do; \w is str.isalnum() or '_'):
  *
- * - C_SPACE: \s, str.isspace(): \t \n \v \f \r, \x1c-\x1f, ' ', and U+00A0 (no-break space, one
- *   of the typographic characters);
- * - C_WORD: [^\W_], that is [A-Za-z0-9] (no typographic character is a letter or digit);
- * - 0: anything else of the ASCII path (the other typographic characters are punctuation).
+ * - C_SPACE: \s, str.isspace(): \t \n \v \f \r, \x1c-\x1f, ' ', and the typographic characters
+ *   that are spaces (U+00A0, no-break space);
+ * - C_WORD: [^\W_], that is [A-Za-z0-9] (configure() takes no letter or digit as typographic);
+ * - 0: anything else of the ASCII path (the other typographic characters: punctuation).
  */
 #define C_SPACE 1
 #define C_WORD 2
@@ -265,7 +265,7 @@ char_class(Py_UCS4 c)
     if (c < 0x80) {
         return CHAR_CLASS[c];
     }
-    return c == 0x00a0 ? C_SPACE : 0;
+    return is_typographic(c) == TYPO_SPACE ? C_SPACE : 0;
 }
 
 /* --- segments -------------------------------------------------------------------------------- */

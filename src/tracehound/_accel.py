@@ -12,6 +12,11 @@ kernel names, to turn off those only), or `use_native(False)` in a test. A kerne
 for input it does not handle exactly as its reference; the caller then runs the reference and
 counts the refusal with `declined(name)`, which the sidecar exports as
 `tracehound.accelerator.fallbacks` (by kernel) and its `listening` log record shows.
+
+The constants the kernels need are Python's, given to the C once, at first use (`loaded`): the
+typographic separators of `tracehound.text._TYPOGRAPHIC` and the strings `json_loads` interns,
+`tracehound.conventions.base.INTERNED_JSON_STRINGS`. Until then the text kernels decline every
+text holding a non-ASCII character.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "declined",
     "fallbacks",
     "kernel",
+    "loaded",
     "status",
     "use_native",
 ]
@@ -193,6 +199,9 @@ NATIVE = _module is not None and not _TURNED_OFF
 """Whether the C accelerator is in use (built, and not turned off)."""
 
 _in_use: Any = _module if NATIVE else None
+# The constants are given at first use, not here: the modules that hold them import this one
+_configured = _module is None
+_configure_lock = threading.Lock()
 _fallbacks: dict[str, int] = {}
 _fallbacks_lock = threading.Lock()
 
@@ -203,8 +212,27 @@ def kernel(name: str) -> Callable[..., Any] | None:
     module = _in_use
     if module is None or name in _KERNELS_OFF:
         return None
+    if not _configured:
+        loaded()
     found: Callable[..., Any] | None = getattr(module, name, None)
     return found
+
+
+def loaded() -> Any:
+    """`tracehound._speedups` given the constants Python owns (once), or None when it is not
+    built, whether or not it is in use: `kernel` calls it at first use, and tests that call the
+    module's functions directly do."""
+    global _configured  # noqa: PLW0603 - set once, under the lock
+    if not _configured:
+        with _configure_lock:
+            if not _configured:
+                # here, not at the top: both modules import this one
+                from tracehound.conventions.base import INTERNED_JSON_STRINGS
+                from tracehound.text import _TYPOGRAPHIC
+
+                _module.configure("".join(_TYPOGRAPHIC), INTERNED_JSON_STRINGS)
+                _configured = True
+    return _module
 
 
 def declined(name: str) -> None:

@@ -13,6 +13,7 @@ _T = TypeVar("_T")
 
 VALIDATES: bool
 
+def configure(typographic: str, message_strings: tuple[str, ...], /) -> None: ...
 def scan_trace_request(
     data: bytes, prefixes: tuple[bytes, ...], event_name: bytes, validate: bool = False, /
 ) -> tuple[bool, list[bytes], list[int]] | None: ...

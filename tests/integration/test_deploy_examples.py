@@ -49,6 +49,7 @@ import yaml
 from _serve import Serve
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.util.re import parse_env_headers
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
@@ -82,7 +83,10 @@ ALL_INTERFACES_GRPC = Address("0.0.0.0", 4317)
 ALL_INTERFACES_HTTP = Address("0.0.0.0", 4318)
 PROBE_PATHS = {"/healthz", "/readyz"}  # tracehound's HTTP health endpoints (README, _http.py)
 # What compose interpolates `${BACKEND_OTLP_ENDPOINT:?…}` with in these tests.
-COMPOSE_ENV = {"BACKEND_OTLP_ENDPOINT": "http://backend.example:4317"}
+COMPOSE_ENV = {
+    "BACKEND_OTLP_ENDPOINT": "http://backend.example:4317",
+    "TRACEHOUND_RECEIVER_TOKEN": "token-from-the-environment",
+}
 # The standard OTel SDK variables `tracehound serve` reads besides its own (`--help` epilog,
 # `_settings._signal_target`, `_telemetry.make_meter_provider`).
 _OTLP_OPTIONS = (
@@ -531,6 +535,36 @@ def test_every_tracehound_container_listens_everywhere_and_shares_redis() -> Non
             assert not target.endpoint.startswith(("127.", "localhost")), container.where
 
 
+def test_receivers_beyond_loopback_require_the_token_their_clients_send() -> None:
+    """Every tracehound container binds 0.0.0.0, so each requires a bearer token, and whatever
+    exports to it (the sidecar's app, the gateway) sends that same token."""
+    for container in tracehound_containers():
+        settings = resolve(container)
+        assert settings.receiver_token, container.where
+        assert settings.sources["receiver_token"] == "env TRACEHOUND_RECEIVER_TOKEN"
+    pod = k8s_object("Pod", "agent-app")
+    (app,) = pod["spec"]["containers"]
+    app_env = {e["name"]: e for e in app["env"]}
+    (sidecar,) = pod["spec"]["initContainers"]
+    sidecar_env = {e["name"]: e for e in sidecar["env"]}
+    ref = sidecar_env["TRACEHOUND_RECEIVER_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert app_env["TRACEHOUND_TOKEN"]["valueFrom"]["secretKeyRef"] == ref
+    headers = parse_env_headers(
+        app_env["OTEL_EXPORTER_OTLP_HEADERS"]["value"].replace("$(TRACEHOUND_TOKEN)", "abc"),
+        liberal=True,
+    )
+    assert headers == {"authorization": "Bearer abc"}  # as the OTel SDK reads the variable
+    gateway = k8s_object("Deployment", "otelcol-gateway")
+    (collector,) = gateway["spec"]["template"]["spec"]["containers"]
+    gateway_env = {e["name"]: e for e in collector["env"]}
+    assert "TRACEHOUND_RECEIVER_TOKEN" in gateway_env
+    assert compose()["services"]["gateway"]["environment"]["TRACEHOUND_RECEIVER_TOKEN"]
+    for name in ("collector.yaml", "collector-compose.yaml"):
+        config = yaml.safe_load((DEPLOY / "gateway" / name).read_text())
+        otlp = config["exporters"]["load_balancing"]["protocol"]["otlp"]
+        assert otlp["headers"] == {"authorization": "Bearer ${env:TRACEHOUND_RECEIVER_TOKEN}"}
+
+
 def test_the_compose_replicas_are_identical() -> None:
     services = compose()["services"]
     replicas = [s for s in services.values() if s.get("image") == TRACEHOUND_IMAGE]
@@ -625,6 +659,8 @@ def test_the_redis_url_points_at_the_redis_service() -> None:
     meta = redis_service["metadata"]
     (port,) = redis_service["spec"]["ports"]
     for secret in k8s_objects("Secret"):
+        if secret["metadata"]["name"] != "tracehound-redis":
+            continue
         url = urlsplit(secret["stringData"]["url"])
         assert url.scheme == "redis"
         assert url.hostname == f"{meta['name']}.{meta['namespace']}.svc.cluster.local"
@@ -649,7 +685,9 @@ def test_the_sidecar_is_a_native_sidecar_the_app_exports_to() -> None:
     assert "startupProbe" in sidecar  # the app starts once the receiver answers
     assert all(c["image"] != TRACEHOUND_IMAGE for c in spec["containers"])
     (app,) = spec["containers"]
-    endpoint = urlsplit({e["name"]: e["value"] for e in app["env"]}["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    endpoint = urlsplit(
+        {e["name"]: e.get("value") for e in app["env"]}["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    )
     (container,) = [c for c in tracehound_containers() if c.where.startswith("sidecar-pod.yaml")]
     settings = resolve(container)
     assert (endpoint.hostname, endpoint.port) == ("127.0.0.1", settings.otlp_grpc.port)

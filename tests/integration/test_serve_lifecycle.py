@@ -257,7 +257,7 @@ def test_bad_configuration_fails_at_start_up(
         assert message in result.stderr
 
 
-def test_port_in_use_exits_1(tmp_path: Path) -> None:
+def test_port_in_use_exits_2(tmp_path: Path) -> None:
     serve = Serve.start(["--forward", "none", "--evaluators", "loops"])
     try:
         result = run_cli(
@@ -268,8 +268,8 @@ def test_port_in_use_exits_1(tmp_path: Path) -> None:
             {},
             tmp_path,
         )
-        assert result.returncode == 1
-        assert "cannot start" in result.stderr
+        assert result.returncode == 2
+        assert f"cannot listen on {serve.listening['otlp_http']} (OTLP/HTTP)" in result.stderr
     finally:
         assert serve.stop() == 0
 

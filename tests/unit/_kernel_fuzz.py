@@ -89,8 +89,8 @@ def expect(condition: object, what: str) -> None:
 
 def native_module() -> Any:
     """`tracehound._speedups` when the library uses it, else None (not built, or turned off by
-    TRACEHOUND_PURE_PYTHON=1)."""
-    return _accel._in_use
+    TRACEHOUND_PURE_PYTHON=1), given Python's constants."""
+    return _accel.loaded() if _accel._in_use is not None else None
 
 
 @contextmanager

@@ -92,7 +92,31 @@ def test_bad_toml(tmp_path: Path, content: str, message: str) -> None:
         ),
         ({"forward": "ftp://x"}, {}, "is not an http(s)://"),
         ({"forward": "file:"}, {}, "file: needs a path"),
-        ({"max_queue_bytes": "0"}, {}, "must be >= 1"),
+        ({"max_queue_bytes": "0"}, {}, "expected a size like 4MiB, got '0'"),
+        (
+            {"max_request_bytes": "lots"},
+            {},
+            "max_request_bytes (from flag --max-request-bytes): expected a size like 4MiB, "
+            "got 'lots'",
+        ),
+        ({"max_request_bytes": "-4MiB"}, {}, "expected a size like 4MiB, got '-4MiB'"),
+        ({"max_request_bytes": "1e999"}, {}, "expected a size like 4MiB"),
+        (
+            {"max_traces": "many"},
+            {},
+            "max_traces (from flag --max-traces): expected a whole number >= 1, got 'many'",
+        ),
+        (
+            {},
+            {"TRACEHOUND_SHUTDOWN_TIMEOUT": "nan"},
+            "shutdown_timeout (from env TRACEHOUND_SHUTDOWN_TIMEOUT): expected a number of "
+            "seconds >= 0, got 'nan'",
+        ),
+        (
+            {"quiet_period": "40", "trace_timeout": "30"},
+            {},
+            "quiet_period from flag --quiet-period, trace_timeout from flag --trace-timeout",
+        ),
         ({"reorder_delay": "-0.5"}, {}, "reorder_delay (from flag --reorder-delay)"),
         ({}, {"TRACEHOUND_REORDER_DELAY": "soon"}, "reorder_delay (from env TRACEHOUND_REORDER"),
         (

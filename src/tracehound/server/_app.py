@@ -14,12 +14,15 @@ Lifecycle (one, for every stage: `start()` once, `shutdown()` idempotent and saf
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
+import os
 import signal as signals
+import ssl
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import FrameType
@@ -63,6 +66,70 @@ def _version() -> str:
 def metrics_file(path: Path) -> Path:
     """Where `file:PATH` writes metrics: `PATH` with `.metrics` before its suffix."""
     return path.with_name(f"{path.stem}.metrics{path.suffix or '.jsonl'}")
+
+
+def check_file_target(path: Path, settings: ServeSettings, *, create: bool) -> None:
+    """`file:PATH` (and the metrics file beside it) can be appended to; raises `ConfigError`.
+    `create`: open them (creating empty files), else only ask the file system (`--check-config`).
+    """
+    paths = [path, metrics_file(path)] if settings.metrics else [path]
+    source = settings.sources.get("forward", "default")
+    for target in paths:
+        try:
+            if create:
+                with target.open("a", encoding="utf-8"):
+                    pass
+            else:
+                where = target if target.exists() else target.parent
+                if where != target and not where.is_dir():
+                    raise NotADirectoryError(20, f"{where} is not a directory")
+                if not os.access(where, os.W_OK):
+                    raise PermissionError(13, "Permission denied")
+        except OSError as exc:
+            raise ConfigError(
+                f"forward (from {source}): cannot write {target}: {exc.strerror or exc}"
+            ) from None
+
+
+def load_tls(settings: ServeSettings) -> tuple[ssl.SSLContext, bytes, bytes] | None:
+    """The receivers' TLS material from `tls_cert` / `tls_key`: an `SSLContext` for the HTTP
+    receiver and (PEM key, PEM chain) for gRPC; None when TLS is off. Raises `ConfigError`."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    material: dict[str, bytes] = {}
+    for name in ("tls_cert", "tls_key"):
+        path = Path(getattr(settings, name)).expanduser()
+        try:
+            material[name] = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"{name} (from {settings.sources.get(name, 'default')}): cannot read {path}: "
+                f"{exc.strerror or exc}"
+            ) from None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(
+            Path(settings.tls_cert).expanduser(), Path(settings.tls_key).expanduser()
+        )
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "reason", None) or exc.strerror or "unreadable"
+        raise ConfigError(
+            f"tls_cert (from {settings.sources.get('tls_cert', 'default')}): {settings.tls_cert} "
+            f"with tls_key {settings.tls_key} is not a PEM certificate and its key "
+            f"({str(reason).lower().replace('_', ' ')})"
+        ) from None
+    return context, material["tls_key"], material["tls_cert"]
+
+
+@contextlib.contextmanager
+def _listening(address: Address, what: str) -> Iterator[None]:
+    """Turns a bind failure into one `OSError` line naming the address and the receiver."""
+    try:
+        yield
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise OSError(f"cannot listen on {address} ({what}): {reason}") from None
 
 
 def build_serve_evaluators(
@@ -144,6 +211,10 @@ class Sidecar:
             built, self._store = build_serve_evaluators(settings)
             evaluators = built
         self.evaluator_names = [e.name for e in evaluators]
+        if settings.forward.kind == "file":
+            assert settings.forward.path is not None
+            check_file_target(settings.forward.path, settings, create=True)
+        self._tls = load_tls(settings)
         policy = RetryPolicy(
             settings.forward_retry_initial,
             settings.forward_retry_max_interval,
@@ -193,6 +264,7 @@ class Sidecar:
         self._stop_lock = threading.Lock()
         self._stopped = threading.Event()
         self.clean_shutdown: bool | None = None
+        self._quiet = False
 
     # --- wiring ----------------------------------------------------------------------------------
 
@@ -269,9 +341,13 @@ class Sidecar:
         self._count_error(signal, "http", error)
 
     def _count_error(self, signal: Signal, transport: str, error: OTLPError) -> None:
-        outcome = {400: "invalid", 415: "invalid", 413: "too_large", 503: "refused"}.get(
-            error.http_status, "error"
-        )
+        outcome = {
+            400: "invalid",
+            401: "unauthenticated",
+            415: "invalid",
+            413: "too_large",
+            503: "refused",
+        }.get(error.http_status, "error")
         if self.metrics is not None:
             self.metrics.request(signal.name, transport, outcome)
         if outcome != "refused":
@@ -305,31 +381,39 @@ class Sidecar:
                     on_error=self._grpc_error,
                     max_request_bytes=settings.max_request_bytes,
                     watchers=self._health_watchers,
+                    tls=self._tls[1:] if self._tls else None,
+                    token=settings.receiver_token,
                 )
                 server.start()
                 self._grpc = server
                 self.grpc_address = Address(settings.otlp_grpc.host, port)
             if settings.otlp_http is not None:
-                http = OTLPHTTPServer(
-                    (settings.otlp_http.host, settings.otlp_http.port),
-                    self.submit,
-                    live=self.live,
-                    ready=self.ready,
-                    on_error=self._http_error,
-                    max_request_bytes=settings.max_request_bytes,
-                )
+                with _listening(settings.otlp_http, "OTLP/HTTP"):
+                    http = OTLPHTTPServer(
+                        (settings.otlp_http.host, settings.otlp_http.port),
+                        self.submit,
+                        live=self.live,
+                        ready=self.ready,
+                        on_error=self._http_error,
+                        max_request_bytes=settings.max_request_bytes,
+                        tls=self._tls[0] if self._tls else None,
+                        token=settings.receiver_token,
+                    )
                 self._http = http
                 self.http_address = Address(settings.otlp_http.host, http.server_address[1])
                 self._serve_in_thread(http, "tracehound-http")
             if settings.prometheus is not None:
-                prom = PrometheusServer(
-                    (settings.prometheus.host, settings.prometheus.port), self.render_prometheus
-                )
+                with _listening(settings.prometheus, "Prometheus"):
+                    prom = PrometheusServer(
+                        (settings.prometheus.host, settings.prometheus.port),
+                        self.render_prometheus,
+                    )
                 self._prometheus = prom
                 self.prometheus_address = Address(settings.prometheus.host, prom.server_address[1])
                 self._serve_in_thread(prom, "tracehound-prometheus")
         except OSError:
             self._started = True
+            self._quiet = True  # the caller reports the one line; nothing was accepted
             self.shutdown()
             raise
         self._started = True
@@ -375,7 +459,8 @@ class Sidecar:
         deadline = started + (timeout if timeout is not None else self.settings.shutdown_timeout)
         clean = True
         try:
-            _logger.info("shutting down", extra={"deadline_s": round(deadline - started, 3)})
+            if not self._quiet:
+                _logger.info("shutting down", extra={"deadline_s": round(deadline - started, 3)})
             grace = max(min(2.0, deadline - time.monotonic()), 0.0)
             # Watch streams get NOT_SERVING and end, so that they do not hold the grace below.
             self._health_watchers.close()
@@ -413,6 +498,8 @@ class Sidecar:
         finally:
             self.clean_shutdown = clean
             self._stopped.set()
+        if self._quiet:
+            return clean
         stats = self.pipeline.stats
         _logger.info(
             "stopped",

@@ -22,7 +22,9 @@ reports, is seen by a re-check every `recheck_interval` seconds while watches ar
 
 from __future__ import annotations
 
+import hmac
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -35,6 +37,7 @@ from tracehound.server._otlp import (
     TRACES,
     OTLPError,
     Signal,
+    Unauthenticated,
     encode_varint,
     parse_protobuf,
     retry_info_trailers,
@@ -255,7 +258,9 @@ class _Handlers:
         ready: Callable[[], bool],
         on_error: Callable[[Signal, OTLPError], None],
         watchers: HealthWatchers,
+        token: str | None = None,
     ) -> None:
+        self._expected = f"Bearer {token}".encode() if token else None
         self._submit = submit
         self._ready = ready
         self._on_error = on_error
@@ -266,8 +271,12 @@ class _Handlers:
         response_class = signal.response
         rejected_field = signal.rejected_field
 
+        expected = self._expected
+
         def handle(data: bytes, context: Any) -> bytes:
             try:
+                if expected is not None and not _authorized(context, expected):
+                    raise Unauthenticated("missing or wrong bearer token")
                 # Trace requests go on as bytes: the pipeline parses them only when needed.
                 message = None if lazy else parse_protobuf(signal, data)
                 answer = self._submit(signal, message, data, len(data), "grpc")
@@ -311,6 +320,14 @@ class _Handlers:
             raise
 
 
+def _authorized(context: Any, expected: bytes) -> bool:
+    for key, value in context.invocation_metadata():
+        if key == "authorization":
+            given = value.encode() if isinstance(value, str) else value
+            return hmac.compare_digest(given.strip(), expected)
+    return False
+
+
 def build_grpc_server(
     host: str,
     port: int,
@@ -321,13 +338,17 @@ def build_grpc_server(
     max_request_bytes: int,
     max_workers: int = 8,
     watchers: HealthWatchers | None = None,
+    tls: tuple[bytes, bytes] | None = None,
+    token: str | None = None,
 ) -> tuple[grpc.Server, int]:
     """A started-not server bound to host:port; returns it with the bound port.
 
     `watchers` holds the health `Watch` streams (default: a new one on `ready`); its owner calls
     `close()` before stopping the server, or the open streams hold the stop for its whole grace.
+    `tls` is (PEM key, PEM certificate chain); `token` makes exports require `authorization:
+    Bearer <token>` metadata (UNAUTHENTICATED otherwise; health calls stay open).
     """
-    handlers = _Handlers(submit, ready, on_error, watchers or HealthWatchers(ready))
+    handlers = _Handlers(submit, ready, on_error, watchers or HealthWatchers(ready), token)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="tracehound-grpc"),
         options=[
@@ -354,7 +375,37 @@ def build_grpc_server(
     )
     server.add_generic_rpc_handlers(generic)
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(target)
-    if not bound:
-        raise OSError(f"cannot listen on {target} (OTLP/gRPC)")
+    # Probed first: grpc's own failure is a C-level log line on stderr that names no receiver.
+    reason = bind_failure(host, port) if port else None
+    if reason is None:
+        try:
+            if tls is None:
+                bound = server.add_insecure_port(target)
+            else:
+                bound = server.add_secure_port(target, grpc.ssl_server_credentials([tls]))
+        except RuntimeError:  # grpcio ≥ 1.6x raises "Failed to bind" instead of returning 0
+            bound = 0
+        if not bound:
+            reason = "the address is not available"
+    if reason is not None:
+        raise OSError(f"cannot listen on {target} (OTLP/gRPC): {reason}")
     return server, bound
+
+
+def bind_failure(host: str, port: int) -> str | None:
+    """Why host:port cannot be bound, in words, or None if one of its addresses can be."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"cannot resolve the host ({exc.strerror or exc})"
+    reason = "the address is not available"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                reason = (exc.strerror or str(exc)).lower()
+                continue
+        return None
+    return reason

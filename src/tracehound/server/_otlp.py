@@ -65,6 +65,7 @@ __all__ = [
     "Overloaded",
     "Signal",
     "TooLarge",
+    "Unauthenticated",
     "UnsupportedMediaType",
     "add_event",
     "decode_request",
@@ -174,6 +175,14 @@ class TooLarge(OTLPError):
     http_status = 413
     grpc_code = code_pb2.RESOURCE_EXHAUSTED
     grpc_name = "RESOURCE_EXHAUSTED"
+
+
+class Unauthenticated(OTLPError):
+    """The receiver's bearer token is missing or wrong: 401 / UNAUTHENTICATED; never retried."""
+
+    http_status = 401
+    grpc_code = code_pb2.UNAUTHENTICATED
+    grpc_name = "UNAUTHENTICATED"
 
 
 class Overloaded(OTLPError):

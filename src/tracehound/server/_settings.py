@@ -38,7 +38,10 @@ __all__ = [
     "TRACEHOUND_OTLP_GRPC",
     "TRACEHOUND_OTLP_HTTP",
     "TRACEHOUND_PROMETHEUS",
+    "TRACEHOUND_RECEIVER_TOKEN",
     "TRACEHOUND_REDIS_URL",
+    "TRACEHOUND_TLS_CERT",
+    "TRACEHOUND_TLS_KEY",
     "Address",
     "ForwardTarget",
     "ServeSettings",
@@ -72,6 +75,15 @@ TRACEHOUND_MAX_REQUEST_BYTES = "TRACEHOUND_MAX_REQUEST_BYTES"
 TRACEHOUND_MAX_QUEUE_BYTES = "TRACEHOUND_MAX_QUEUE_BYTES"
 """Bytes accepted but not yet forwarded, per signal, before the receivers push back (503 /
 UNAVAILABLE). Default 64 MiB."""
+TRACEHOUND_TLS_CERT = "TRACEHOUND_TLS_CERT"
+"""PEM certificate (chain) served by both OTLP receivers; with `TRACEHOUND_TLS_KEY`. Default: off
+(plaintext)."""
+TRACEHOUND_TLS_KEY = "TRACEHOUND_TLS_KEY"
+"""PEM private key of `TRACEHOUND_TLS_CERT`."""
+TRACEHOUND_RECEIVER_TOKEN = "TRACEHOUND_RECEIVER_TOKEN"
+"""When set, both OTLP receivers accept exports only with `Authorization: Bearer <token>` (HTTP
+header, gRPC metadata): 401 / UNAUTHENTICATED otherwise. Health endpoints stay open. No flag (a
+flag would show in the process list). Default: off."""
 TRACEHOUND_SHUTDOWN_TIMEOUT = "TRACEHOUND_SHUTDOWN_TIMEOUT"
 """Seconds allowed, on SIGTERM, to finalize and forward what is buffered. Default 20."""
 TRACEHOUND_FORWARD_RETRY_INITIAL = "TRACEHOUND_FORWARD_RETRY_INITIAL"
@@ -129,30 +141,46 @@ def _bool(value: Any) -> bool:
 
 
 def _positive_float(value: Any) -> float:
-    number = float(value)
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{value!r} is not a non-negative number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise ValueError(f"expected a number of seconds >= 0, got {value!r}")
     return number
 
 
 def _positive_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not an integer")
-    number = int(value)
-    if number < 1:
-        raise ValueError(f"{value!r} must be >= 1")
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    if number is None or number < 1:
+        raise ValueError(f"expected a whole number >= 1, got {value!r}")
     return number
+
+
+_SIZE_UNITS = (("kib", 1024), ("mib", 1024**2), ("gib", 1024**3), ("b", 1))
 
 
 def _size(value: Any) -> int:
     """Bytes, with an optional KiB/MiB/GiB suffix (`16MiB`)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return _positive_int(value)
-    text = str(value).strip()
-    for suffix, factor in (("kib", 1024), ("mib", 1024**2), ("gib", 1024**3), ("b", 1)):
-        if text.lower().endswith(suffix):
-            return _positive_int(float(text[: -len(suffix)].strip()) * factor)
-    return _positive_int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    text = str(value).strip().lower()
+    factor = 1
+    for suffix, unit in _SIZE_UNITS:
+        if text.endswith(suffix):
+            text, factor = text[: -len(suffix)].strip(), unit
+            break
+    try:
+        number = float(text) * factor if text.replace(".", "", 1).isdigit() else math.nan
+    except ValueError:
+        number = math.nan
+    if isinstance(value, bool) or not math.isfinite(number) or number < 1:
+        raise ValueError(f"expected a size like 4MiB, got {value!r}")
+    return int(number)
 
 
 def _choice(*choices: str) -> Callable[[Any], str]:
@@ -376,6 +404,28 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "bytes per signal accepted but not forwarded yet, before pushing back",
     ),
     _spec(
+        "tls_cert",
+        TRACEHOUND_TLS_CERT,
+        _text,
+        None,
+        "PEM certificate for TLS on both OTLP receivers (with --tls-key); default: plaintext",
+    ),
+    _spec(
+        "tls_key",
+        TRACEHOUND_TLS_KEY,
+        _text,
+        None,
+        "PEM private key of --tls-cert",
+    ),
+    _spec(
+        "receiver_token",
+        TRACEHOUND_RECEIVER_TOKEN,
+        _text,
+        None,
+        "bearer token the OTLP receivers require (Authorization header / gRPC metadata)",
+        flag=False,
+    ),
+    _spec(
         "shutdown_timeout",
         TRACEHOUND_SHUTDOWN_TIMEOUT,
         _positive_float,
@@ -436,6 +486,14 @@ _FORWARD_TOML_KEYS = (
     "forward_client_certificate",
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
+_ENGINE_SETTINGS = (
+    "quiet_period",
+    "trace_timeout",
+    "reorder_delay",
+    "max_traces",
+    "max_spans_per_trace",
+    "max_text_bytes_per_trace",
+)
 
 
 # --- forwarder target ---------------------------------------------------------------------------
@@ -517,6 +575,9 @@ class ServeSettings:
     metrics: bool
     max_request_bytes: int
     max_queue_bytes: int
+    tls_cert: str | None
+    tls_key: str | None
+    receiver_token: str | None = field(repr=False)
     shutdown_timeout: float
     forward_retry_initial: float
     forward_retry_max_interval: float
@@ -582,7 +643,9 @@ class ServeSettings:
                 max_text_bytes_per_trace=values["max_text_bytes_per_trace"],
             )
         except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+            named = [n for n in _ENGINE_SETTINGS if n in str(exc)]
+            where = ", ".join(f"{n} from {sources[n]}" for n in named)
+            raise ConfigError(f"{exc} ({where})" if where else str(exc)) from None
         addresses: dict[str, Address | None] = {}
         for name in ("otlp_grpc", "otlp_http", "prometheus"):
             try:
@@ -594,8 +657,21 @@ class ServeSettings:
         forward, forward_source = _forward_target(values, sources, toml, env)
         sources["forward"] = forward_source
         _check_no_loop(forward, addresses)
+        if (values["tls_cert"] is None) != (values["tls_key"] is None):
+            given = "tls_cert" if values["tls_key"] is None else "tls_key"
+            missing = "tls_key" if given == "tls_cert" else "tls_cert"
+            raise ConfigError(f"{given} (from {sources[given]}) needs {missing} as well")
+        token = values["receiver_token"]
+        if token is not None and (not token.strip() or not token.isprintable()):
+            raise ConfigError(
+                f"receiver_token (from {sources['receiver_token']}): expected printable text"
+            )
         if values["forward_retry_max_interval"] < values["forward_retry_initial"]:
-            raise ConfigError("forward_retry_max_interval must be >= forward_retry_initial")
+            raise ConfigError(
+                "forward_retry_max_interval (from "
+                f"{sources['forward_retry_max_interval']}) must be >= forward_retry_initial "
+                f"(from {sources['forward_retry_initial']})"
+            )
         return cls(
             otlp_grpc=addresses["otlp_grpc"],
             otlp_http=addresses["otlp_http"],
@@ -611,6 +687,9 @@ class ServeSettings:
             metrics=values["metrics"],
             max_request_bytes=values["max_request_bytes"],
             max_queue_bytes=values["max_queue_bytes"],
+            tls_cert=values["tls_cert"],
+            tls_key=values["tls_key"],
+            receiver_token=values["receiver_token"],
             shutdown_timeout=values["shutdown_timeout"],
             forward_retry_initial=values["forward_retry_initial"],
             forward_retry_max_interval=values["forward_retry_max_interval"],
@@ -645,6 +724,9 @@ class ServeSettings:
             "max_spans_per_trace": str(self.engine.max_spans_per_trace),
             "max_text_bytes_per_trace": str(self.engine.max_text_bytes_per_trace),
             "evaluators": ",".join(self.evaluators) if self.evaluators else "(default)",
+            "tls_cert": self.tls_cert or "none (plaintext)",
+            "tls_key": self.tls_key or "none",
+            "receiver_token": "*** (required)" if self.receiver_token else "none (not required)",
         }
         rows = []
         for spec in SETTINGS:

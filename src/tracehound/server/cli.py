@@ -1,14 +1,13 @@
 """`tracehound serve`: the argparse sub-command (registered by `tracehound.cli`).
 
-Exit codes: 0 after a clean or signalled stop (and for a valid `--check-config`), 1 when the
-sidecar cannot start (a port in use), 2 for a configuration error (the message says which
-setting, from which source).
+Exit codes: 0 after a clean or signalled stop (and for a valid `--check-config`), 2 when the
+sidecar cannot start: a configuration error (the message says which setting, from which
+source) or an address it cannot listen on (the message names it); either is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,7 +16,7 @@ from tracehound.server._settings import SETTINGS, TRACEHOUND_CONFIG, ServeSettin
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
-EXIT_OK, EXIT_START, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_START, EXIT_CONFIG = 0, 2, 2
 
 _EPILOG = f"""\
 Precedence: flags > environment variables > TOML file ([serve] table of --config or
@@ -45,6 +44,8 @@ _METAVARS = {
     "evaluators": "NAMES",
     "max_request_bytes": "BYTES",
     "max_queue_bytes": "BYTES",
+    "tls_cert": "PATH",
+    "tls_key": "PATH",
     "log_format": "json|text",
     "log_level": "LEVEL",
 }
@@ -115,17 +116,25 @@ def cmd_serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         return sidecar.run()
     except OSError as exc:
-        logging.getLogger("tracehound.server").error("cannot start: %s", exc)
+        print(f"tracehound serve: cannot start: {exc}", file=err)
         return EXIT_START
 
 
 def _check(settings: ServeSettings, out: TextIO) -> int:
     """Validate what start-up would (evaluators, baselines) without opening a port or a file."""
     from tracehound._accel import KERNELS, NATIVE, status
-    from tracehound.server._app import DEFAULT_EVALUATORS, build_serve_evaluators
+    from tracehound.server._app import (
+        DEFAULT_EVALUATORS,
+        build_serve_evaluators,
+        check_file_target,
+        load_tls,
+    )
 
     # unknown names, drift availability, the [expectations] rules
     built, _ = build_serve_evaluators(settings, open_store=False)
+    if settings.forward.kind == "file" and settings.forward.path is not None:
+        check_file_target(settings.forward.path, settings, create=False)
+    load_tls(settings)
     wanted = settings.evaluators or DEFAULT_EVALUATORS
     baselines = "not used (drift not enabled)"
     if "drift" in wanted:
