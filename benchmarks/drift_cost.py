@@ -18,6 +18,10 @@ figures are medians over the repetitions with their min–max.
 With `--redis URL` (a server you run; the benchmark writes one key under its own prefix and
 deletes it), the same update also goes through a `RedisStore`: one Lua script, one round trip.
 
+With `tracehound[semantic]` installed, the same run's features and score are also timed with the
+WordLlama embedder (256-d static embeddings + the stance block: one tokenizer pass and one gather
+per text), against a 50-run baseline of its own, and its one-off load time is reported.
+
 Targets (issue 4): ≤ 1 ms to score one run (features + score), ≤ 5 ms per SQLite update.
 """
 
@@ -40,7 +44,8 @@ from typing import Any
 import numpy as np
 
 from tracehound.baselines import MemoryStore, SQLiteStore
-from tracehound.drift import Baseline, DriftScorer, HashingEmbedder, run_features
+from tracehound.drift import Baseline, DriftScorer, Embedder, HashingEmbedder, run_features
+from tracehound.drift._embed import WordLlamaEmbedder, wordllama_directory
 from tracehound.steps import Run, Step, Trajectory
 
 TOOLS = ("web_search", "fetch_page", "extract_records", "summarize")
@@ -142,6 +147,19 @@ def make_run(
     return trajectory, run, session
 
 
+def _baseline_of(history: list[tuple[Trajectory, Run, Any]], embedder: Embedder) -> Baseline:
+    baseline: Baseline | None = None
+    for past_traj, past_run, _ in history:
+        features = run_features(past_traj, past_run, embedder)
+        baseline = (
+            Baseline.from_run(features, embedder)
+            if baseline is None
+            else baseline.with_run(features, embedder)
+        )
+    assert baseline is not None
+    return baseline
+
+
 def per_call(fn: Callable[[], Any], iterations: int) -> float:
     start = time.perf_counter()
     for _ in range(iterations):
@@ -212,6 +230,25 @@ def main() -> None:
         score = scorer.score(features, baseline, embedder=embedder)
         assert score.scored and score.explanation is not None
 
+        semantic: dict[str, Callable[[], Any]] = {}
+        load_s = None
+        if wordllama_directory() is not None:
+            started = time.perf_counter()
+            wordllama: Embedder = WordLlamaEmbedder()
+            load_s = time.perf_counter() - started
+            wl_base = _baseline_of(history[:-1], wordllama)
+            wl_features = run_features(trajectory, run, wordllama)
+            semantic = {
+                "features (WordLlama 256-d + stance)": lambda: run_features(
+                    trajectory, run, wordllama
+                ),
+                "score one finished run (WordLlama)": lambda: scorer.score(
+                    run_features(trajectory, run, wordllama), wl_base, embedder=wordllama
+                ),
+                "score vs WordLlama baseline": lambda: scorer.score(
+                    wl_features, wl_base, embedder=wordllama
+                ),
+            }
         cases: dict[str, Callable[[], Any]] = {
             "features (tokenize + 1024-d embed)": lambda: run_features(trajectory, run, embedder),
             "score vs baseline (+ explanation)": lambda: scorer.score(
@@ -236,6 +273,7 @@ def main() -> None:
                 if redis is not None
                 else {}
             ),
+            **semantic,
             "reasontrace DriftScorer.score (stub)": lambda: rt.score(session, rt_base),
         }
         samples: dict[str, list[float]] = {name: [] for name in cases}
@@ -275,7 +313,12 @@ def main() -> None:
     if args.json:
         print(
             json.dumps(
-                {"per_call": report, "ratios": ratio_report, "python": sys.version.split()[0]}
+                {
+                    "per_call": report,
+                    "ratios": ratio_report,
+                    "wordllama_load_s": load_s,
+                    "python": sys.version.split()[0],
+                }
             )
         )
         return
@@ -287,6 +330,8 @@ def main() -> None:
     for name, row in report.items():
         spread = f"{row['min_us']:.1f}–{row['max_us']:.1f}"
         print(f"{name:<40} {row['median_us']:>8.1f} µs {spread:>20} µs")
+    if load_s is not None:
+        print(f"WordLlama embedder load (once per process): {load_s * 1e3:.0f} ms")
     for name, value in ratio_report.items():
         print(f"ratio {name:<50} {value:>6.2f}×")
     score_us = report["score one finished run (both)"]["median_us"]

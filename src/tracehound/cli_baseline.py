@@ -61,7 +61,7 @@ def add_baseline_parser(sub: Any) -> None:
     common.add_argument("--baselines", metavar="PATH", help=_STORE_HELP, default=argparse.SUPPRESS)
     baseline = sub.add_parser(
         "baseline",
-        help="list, show, pin, reset, export and import the per-agent drift baselines",
+        help="list, show, pin, reset, accept, export and import the per-agent drift baselines",
         description="Manage the per-agent drift baselines that `tracehound eval --baselines` "
         "scores runs against. Exit code 2 for an unknown agent or an unusable store.",
     )
@@ -78,6 +78,11 @@ def add_baseline_parser(sub: Any) -> None:
         ("pin", "freeze a baseline: runs are scored against it, never added (regression gate)"),
         ("unpin", "let runs update a pinned baseline again"),
         ("reset", "delete a baseline (the next runs rebuild it); prints what it removed"),
+        (
+            "accept",
+            "accept an agent's drift: its drifted runs (the open drift episode) become its "
+            "baseline, keeping the pin",
+        ),
     ):
         action = actions.add_parser(name, parents=[common], help=what, description=what)
         action.add_argument("agent", metavar="AGENT", help="the agent key (see `baseline list`)")
@@ -276,12 +281,38 @@ def _set_pin(args: argparse.Namespace, out: TextIO, *, pinned: bool) -> int:
     return EXIT_OK
 
 
+def _accept(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tracehound.names import DRIFT_EPISODE_SUFFIX
+
+    key = _key(args.agent)
+    with _store(args) as (store, where):
+        baseline = store.get(key)
+        if baseline is None:
+            raise _unknown(key, where, store)
+        episode = store.get(key + DRIFT_EPISODE_SUFFIX)
+        if episode is None:
+            out.write(f"{key} is not drifting in {where}: nothing to accept\n")
+            return EXIT_OK
+        episode.pinned = baseline.pinned
+        store.put(key, episode)
+        store.reset(key + DRIFT_EPISODE_SUFFIX)
+    out.write(
+        f"accepted the drift of {key} in {where}: its {episode.runs} drifted run(s) since "
+        f"{_time_ns(episode.first_ns)} UTC replace the baseline of {baseline.runs} run(s)"
+        f"{' (still pinned)' if baseline.pinned else ''}\n"
+    )
+    return EXIT_OK
+
+
 def _reset(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tracehound.names import DRIFT_EPISODE_SUFFIX
+
     key = _key(args.agent)
     with _store(args) as (store, where):
         baseline = store.get(key)
         if baseline is None or not store.reset(key):
             raise _unknown(key, where, store)
+        store.reset(key + DRIFT_EPISODE_SUFFIX)
     out.write(
         f"removed baseline {key} from {where}: {baseline.runs} run(s), "
         f"{'pinned, ' if baseline.pinned else ''}embedder {baseline.embedder} "
@@ -339,6 +370,7 @@ _ACTIONS = {
     "pin": _pin,
     "unpin": _unpin,
     "reset": _reset,
+    "accept": _accept,
     "export": _export,
     "import": _import,
 }
@@ -365,7 +397,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "--embedding-model",
         metavar="DIR",
         help="with --baselines: a local sentence-transformers model directory for the semantic "
-        "component (needs tracehound[embeddings]); default: the built-in hashing embedder",
+        "component (needs tracehound[embeddings]); default: WordLlama with tracehound[semantic] "
+        "installed, else the built-in hashing embedder (TRACEHOUND_EMBEDDER=hashing keeps it)",
     )
     group.add_argument(
         "--against",
@@ -533,10 +566,13 @@ class EvalExtras:
 
 
 def _embedder(model: str | None) -> Embedder:
-    from tracehound.drift import HashingEmbedder, SentenceTransformerEmbedder
+    from tracehound.drift import SentenceTransformerEmbedder, default_embedder
 
     if model is None:
-        return HashingEmbedder()
+        try:
+            return default_embedder()
+        except (ImportError, ValueError, OSError) as exc:
+            raise InputError(f"drift embedder: {exc}") from None
     try:
         return SentenceTransformerEmbedder(model)
     except (ImportError, ValueError, OSError) as exc:
@@ -609,6 +645,9 @@ def _drift_text(result: EvaluationResult, width: int) -> str:
     if a.get(names.ATTR_DRIFT_BASELINE_PINNED):
         state.append("pinned")
     state.append("baseline updated" if a.get(names.ATTR_DRIFT_BASELINE_UPDATED) else "not added")
+    drifting = a.get(names.ATTR_DRIFT_DRIFTING_RUNS)
+    if isinstance(drifting, int) and drifting > 0:
+        state.append(f"drifting since {a.get(names.ATTR_DRIFT_DRIFTING_SINCE)} ({drifting} run(s))")
     score = a.get(names.ATTR_DRIFT_SCORE)
     if not isinstance(score, (int, float)):
         return f"{agent}: initializing (no baseline yet) · {', '.join(state)}"

@@ -407,10 +407,15 @@ def _open_named(
         if name != DRIFT:
             evaluators.append(next(built))
         elif store is None:  # a repeated `drift` would score (and update) every run twice
-            store = _open_baselines(baselines)
+            from tracehound.drift import default_embedder
             from tracehound.evaluators.drift import DriftEvaluator
 
-            evaluators.append(DriftEvaluator(store))
+            try:
+                embedder = default_embedder()
+            except (ImportError, OSError, ValueError) as exc:
+                raise ConfigError(f"drift embedder: {exc}") from None
+            store = _open_baselines(baselines)
+            evaluators.append(DriftEvaluator(store, embedder=embedder))
     return evaluators, store
 
 

@@ -148,6 +148,7 @@ class InstrumentSpec:
 _SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 5.0, 10.0, 50.0)
 _RATIO_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 _SECONDS_BUCKETS = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0)
+_RUN_BUCKETS = (1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 500.0)
 
 INSTRUMENTS: dict[str, InstrumentSpec] = {
     names.METRIC_EVALUATION_SCORE: InstrumentSpec(
@@ -170,6 +171,9 @@ INSTRUMENTS: dict[str, InstrumentSpec] = {
         "histogram", "1", "Evidence survival ratio per trace", _RATIO_BUCKETS
     ),
     names.METRIC_DRIFT_SEVERITY: InstrumentSpec("counter", "{run}", "Drift results by severity"),
+    names.METRIC_DRIFT_DRIFTING_RUNS: InstrumentSpec(
+        "histogram", "{run}", "Drifted runs so far in each open drift episode", _RUN_BUCKETS
+    ),
     names.METRIC_EXPECTATIONS: InstrumentSpec(
         "counter", "{result}", "Expectation results, by rule and outcome"
     ),
@@ -296,6 +300,9 @@ def result_measurements(result: EvaluationResult, agent: str | None = None) -> l
                 names.METRIC_DRIFT_SEVERITY, 1, {**base, names.ATTR_DRIFT_SEVERITY: severity}
             )
         )
+        drifting = result.attributes.get(names.ATTR_DRIFT_DRIFTING_RUNS)
+        if isinstance(drifting, int) and not isinstance(drifting, bool) and drifting > 0:
+            out.append(Measurement(names.METRIC_DRIFT_DRIFTING_RUNS, drifting, dict(base)))
     return out
 
 

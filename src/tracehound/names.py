@@ -133,6 +133,14 @@ ATTR_DRIFT_BASELINE_UPDATED = "tracehound.drift.baseline_updated"
 """bool: the run was added to its baseline."""
 ATTR_DRIFT_BASELINE_PINNED = "tracehound.drift.baseline_pinned"
 """bool: the baseline is pinned (a frozen reference; never updated)."""
+ATTR_DRIFT_DRIFTING_SINCE = "tracehound.drift.drifting_since"
+"""string: ISO-8601 UTC start of the first run of the current drift episode (the consecutive
+runs scoring `warning` or worse that were kept out of the baseline); absent outside an episode."""
+ATTR_DRIFT_DRIFTING_RUNS = "tracehound.drift.drifting_runs"
+"""int: drifted runs in the current episode, this one included (0: the run is not drifting)."""
+DRIFT_EPISODE_SUFFIX = "#drifting"
+"""Suffix of the store key of an agent's drift episode (the baseline of its drifted runs, what
+`tracehound baseline accept AGENT` makes the new baseline)."""
 ATTR_DRIFT_MAX_SEVERITY = "tracehound.drift.max_severity"
 """string, trace level (`tracehound eval` reports): the worst `tracehound.drift.severity` over all
 runs of the trace, nested agents included — what `--fail-on drift>=alert` reads."""
@@ -232,6 +240,9 @@ METRIC_EVIDENCE_SURVIVAL = "tracehound.evidence.survival"
 """Histogram (1): evidence survival ratio per trace; `tracehound.evidence.scope` = overall/final."""
 METRIC_DRIFT_SEVERITY = "tracehound.drift.runs"
 """Counter ({run}): drift results, by `tracehound.drift.severity` (`DRIFT_SEVERITIES`), agent."""
+METRIC_DRIFT_DRIFTING_RUNS = "tracehound.drift.drifting_runs"
+"""Histogram ({run}): for each run of an open drift episode, its drifted runs so far; by agent.
+A series that keeps rising is a sustained shift nobody accepted yet."""
 METRIC_EXPECTATIONS = "tracehound.expectations.results"
 """Counter ({result}): expectation results; by `tracehound.expectation.rule`,
 `tracehound.expectation.outcome`, `tracehound.expectations.agent` (the checked run's agent key)

@@ -21,6 +21,7 @@ from tracehound.drift import (
     confidence_of,
     embed_run,
     embedding_distance,
+    semantic_spread,
     severity_of,
     severity_rank,
     tool_mix_distance,
@@ -125,9 +126,9 @@ def test_components_and_weights() -> None:
     assert same.complexity is not None and same.complexity < 0.3
     new_tools = scorer.score(run({"db_query": 2, "format_report": 1}, index=21), baseline)
     assert new_tools.tool_mix == 1.0 and new_tools.primary_driver == "tool_mix"
-    assert new_tools.composite == pytest.approx(
-        0.35 + 0.40 * new_tools.semantic + 0.25 * new_tools.complexity
-    )
+    weighted = 0.35 + 0.40 * new_tools.semantic + 0.25 * new_tools.complexity
+    # one saturated component is an alert on its own: at least 0.6 times the largest component
+    assert new_tools.composite == pytest.approx(max(weighted, 0.6))
     only_tools = DriftScorer(DriftConfig(weights=(2, 0, 0))).score(
         run({"db_query": 1}, index=22), baseline
     )
@@ -153,15 +154,17 @@ def test_complexity_z_scores_are_capped_and_floored() -> None:
     assert abs(slower.complexity_z["duration_s"]) < 1.0
 
 
-def test_semantic_component_is_the_cosine_distance_to_the_centroid() -> None:
+def test_semantic_component_is_the_distance_in_units_of_the_baselines_spread() -> None:
     baseline = steady()
     hedging = run(
         texts=("Not sure which tool fits; maybe db_query, perhaps web_search. Unclear.",), index=40
     )
     score = DriftScorer().score(hedging, baseline)
     expected = embedding_distance(hedging.embedding, baseline.centroid_sum, baseline.blocks)
-    assert score.semantic == expected == score.semantic_distance
-    assert score.semantic is not None and score.semantic > 0.75
+    assert expected is not None and expected == score.semantic_distance and expected > 0.75
+    # ten identical texts: no spread, the floor (0.02) is the unit, the component saturates
+    assert semantic_spread(baseline) == (pytest.approx(0.0, abs=1e-3), pytest.approx(0.0, abs=1e-3))
+    assert score.semantic == 1.0
     assert score.semantic_typical == pytest.approx(0.0, abs=1e-3)  # ten identical texts
     silent = DriftScorer().score(run(texts=(), index=41), baseline)
     assert silent.semantic == 0.0 and silent.semantic_distance is None

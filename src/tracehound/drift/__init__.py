@@ -5,8 +5,10 @@ The pieces, in the order data flows through them:
 1. `run_features(trajectory, run, embedder)` reduces one run (an agent invocation and what it
    contains, or a whole trace without agent spans) to `RunFeatures`: tool counts, the
    `COMPLEXITY_DIMENSIONS`, and a unit embedding of its reasoning and assistant text made by an
-   `Embedder` — `HashingEmbedder` (default: deterministic, numpy only) or
-   `SentenceTransformerEmbedder` (a local model; `pip install 'tracehound[embeddings]'`).
+   `Embedder` — `default_embedder()`: `WordLlamaEmbedder` (static WordLlama embeddings, numpy
+   only; `pip install 'tracehound[semantic]'`) when installed, else `HashingEmbedder`
+   (deterministic, numpy only); or `SentenceTransformerEmbedder` (a local model;
+   `pip install 'tracehound[embeddings]'`).
 2. `DriftScorer(DriftConfig()).score(features, baseline, embedder=embedder)` compares the
    run with its agent's `Baseline` and returns a `DriftScore`: composite, components (tool mix,
    semantic, complexity), severity, confidence, primary driver and a `DriftExplanation`.
@@ -30,11 +32,16 @@ from tracehound.drift._baseline import (
 )
 from tracehound.drift._embed import (
     DEFAULT_DIM,
+    ENV_EMBEDDER,
+    SEMANTIC_INSTALL_HINT,
     STANCE_CATEGORIES,
     Blocks,
     Embedder,
     HashingEmbedder,
     SentenceTransformerEmbedder,
+    WordLlamaEmbedder,
+    default_embedder,
+    embedder_setting,
 )
 from tracehound.drift._features import (
     COMPLEXITY_DIMENSIONS,
@@ -50,6 +57,7 @@ from tracehound.drift._score import (
     CONFIDENCES,
     DEFAULT_RELATIVE_SIGMA_FLOORS,
     DEFAULT_SIGMA_FLOORS,
+    MIN_SPREAD_RUNS,
     SEVERITIES,
     DimensionShift,
     Divergence,
@@ -61,6 +69,7 @@ from tracehound.drift._score import (
     block_distances,
     confidence_of,
     embedding_distance,
+    semantic_spread,
     severity_of,
     severity_rank,
     tool_mix_distance,
@@ -75,7 +84,10 @@ __all__ = [
     "DEFAULT_DIM",
     "DEFAULT_RELATIVE_SIGMA_FLOORS",
     "DEFAULT_SIGMA_FLOORS",
+    "ENV_EMBEDDER",
+    "MIN_SPREAD_RUNS",
     "RECENT_RUNS",
+    "SEMANTIC_INSTALL_HINT",
     "SEVERITIES",
     "STANCE_CATEGORIES",
     "Baseline",
@@ -95,14 +107,18 @@ __all__ = [
     "RunningStats",
     "SentenceTransformerEmbedder",
     "ToolShift",
+    "WordLlamaEmbedder",
     "block_distances",
     "complexity_vector",
     "confidence_of",
+    "default_embedder",
     "embed_run",
+    "embedder_setting",
     "embedding_distance",
     "normalize_blocks",
     "run_features",
     "run_texts",
+    "semantic_spread",
     "severity_of",
     "severity_rank",
     "tool_mix_distance",

@@ -478,8 +478,10 @@ class Baseline:
         ):
             raise BaselineMismatchError(
                 f"baseline was built with embedder {self.embedder!r} ({self.dim}-d); "
-                f"refusing to mix it with {embedder!r} ({dim}-d) — keep the same embedder, or "
-                "reset this agent's baseline to rebuild it with the new one"
+                f"refusing to mix it with {embedder!r} ({dim}-d) — keep the same embedder "
+                "(installing or removing tracehound[semantic] changes the default one; "
+                "TRACEHOUND_EMBEDDER=hashing or =wordllama pins it), or reset this agent's "
+                "baseline to rebuild it with the new one"
             )
         if dimensions is not None and tuple(dimensions) != self.dimensions:
             raise BaselineMismatchError(

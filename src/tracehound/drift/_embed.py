@@ -20,6 +20,12 @@ every baseline: vectors of two embedders live in different spaces, so a baseline
   no cue word has an empty stance block and is compared on its words alone. The cue lists are
   deliberately short and generic; they are a heuristic, not a model — use the
   sentence-transformers embedder for semantics proper.
+- `WordLlamaEmbedder`: WordLlama's static token embeddings (`l2_supercat`: one 256-d vector per
+  token of the Llama 2 vocabulary), behind the `tracehound[semantic]` extra. A text's vector is
+  the mean of its tokens' rows, L2-normalized: one tokenizer pass and one gather per text, numpy
+  only; plus the stance block. The weights and the tokenizer file are read from the installed
+  `wordllama` package's directory, never from the network; the package itself is not imported.
+  `default_embedder()` picks it when the extra is installed, the hashing embedder otherwise.
 - `SentenceTransformerEmbedder`: a local sentence-transformers model given by path, behind the
   `tracehound[embeddings]` extra.
 """
@@ -27,6 +33,11 @@ every baseline: vectors of two embedders live in different spaces, so a baseline
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import json
+import math
+import os
+import struct
 import zlib
 from collections import Counter
 from collections.abc import Sequence
@@ -41,11 +52,15 @@ from tracehound.text import STOP_WORDS, informative_tokens
 
 __all__ = [
     "DEFAULT_DIM",
+    "SEMANTIC_INSTALL_HINT",
     "STANCE_CATEGORIES",
     "Blocks",
     "Embedder",
     "HashingEmbedder",
     "SentenceTransformerEmbedder",
+    "WordLlamaEmbedder",
+    "default_embedder",
+    "embedder_setting",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -408,3 +423,174 @@ class SentenceTransformerEmbedder:
         )
         out[present] = np.asarray(vectors, dtype=np.float64)
         return out
+
+
+SEMANTIC_INSTALL_HINT = (
+    "the WordLlama embedder needs the optional dependency: pip install 'tracehound[semantic]'"
+)
+WORDLLAMA_CONFIG = "l2_supercat"
+WORDLLAMA_DIM = 256
+_WORDLLAMA_WEIGHTS = f"weights/{WORDLLAMA_CONFIG}_{WORDLLAMA_DIM}.safetensors"
+_WORDLLAMA_TOKENIZER = f"tokenizers/{WORDLLAMA_CONFIG}_tokenizer_config.json"
+_SAFETENSORS_DTYPES = {"F16": "<f2", "F32": "<f4", "F64": "<f8"}
+
+
+def wordllama_directory() -> Path | None:
+    """The installed `wordllama` package's directory (None: not installed). Not imported."""
+    try:
+        spec = importlib.util.find_spec("wordllama")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _read_safetensors_matrix(path: Path, name: str) -> npt.NDArray[Any]:
+    """The tensor `name` of a safetensors file (8-byte header length, JSON header, raw data)."""
+    with path.open("rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        if not 0 < size < 1 << 24:
+            raise ValueError(f"{path}: not a safetensors file")
+        header = json.loads(handle.read(size))
+        entry = header.get(name) if isinstance(header, dict) else None
+        if not isinstance(entry, dict) or entry.get("dtype") not in _SAFETENSORS_DTYPES:
+            raise ValueError(f"{path}: no {name!r} tensor of a float type")
+        rows, cols = entry["shape"]
+        begin, end = entry["data_offsets"]
+        handle.seek(8 + size + begin)
+        raw = handle.read(end - begin)
+    matrix = np.frombuffer(raw, dtype=_SAFETENSORS_DTYPES[entry["dtype"]])
+    if matrix.size != rows * cols:
+        raise ValueError(f"{path}: tensor {name!r} is truncated")
+    return matrix.reshape(rows, cols)
+
+
+class WordLlamaEmbedder:
+    """WordLlama `l2_supercat` static embeddings (256-d), loaded from the installed package, and
+    the hashing embedder's stance block.
+
+    Needs `pip install 'tracehound[semantic]'` (the `wordllama` wheel, which carries the weights
+    and the tokenizer file, and the `tokenizers` library); without it, construction raises
+    `ImportError` with that command. Nothing is downloaded. A text's vector is the mean of its
+    tokens' embedding rows (special tokens excluded), L2-normalized, in float64: the same
+    vector for the same text on every run. A mean of word vectors sees what a text is about
+    and little of its attitude, so, as with `HashingEmbedder`, the last `len(STANCE_CATEGORIES)`
+    dimensions are a stance block (cue-word counts per category), weighed `stance_weight` (0.3
+    by default; 0 leaves it out). The baseline name is e.g. `wordllama-l2_supercat-256(stance=0.3)`.
+    """
+
+    __slots__ = ("_blocks", "_dim", "_matrix", "_name", "_stance_weight", "_tokenizer")
+
+    def __init__(self, directory: str | Path | None = None, *, stance_weight: float = 0.3) -> None:
+        if not 0.0 <= stance_weight < 1.0:
+            raise ValueError("WordLlamaEmbedder stance_weight must be within [0, 1)")
+        root = Path(directory) if directory is not None else wordllama_directory()
+        if root is None:
+            raise ImportError(SEMANTIC_INSTALL_HINT)
+        weights = root / _WORDLLAMA_WEIGHTS
+        tokenizer_file = root / _WORDLLAMA_TOKENIZER
+        for path in (weights, tokenizer_file):
+            if not path.is_file():
+                raise ImportError(f"{path} is missing: {SEMANTIC_INSTALL_HINT}")
+        try:
+            tokenizers: Any = importlib.import_module("tokenizers")
+        except ImportError as exc:
+            raise ImportError(SEMANTIC_INSTALL_HINT) from exc
+        matrix = _read_safetensors_matrix(weights, "embedding.weight")
+        if matrix.shape[1] != WORDLLAMA_DIM:
+            raise ValueError(f"{weights}: {matrix.shape[1]} dimensions, not {WORDLLAMA_DIM}")
+        self._matrix = matrix
+        self._tokenizer: Any = tokenizers.Tokenizer.from_file(str(tokenizer_file))
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+        self._stance_weight = float(stance_weight)
+        if stance_weight > 0:
+            self._dim = WORDLLAMA_DIM + _N_STANCE
+            self._blocks: Blocks = (
+                (0, WORDLLAMA_DIM, 1.0 - self._stance_weight),
+                (WORDLLAMA_DIM, self._dim, self._stance_weight),
+            )
+        else:
+            self._dim = WORDLLAMA_DIM
+            self._blocks = ((0, WORDLLAMA_DIM, 1.0),)
+        self._name = f"wordllama-{WORDLLAMA_CONFIG}-{WORDLLAMA_DIM}(stance={self._stance_weight:g})"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def blocks(self) -> Blocks:
+        return self._blocks
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """The tokenizer's ids of each text (no special tokens)."""
+        # one text at a time: the batch methods run on the tokenizers library's thread pool,
+        # which a forked worker (and a busy sidecar) is better without; a run has a few texts
+        encode = self._tokenizer.encode
+        return [encode(text, add_special_tokens=False).ids for text in texts]
+
+    def embed(self, texts: Sequence[str]) -> FloatArray:
+        out = np.zeros((len(texts), self._dim), dtype=np.float64)
+        present = [i for i, text in enumerate(texts) if text and not text.isspace()]
+        if not present:
+            return out
+        matrix = self._matrix
+        limit = matrix.shape[0]
+        stance = self._stance_weight > 0.0
+        index = _STANCE_INDEX
+        for row, ids in zip(present, self.token_ids([texts[i] for i in present]), strict=True):
+            kept = [i for i in ids if 0 <= i < limit]
+            if not kept:
+                continue
+            vector = np.add.reduce(matrix[kept].astype(np.float64), axis=0)
+            norm = math.sqrt(float(vector @ vector))
+            if norm <= 0.0:
+                continue
+            out[row, :WORDLLAMA_DIM] = vector / norm
+            if stance:
+                counts = np.zeros(_N_STANCE, dtype=np.float64)
+                for category, count in Counter(
+                    map(index.get, informative_tokens(texts[row]))
+                ).items():
+                    if category is not None:
+                        counts[category] = count
+                stance_norm = math.sqrt(float(counts @ counts))
+                if stance_norm > 0.0:
+                    out[row, WORDLLAMA_DIM:] = counts / stance_norm
+        return out
+
+
+def embedder_setting() -> str:
+    """Which embedder `default_embedder()` makes: `wordllama` or `hashing`, from
+    `TRACEHOUND_EMBEDDER` (`auto` or unset: WordLlama when installed). `ValueError` (one line,
+    naming the variable) for any other value, and for `wordllama` without the extra."""
+    raw = os.environ.get(ENV_EMBEDDER, "")
+    choice = raw.strip().lower()
+    if choice == "hashing":
+        return "hashing"
+    if choice not in ("", "auto", "wordllama"):
+        raise ValueError(f"{ENV_EMBEDDER}={raw!r}: expected 'auto', 'wordllama' or 'hashing'")
+    installed = wordllama_directory() is not None
+    if choice == "wordllama" and not installed:
+        raise ValueError(f"{ENV_EMBEDDER}=wordllama: {SEMANTIC_INSTALL_HINT}")
+    return "wordllama" if installed else "hashing"
+
+
+def default_embedder() -> Embedder:
+    """`WordLlamaEmbedder()` when `tracehound[semantic]` is installed, else `HashingEmbedder()`
+    (`embedder_setting()`: `TRACEHOUND_EMBEDDER=hashing` keeps the hashing embedder with the
+    extra installed)."""
+    if embedder_setting() == "wordllama":
+        return WordLlamaEmbedder()
+    return HashingEmbedder()
+
+
+ENV_EMBEDDER = "TRACEHOUND_EMBEDDER"
+"""Which semantic embedder `default_embedder()` makes: `auto` (default: WordLlama when installed,
+else hashing), `wordllama` (an error without the extra) or `hashing`."""

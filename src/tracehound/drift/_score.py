@@ -64,6 +64,7 @@ __all__ = [
     "CONFIDENCES",
     "DEFAULT_RELATIVE_SIGMA_FLOORS",
     "DEFAULT_SIGMA_FLOORS",
+    "MIN_SPREAD_RUNS",
     "SEVERITIES",
     "DimensionShift",
     "Divergence",
@@ -75,6 +76,7 @@ __all__ = [
     "block_distances",
     "confidence_of",
     "embedding_distance",
+    "semantic_spread",
     "severity_of",
     "severity_rank",
 ]
@@ -158,6 +160,17 @@ class DriftConfig:
     """Smallest complexity standard deviation per dimension, as a fraction of the baseline mean."""
     sigma_floors: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_SIGMA_FLOORS))
     """Smallest complexity standard deviation per dimension (absolute)."""
+    single_component: float = 0.6
+    """The composite is at least this times the largest component: one component at 1 (complexity
+    3σ out on every dimension it moved, a disjoint tool set, semantics far outside the
+    baseline's spread) is a `warning` on its own, whatever the weights."""
+    semantic_z_span: float = 12.0
+    """Standard deviations of the baseline's own semantic distances, beyond the first, over which
+    the semantic component rises from 0 to 1."""
+    semantic_sigma_floor: float = 0.02
+    """Smallest standard deviation of the baseline's semantic distances (absolute)."""
+    semantic_relative_floor: float = 0.25
+    """Smallest standard deviation of the baseline's semantic distances, times their mean."""
     shift_threshold: float = 0.15
     """Explanations list a tool as shifted when its share moved at least this much."""
     explain_top: int = 3
@@ -187,6 +200,14 @@ class DriftConfig:
                 if not math.isfinite(value) or value < 0 or (minimum == "> 0" and value == 0):
                     problems.append(f"{label} values must be {minimum}")
                     break
+        if not (math.isfinite(self.single_component) and 0 <= self.single_component <= 1):
+            problems.append("single_component must be within [0, 1]")
+        if not (math.isfinite(self.semantic_z_span) and self.semantic_z_span > 0):
+            problems.append("semantic_z_span must be > 0")
+        if not (math.isfinite(self.semantic_sigma_floor) and self.semantic_sigma_floor > 0):
+            problems.append("semantic_sigma_floor must be > 0")
+        if not (math.isfinite(self.semantic_relative_floor) and self.semantic_relative_floor >= 0):
+            problems.append("semantic_relative_floor must be >= 0")
         if not 0 < self.shift_threshold <= 1:
             problems.append("shift_threshold must be within (0, 1]")
         if self.explain_top < 0:
@@ -403,7 +424,7 @@ class DriftScorer:
     summation order is numpy's own: a numpy call costs more than a handful of float operations.
     """
 
-    __slots__ = ("_floor_pairs", "_weights", "_z_cap", "config")
+    __slots__ = ("_floor_pairs", "_single", "_weights", "_z_cap", "config")
 
     def __init__(self, config: DriftConfig | None = None) -> None:
         self.config = config or DriftConfig()
@@ -411,6 +432,7 @@ class DriftScorer:
         self._floor_pairs = tuple(zip(absolute.tolist(), relative.tolist(), strict=True))
         self._weights = self.config.normalized_weights
         self._z_cap = float(self.config.z_cap)
+        self._single = float(self.config.single_component)
 
     def score(
         self,
@@ -443,9 +465,14 @@ class DriftScorer:
         run_shares = tool_shares_of(features.tools)
         tool = _tool_mix(run_shares, tool_shares_of(baseline.tools))
         distance = None
+        spread: tuple[float, float] | None = None
         if has_text and baseline.text_weight > 0.0:
             distance = embedding_distance(embedding, baseline.centroid_sum, baseline.blocks)
-        semantic = 0.0 if distance is None else distance
+        if distance is None:
+            semantic = 0.0
+        else:
+            spread = semantic_spread(baseline)
+            semantic = self._semantic_of(distance, spread)
         stats = baseline.complexity
         mean = stats.mean.tolist()
         x = [float(v) for v in features.complexity]
@@ -453,6 +480,10 @@ class DriftScorer:
         complexity, z = self._complexity_of(x, mean, stats.m2.tolist(), sigmas)
         w_tool, w_sem, w_cx = self._weights
         composite = min(1.0, max(0.0, w_tool * tool + w_sem * semantic + w_cx * complexity))
+        # one component far outside the baseline's spread is drift on its own
+        largest = self._single * max(tool, semantic, complexity)
+        if largest > composite:
+            composite = min(1.0, largest)
         # the primary driver: the largest component, the first of equals in `COMPONENTS` order
         primary: Component = "tool_mix"
         if semantic > tool:
@@ -467,6 +498,8 @@ class DriftScorer:
             divergences, typical = self._recent_runs(
                 features, baseline, x, sigmas, has_text, run_shares, self.config.explain_top
             )
+            if spread is not None:
+                typical = spread[0]
             explanation = self._explain(
                 features,
                 baseline=baseline,
@@ -508,6 +541,21 @@ class DriftScorer:
         )
 
     # --- components --------------------------------------------------------------------------
+
+    def _semantic_of(self, distance: float, spread: tuple[float, float] | None) -> float:
+        """The semantic component of a raw distance: its excess over the baseline's own spread,
+        `(d - typical - σ) / (semantic_z_span · σ)` clipped to [0, 1] (one σ above the typical
+        distance is nothing, `1 + semantic_z_span` σ saturates); 0 while the baseline has too
+        few runs with text for a spread (`MIN_SPREAD_RUNS`: a raw distance means nothing on its
+        own; `semantic_distance` still reports it)."""
+        if spread is None:
+            return 0.0
+        typical, sigma = spread
+        config = self.config
+        sigma = _max(
+            sigma, _max(config.semantic_sigma_floor, config.semantic_relative_floor * typical)
+        )
+        return _clip01((distance - typical - sigma) / (config.semantic_z_span * sigma))
 
     def sigmas(self, baseline: Baseline) -> FloatArray:
         """The standard deviations z-scores use: the baseline's sample ones, floored."""
@@ -668,6 +716,43 @@ class DriftScorer:
             diverged_from=divergences,
             recommendation=_recommendation(severity, primary, appeared, disappeared, moved),
         )
+
+
+MIN_SPREAD_RUNS = 3
+"""Recent runs with text a baseline needs before the semantic component is calibrated."""
+
+
+def semantic_spread(baseline: Baseline) -> tuple[float, float] | None:
+    """(mean, sample standard deviation) of the baseline's own semantic distances: each recent
+    run's `embedding_distance` to the centroid of the *other* runs (the centroid sum minus the
+    run's weighted embedding — leave-one-out, so that the spread is what a new run from the same
+    agent would show). None with fewer than `MIN_SPREAD_RUNS` recent runs with text.
+
+    numpy on every path (no accelerator kernel): the same bits with and without the C extension.
+    """
+    rows = [(r.weight, r.embedding) for r in baseline.recent if r.embedding is not None]
+    if len(rows) < MIN_SPREAD_RUNS:
+        return None
+    matrix = np.array([e for _, e in rows], dtype=np.float64)
+    weights = np.array([w for w, _ in rows], dtype=np.float64)
+    others = baseline.centroid_sum[None, :] - weights[:, None] * matrix
+    total = np.zeros(len(rows))
+    weight_sum = np.zeros(len(rows))
+    for start, stop, weight in baseline.blocks:
+        if weight <= 0.0:
+            continue
+        x = matrix[:, start:stop]
+        y = others[:, start:stop]
+        denominator = np.sqrt(np.einsum("ij,ij->i", x, x) * np.einsum("ij,ij->i", y, y))
+        both = denominator > 0.0
+        cosine = np.einsum("ij,ij->i", x, y) / np.where(both, denominator, 1.0)
+        total += np.where(both, weight * (1.0 - cosine), 0.0)
+        weight_sum += np.where(both, weight, 0.0)
+    known = weight_sum > 0.0
+    if int(known.sum()) < MIN_SPREAD_RUNS:
+        return None
+    distances = np.clip(total[known] / weight_sum[known], 0.0, 1.0)
+    return float(distances.mean()), float(distances.std(ddof=1))
 
 
 def block_distances(matrix: FloatArray, targets: FloatArray, blocks: Blocks) -> FloatArray:

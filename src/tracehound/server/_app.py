@@ -173,8 +173,18 @@ def _drift(location: str | None, open_it: bool) -> tuple[Evaluator | None, Any]:
         from tracehound.evaluators.drift import DriftEvaluator
     except ImportError as exc:
         raise ConfigError(f"the drift evaluator is not available: {exc}") from None
+    from tracehound.drift import default_embedder, embedder_setting
+
+    try:
+        embedder_setting()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if not open_it:
         return None, None
+    try:
+        embedder = default_embedder()
+    except (ImportError, OSError, ValueError) as exc:
+        raise ConfigError(f"drift embedder: {exc}") from None
     try:
         store = open_store(location)  # a Redis URL connects here: unreachable fails start-up
     except BaselineStoreError as exc:  # it names the store (a URL without its password)
@@ -182,7 +192,7 @@ def _drift(location: str | None, open_it: bool) -> tuple[Evaluator | None, Any]:
     except OSError as exc:
         shown = shown_location(location) if location else "(default)"
         raise ConfigError(f"baselines {shown}: {exc}") from None
-    return DriftEvaluator(store), store
+    return DriftEvaluator(store, embedder=embedder), store
 
 
 class Sidecar:

@@ -169,6 +169,10 @@ def _check(settings: ServeSettings, out: TextIO) -> int:
         out.write(f"{name:<{width}}  {value}    [{source}]\n")
     out.write(f"{'evaluators (built)':<{width}}  {', '.join(wanted)}\n")
     out.write(f"{'baseline store':<{width}}  {baselines}\n")
+    if "drift" in wanted:
+        from tracehound.drift import embedder_setting
+
+        out.write(f"{'drift embedder':<{width}}  {embedder_setting()}\n")
     rules = next((e for e in built if e.name == "expectations"), None)
     shown = getattr(rules, "expectations", None)
     out.write(f"{'expectations':<{width}}  {shown.describe() if shown else 'off (no rules)'}\n")
