@@ -86,6 +86,35 @@ def test_wordllama_vectors_are_deterministic_and_unit(embedder: WordLlamaEmbedde
     assert np.linalg.norm(rows[2, 256:]) == pytest.approx(1.0)
 
 
+_PIECE_TEXTS = st.text(
+    alphabet=st.sampled_from(list(" ab.,\t\n\u2581\u00e9\u65e5\U0001f642-_1")), max_size=40
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.one_of(_PIECE_TEXTS, st.text(max_size=60)))
+def test_word_pieces_give_the_tokenizers_ids(embedder: WordLlamaEmbedder, text: str) -> None:
+    """Tokenizing piece by piece (the cache) gives exactly `encode`'s ids, so the vectors are
+    the ones the whole-text tokenizer gives."""
+    assert embedder._pieces  # the packaged tokenizer is one the pieces are exact for
+    expected = embedder._tokenizer.encode(text, add_special_tokens=False).ids
+    assert embedder._ids_by_piece(text) == expected
+    assert embedder._ids_by_piece(text) == expected  # from the cache too
+
+
+def test_word_pieces_on_prose_match_the_whole_text_path(embedder: WordLlamaEmbedder) -> None:
+    prose = (
+        "The order A-1042 is  PENDING_REVIEW at warehouse Troms\u00f8-7; ticket ZX-5519 (\u2018"
+        "see notes\u2019) \u2014 retry in 30s.\nNext:   call get_order_status again \U0001f642"
+    )
+    texts = [prose, prose.upper(), " lead", "trail ", "", "   "]
+    whole = WordLlamaEmbedder()
+    whole._pieces = False  # the reference: each text through `encode` whole
+    assert np.array_equal(embedder.embed(texts), whole.embed(texts))
+
+
 def test_wordllama_without_its_files_fails_with_the_install_hint(tmp_path: Path) -> None:
     with pytest.raises(ImportError, match=r"pip install 'tracehound\[semantic\]'"):
         WordLlamaEmbedder(tmp_path)
