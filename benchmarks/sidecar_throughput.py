@@ -6,6 +6,7 @@ Run from the repository root with the project's virtualenv:
     python benchmarks/sidecar_throughput.py --reps 5 --genai-spans 8192
     python benchmarks/sidecar_throughput.py --json          # one JSON line only
     python benchmarks/sidecar_throughput.py --pure-python   # without the C accelerator
+    python benchmarks/sidecar_throughput.py --embedder wordllama  # drift with tracehound[semantic]
 
 Workloads (generated here, deterministic), in `ExportTraceServiceRequest`s of 512 spans with
 unique ids (tracehound drops duplicates, so nothing is re-sent):
@@ -70,6 +71,7 @@ TARGET_RATIO = 0.5
 REFERENCE_ANCHOR_GENAI = 200_000.0
 TICK = os.sysconf("SC_CLK_TCK")
 PURE_PYTHON = False  # --pure-python: tracehound without its C accelerator
+EMBEDDER = "hashing"  # --embedder: drift's semantic embedder in the sidecar and engine_alone
 ROOT = Path(__file__).resolve().parent.parent
 
 # --- workload ------------------------------------------------------------------------------------
@@ -462,6 +464,7 @@ def run_tracehound(
 ) -> dict[str, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
     env["TRACEHOUND_METRICS"] = "false"
+    env["TRACEHOUND_EMBEDDER"] = EMBEDDER
     if PURE_PYTHON:
         env["TRACEHOUND_PURE_PYTHON"] = "1"
     command = [
@@ -569,7 +572,7 @@ def print_table(report: dict[str, Any], reps: int) -> None:
     print(
         f"workload: GenAI {size['genai']:,.0f} B/span × {spans['genai']:,}; "
         f"non-GenAI {size['plain']:,.0f} B/span × {spans['plain']:,}; {reps} reps; "
-        f"accelerator: {report['accelerator']}"
+        f"accelerator: {report['accelerator']}; drift embedder: {report['embedder']}"
     )
     rss = report["peak_rss_mib"]
     rows = [
@@ -614,13 +617,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pure-python", action="store_true", help="run tracehound without its C accelerator"
     )
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "wordllama"),
+        default="hashing",
+        help="drift's semantic embedder (default: hashing, what the core install runs; "
+        "wordllama needs tracehound[semantic])",
+    )
     parser.add_argument("--do-nothing-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.do_nothing_server:
         do_nothing_server()
         return 0
-    global PURE_PYTHON  # noqa: PLW0603 - one switch, read by run_tracehound and engine_alone
+    global PURE_PYTHON, EMBEDDER  # noqa: PLW0603 - switches read by run_tracehound and engine_alone
     PURE_PYTHON = args.pure_python
+    EMBEDDER = args.embedder
+    os.environ["TRACEHOUND_EMBEDDER"] = EMBEDDER  # for engine_alone, in this process
     log = (lambda *a: None) if args.json else (lambda *a: print(*a, file=sys.stderr, flush=True))
     log("generating workloads …")
     genai = workload("genai", args.genai_spans + 1024, SEED)
@@ -667,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     report = {
         "accelerator": "none (pure Python)" if PURE_PYTHON else accelerator(),
+        "embedder": EMBEDDER,
         "bytes_per_span": bytes_per_span,
         "spans": {"genai": n_genai, "plain": n_plain},
         "anchor_plain_per_core": summary([r["per_core"] for r in results["anchor_plain"]]),
