@@ -162,10 +162,11 @@ def _time(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _info_json(info: BaselineInfo) -> dict[str, Any]:
+def _info_json(info: BaselineInfo, drifting_runs: int) -> dict[str, Any]:
     return {
         "agent": info.key,
         "runs": info.runs,
+        "drifting_runs": drifting_runs,
         "pinned": info.pinned,
         "embedder": info.embedder,
         "dim": info.dim,
@@ -176,10 +177,22 @@ def _info_json(info: BaselineInfo) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tracehound.names import DRIFT_EPISODE_SUFFIX
+
     with _store(args) as (store, where):
-        infos = store.list()
+        listed = store.list()
+    # an agent's drift episode (`AGENT#drifting`) is shown as its DRIFTING count, not a row
+    keys = {i.key for i in listed}
+    drifting = {
+        i.key.removesuffix(DRIFT_EPISODE_SUFFIX): i.runs
+        for i in listed
+        if i.key.endswith(DRIFT_EPISODE_SUFFIX) and i.key.removesuffix(DRIFT_EPISODE_SUFFIX) in keys
+    }
+    shown_as_counts = {key + DRIFT_EPISODE_SUFFIX for key in drifting}
+    infos = [i for i in listed if i.key not in shown_as_counts]
     if args.format == "json":
-        out.write(json.dumps({"store": where, "baselines": [_info_json(i) for i in infos]}) + "\n")
+        documents = [_info_json(i, drifting.get(i.key, 0)) for i in infos]
+        out.write(json.dumps({"store": where, "baselines": documents}) + "\n")
         return EXIT_OK
     if not infos:
         out.write(f"no baselines in {where}\n")
@@ -187,6 +200,7 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     header = (
         "AGENT",
         "RUNS",
+        "DRIFTING",
         "PINNED",
         "EMBEDDER",
         "DIM",
@@ -198,6 +212,7 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         (
             i.key,
             str(i.runs),
+            str(drifting[i.key]) if i.key in drifting else "-",
             "yes" if i.pinned else "no",
             i.embedder,
             str(i.dim),
@@ -208,7 +223,7 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for i in infos
     ]
     widths = [max(len(r[c]) for r in (header, *rows)) for c in range(len(header))]
-    numeric = {1, 4}
+    numeric = {1, 2, 5}
     for row in (header, *rows):
         cells = [
             cell.rjust(widths[c]) if c in numeric else cell.ljust(widths[c])

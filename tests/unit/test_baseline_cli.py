@@ -68,13 +68,13 @@ def test_list_is_a_table(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and err == ""
     header, planner, writer, footer = out.splitlines()
     assert header.split() == [
-        "AGENT", "RUNS", "PINNED", "EMBEDDER", "DIM", "FIRST", "RUN", "LAST", "RUN", "UPDATED",
-        "(UTC)",
+        "AGENT", "RUNS", "DRIFTING", "PINNED", "EMBEDDER", "DIM", "FIRST", "RUN", "LAST", "RUN",
+        "UPDATED", "(UTC)",
     ]  # fmt: skip
     cells = planner.split()
-    assert cells[:5] == ["svc/planner", "3", "no", EMBEDDER.name, "64"]
-    assert cells[5:9] == ["2026-01-01", "00:00:00", "2026-01-01", "00:02:05"]
-    assert writer.split()[:3] == ["svc/writer", "1", "no"]
+    assert cells[:6] == ["svc/planner", "3", "-", "no", EMBEDDER.name, "64"]
+    assert cells[6:10] == ["2026-01-01", "00:00:00", "2026-01-01", "00:02:05"]
+    assert writer.split()[:4] == ["svc/writer", "1", "-", "no"]
     # columns line up: every row starts its RUNS column at the same place
     assert planner.index(" 3 ") + 1 == writer.index(" 1 ") + 1 == header.index("RUNS") + 3
     assert footer == f"2 baseline(s) in {db}"

@@ -7,6 +7,7 @@ driver, not only the first; no false positive on the control; no drifted run lea
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +185,15 @@ def test_sustained_drift_stays_visible_until_accepted(
         assert episode is not None and episode.runs == 5
     finally:
         store.close()
+    # `baseline list` shows the open episode as the agent's DRIFTING count, not as a row
+    code, text = _run_cli(["baseline", "list", "--baselines", location], capsys)
+    assert code == 0, text
+    assert "DRIFTING" in text and N.DRIFT_EPISODE_SUFFIX not in text
+    row = next(line.split() for line in text.splitlines() if line.startswith(KEY_A))
+    assert row[1:3] == ["10", "5"]
+    code, text = _run_cli(["baseline", "list", "--baselines", location, "--format", "json"], capsys)
+    listed = json.loads(text)["baselines"]
+    assert [(b["agent"], b["runs"], b["drifting_runs"]) for b in listed] == [(KEY_A, 10, 5)]
     code, text = _run_cli(["baseline", "accept", KEY_A, "--baselines", location], capsys)
     assert code == 0, text
     assert "5 drifted run(s)" in text and "10 run(s)" in text
