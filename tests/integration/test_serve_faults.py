@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -231,15 +232,28 @@ def drift_errors_counted(sink: OTLPSink) -> float:
     return latest
 
 
-def test_redis_down_and_back(sink: OTLPSink) -> None:
-    """Redis stops under a running sidecar, then comes back on the same port: spans keep flowing,
-    each run while it is down gets a drift error result, scoring resumes without a restart."""
+HUNG_TIMEOUT = 2.0
+"""The store's socket timeouts (URL parameters) in the hung-server case."""
+
+
+@pytest.mark.parametrize("fault", ["stopped", "hung"])
+def test_redis_down_and_back(sink: OTLPSink, fault: str) -> None:
+    """Redis goes away under a running sidecar and comes back: `stopped` terminates the server
+    and starts a new (empty) one on the same port, `hung` freezes it (SIGSTOP: connections are
+    accepted, nothing answers) and thaws it. Spans keep flowing, each run while it is away gets a
+    drift error result, and scoring resumes without a restart of the sidecar."""
     if shutil.which("redis-server") is None:
         pytest.skip("needs redis-server on PATH (apt-get install redis-server)")
     port = free_port()
     url = f"redis://127.0.0.1:{port}/0"
+    # a frozen server costs one socket timeout per attempt: keep it short, so a retried timeout
+    # (three of them) would show
+    slowest_allowed = DEFAULT_TIMEOUT
+    if fault == "hung":
+        url += f"?socket_timeout={HUNG_TIMEOUT:g}&socket_connect_timeout={HUNG_TIMEOUT:g}"
+        slowest_allowed = 2 * HUNG_TIMEOUT
     with ExitStack() as stack:
-        stack.enter_context(redis_server(port=port))  # the first life of this test's own Redis
+        redis = stack.enter_context(redis_server(port=port))  # this test's own Redis
         args = ["--forward", sink.url, "--evaluators", "drift", "--quiet-period", "0.2"]
         serve = Serve.start(
             [*args, "--baselines", url],
@@ -268,7 +282,10 @@ def test_redis_down_and_back(sink: OTLPSink) -> None:
 
         try:
             assert [runs(run_once()) for _ in range(3)] == [0, 1, 2]
-            stack.close()  # SIGTERM to redis-server; it is gone once `close` returns
+            if fault == "stopped":
+                stack.close()  # SIGTERM to redis-server; it is gone once `close` returns
+            else:
+                redis.send_signal(signal.SIGSTOP)
             down = [run_once() for _ in range(4)]
             for outcome in down:  # an error result per run: not a crash, not a silent pass
                 assert not scored(outcome)
@@ -277,9 +294,14 @@ def test_redis_down_and_back(sink: OTLPSink) -> None:
                     "cannot reach the server" in outcome["event"][names.ATTR_EVALUATION_EXPLANATION]
                 )
                 assert names.ATTR_EVALUATION_SCORE_VALUE not in outcome["event"]
-                # the store fails fast: no run waits for a connect or read timeout
-                assert outcome["seconds"] < DEFAULT_TIMEOUT
-            stack.enter_context(redis_server(port=port))  # back, empty (no persistence)
+                # no run waits for more than one connect or read timeout
+                assert outcome["seconds"] < slowest_allowed
+            if fault == "stopped":
+                stack.enter_context(redis_server(port=port))  # back, empty (no persistence)
+                first_back = 0
+            else:
+                redis.send_signal(signal.SIGCONT)  # back, with what it had
+                first_back = 3
             back = time.monotonic()
             errors_after_back = 0
             while not scored(outcome := run_once()):
@@ -290,16 +312,18 @@ def test_redis_down_and_back(sink: OTLPSink) -> None:
                 )
                 time.sleep(0.2)
             recovered = time.monotonic() - back
-            # Learning resumes on the new server: its baseline grows from the first scored run.
-            assert [runs(outcome), runs(run_once()), runs(run_once())] == [0, 1, 2]
+            # Learning resumes: the baseline grows again from the first scored run.
+            assert [runs(outcome), runs(run_once()), runs(run_once())] == [
+                first_back + i for i in range(3)
+            ]
             errors = sum(1 for o in outcomes if o["event"].get(names.ATTR_ERROR_TYPE))
             assert errors == len(down) + errors_after_back
             assert sink.wait_for(lambda: drift_errors_counted(sink) == errors, 10)
             slowest = max(o["seconds"] for o in down)
             print(
-                f"\nredis down and back: {len(down)} error results while down (slowest run "
-                f"{slowest:.2f} s from export to forwarded), {errors_after_back} more after the "
-                f"restart, scoring back {recovered:.2f} s after it"
+                f"\nredis {fault}: {len(down)} error results while away (slowest run "
+                f"{slowest:.2f} s from export to forwarded), {errors_after_back} more after it "
+                f"came back, scoring back {recovered:.2f} s after it"
             )
         finally:
             exporter.shutdown()
