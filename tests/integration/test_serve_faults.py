@@ -1,22 +1,33 @@
 """Faults around a running `tracehound serve` (fast variants; docs/reliability.md has the long
 ones): SIGTERM while senders keep sending, a downstream down for longer than the retry limit,
-and an evaluator plugin that hangs. Each runs the real process."""
+an evaluator plugin that hangs, and the Redis baseline store down and back (a `redis-server` of
+the test's own). Each runs the real process."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from _serve import Serve
-from test_serve_backpressure import FAST_RETRIES, TRACES, request_of, span_ids
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export import SpanExportResult
+from test_serve_backpressure import FAST_RETRIES, TRACES, readyz, request_of, span_ids
 
-from helpers import fixture_request
-from tracehound.testing import OTLPSink
+from helpers import fixture_request, readable_spans_from_request
+from redis_helpers import free_port, redis_server
+from tracehound import names
+from tracehound.baselines._redis import DEFAULT_OUTAGE_BACKOFF, DEFAULT_TIMEOUT
+from tracehound.testing import OTLPSink, attributes
 
 pytestmark = [pytest.mark.integration]
 
@@ -171,3 +182,153 @@ def test_a_hanging_plugin_does_not_stop_the_sidecar(sink: OTLPSink, tmp_path: Pa
         assert time.monotonic() - started < 15
     errors = [r for r in sink.evaluation_events() if "EvaluatorTimeout" in str(r.attributes)]
     assert errors, "the plugin's timeout is an evaluation error result"
+
+
+def fresh_agent_run() -> ExportTraceServiceRequest:
+    """The pydantic-ai capture (one `invoke_agent` run) under new trace and span ids."""
+    request = fixture_request("pydantic_ai_v6")
+    trace_id = os.urandom(16)
+    spans = [s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    new_ids = {span.span_id: os.urandom(8) for span in spans}
+    for span in spans:
+        span.trace_id, span.span_id = trace_id, new_ids[span.span_id]
+        span.parent_span_id = new_ids.get(span.parent_span_id, b"")
+    return request
+
+
+def drift_outcome(sink: OTLPSink, request: ExportTraceServiceRequest) -> dict[str, Any] | None:
+    """The run's forwarded `tracehound.drift.*` attributes and its drift result record (None
+    until every span of the run and that record have arrived)."""
+    ids = span_ids(request)
+    trace_id = request.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+    spans = [s for s in sink.spans() if bytes(s.span.span_id) in ids]
+    events = [
+        e
+        for e in sink.evaluation_events()
+        if e.trace_id == trace_id and e.attributes[names.ATTR_EVALUATION_NAME] == names.EVAL_DRIFT
+    ]
+    if len(spans) < len(ids) or not events:
+        return None
+    (agent,) = [s for s in spans if names.ATTR_DRIFT_AGENT in s.attributes]
+    (event,) = events
+    return {"span": agent.attributes, "event": event.attributes}
+
+
+def drift_errors_counted(sink: OTLPSink) -> float:
+    """The latest cumulative `tracehound.evaluation.errors` of drift's `BaselineStoreError`s."""
+    latest = 0.0
+    for request in sink.metric_requests:
+        for rm in request.resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name != names.METRIC_EVALUATION_ERRORS:
+                        continue
+                    for point in metric.sum.data_points:
+                        attrs = attributes(point.attributes)
+                        if attrs.get(names.ATTR_EVALUATOR_NAME) == "drift" and (
+                            attrs.get(names.ATTR_ERROR_TYPE) == "BaselineStoreError"
+                        ):
+                            latest = max(latest, point.as_double or float(point.as_int))
+    return latest
+
+
+HUNG_TIMEOUT = 2.0
+"""The store's socket timeouts (URL parameters) in the hung-server case."""
+
+
+@pytest.mark.parametrize("fault", ["stopped", "hung"])
+def test_redis_down_and_back(sink: OTLPSink, fault: str) -> None:
+    """Redis goes away under a running sidecar and comes back: `stopped` terminates the server
+    and starts a new (empty) one on the same port, `hung` freezes it (SIGSTOP: connections are
+    accepted, nothing answers) and thaws it. Spans keep flowing, each run while it is away gets a
+    drift error result, and scoring resumes without a restart of the sidecar."""
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server on PATH (apt-get install redis-server)")
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    # a frozen server costs one socket timeout per attempt: keep it short, so a retried timeout
+    # (three of them) would show
+    slowest_allowed = DEFAULT_TIMEOUT
+    if fault == "hung":
+        url += f"?socket_timeout={HUNG_TIMEOUT:g}&socket_connect_timeout={HUNG_TIMEOUT:g}"
+        slowest_allowed = 2 * HUNG_TIMEOUT
+    with ExitStack() as stack:
+        redis = stack.enter_context(redis_server(port=port))  # this test's own Redis
+        args = ["--forward", sink.url, "--evaluators", "drift", "--quiet-period", "0.2"]
+        serve = Serve.start(
+            [*args, "--baselines", url],
+            env={"OTEL_METRIC_EXPORT_INTERVAL": "300"},
+        )
+        exporter = GrpcSpans(endpoint=serve.grpc, insecure=True, timeout=10)
+        outcomes: list[dict[str, Any]] = []
+
+        def run_once(timeout: float = 15) -> dict[str, Any]:
+            request = fresh_agent_run()
+            started = time.monotonic()
+            assert exporter.export(readable_spans_from_request(request)) is SpanExportResult.SUCCESS
+            assert sink.wait_for(lambda: drift_outcome(sink, request) is not None, timeout)
+            outcome = drift_outcome(sink, request)
+            assert outcome is not None
+            outcome["seconds"] = time.monotonic() - started  # export to forwarded result
+            outcomes.append(outcome)
+            assert readyz(serve) == 200
+            return outcome
+
+        def scored(outcome: dict[str, Any]) -> bool:
+            return names.ATTR_DRIFT_BASELINE_RUNS in outcome["span"]
+
+        def runs(outcome: dict[str, Any]) -> int:
+            return int(outcome["span"][names.ATTR_DRIFT_BASELINE_RUNS])
+
+        try:
+            assert [runs(run_once()) for _ in range(3)] == [0, 1, 2]
+            if fault == "stopped":
+                stack.close()  # SIGTERM to redis-server; it is gone once `close` returns
+            else:
+                redis.send_signal(signal.SIGSTOP)
+            down = [run_once() for _ in range(4)]
+            for outcome in down:  # an error result per run: not a crash, not a silent pass
+                assert not scored(outcome)
+                assert outcome["event"][names.ATTR_ERROR_TYPE] == "BaselineStoreError"
+                assert (
+                    "cannot reach the server" in outcome["event"][names.ATTR_EVALUATION_EXPLANATION]
+                )
+                assert names.ATTR_EVALUATION_SCORE_VALUE not in outcome["event"]
+                # no run waits for more than one connect or read timeout
+                assert outcome["seconds"] < slowest_allowed
+            if fault == "stopped":
+                stack.enter_context(redis_server(port=port))  # back, empty (no persistence)
+                first_back = 0
+            else:
+                redis.send_signal(signal.SIGCONT)  # back, with what it had
+                first_back = 3
+            back = time.monotonic()
+            errors_after_back = 0
+            while not scored(outcome := run_once()):
+                errors_after_back += 1
+                # calls fail at once for the outage backoff after the last failed attempt
+                assert time.monotonic() - back < DEFAULT_OUTAGE_BACKOFF + 10, (
+                    "drift never came back"
+                )
+                time.sleep(0.2)
+            recovered = time.monotonic() - back
+            # Learning resumes: the baseline grows again from the first scored run.
+            assert [runs(outcome), runs(run_once()), runs(run_once())] == [
+                first_back + i for i in range(3)
+            ]
+            errors = sum(1 for o in outcomes if o["event"].get(names.ATTR_ERROR_TYPE))
+            assert errors == len(down) + errors_after_back
+            assert sink.wait_for(lambda: drift_errors_counted(sink) == errors, 10)
+            slowest = max(o["seconds"] for o in down)
+            print(
+                f"\nredis {fault}: {len(down)} error results while away (slowest run "
+                f"{slowest:.2f} s from export to forwarded), {errors_after_back} more after it "
+                f"came back, scoring back {recovered:.2f} s after it"
+            )
+        finally:
+            exporter.shutdown()
+            code = serve.stop()
+    assert code == 0, serve.text
+    stopped = serve.stopped_record()
+    assert stopped["clean"] is True
+    assert stopped["dropped"]["traces"] == 0

@@ -33,7 +33,9 @@ read atomically, the set of baselines is not a snapshot). Server unreachable, ti
 authentication and unreadable values raise `BaselineStoreError` naming the (password-redacted)
 URL; a hash written by a newer tracehound is refused, never overwritten. Once the server could
 not be reached, calls fail at once for `outage_backoff` seconds (5 by default) before the next
-attempt, so that an outage costs each finished run an error result, not a connect timeout.
+attempt, so that an outage costs each finished run an error result, not a connect timeout. A
+dropped connection is retried twice (a restarted server is reached again at once); a timeout is
+never retried, so a hung server costs the attempt one timeout, not three.
 """
 
 from __future__ import annotations
@@ -710,8 +712,13 @@ class RedisStore:
                 client_url,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
-                # connection errors and timeouts are retried; retried flushes are idempotent
-                retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 2),
+                # a dropped connection is retried (retried flushes are idempotent); a timeout
+                # is not: a hung server must cost the caller one timeout, not three
+                retry=Retry(
+                    ExponentialBackoff(cap=1.0, base=0.05),
+                    2,
+                    supported_errors=(redis.exceptions.ConnectionError,),
+                ),
                 health_check_interval=30,
             )
         except (ValueError, TypeError) as exc:
