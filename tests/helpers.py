@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -319,3 +320,15 @@ def feed_engine(
     finalized = engine.flush() if flush else []
     outcomes += engine.take_released()
     return outcomes, finalized
+
+
+def child_environ() -> dict[str, str]:
+    """This process's environment for a spawned `tracehound`, without the `OTEL_*` and
+    `TRACEHOUND_*` settings a test does not give it — but with `TRACEHOUND_PURE_PYTHON` kept, so
+    the suite's pure-Python run reaches the child processes too."""
+    kept = {"TRACEHOUND_PURE_PYTHON"}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k in kept or not k.startswith(("OTEL_", "TRACEHOUND_"))
+    }

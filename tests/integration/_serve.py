@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
+from helpers import child_environ
 from tracehound.spans import decode_any_value_proto
 
 START_TIMEOUT = 30.0
@@ -56,9 +56,7 @@ class Serve:
         if receivers:
             command += ["--otlp-grpc", "127.0.0.1:0", "--otlp-http", "127.0.0.1:0"]
         command += ["--log-format", "json", *args]
-        environ = {
-            k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))
-        }
+        environ = child_environ()
         environ.setdefault("OTEL_METRIC_EXPORT_INTERVAL", "60000")
         environ.update(env or {})
         process = subprocess.Popen(

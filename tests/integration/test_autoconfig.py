@@ -9,7 +9,6 @@ last trace before the logger provider shuts down, so everything reaches the sink
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_environ
 from tracehound.testing import OTLPSink
 
 pytestmark = [pytest.mark.integration]
@@ -60,7 +60,7 @@ def sink() -> Iterator[OTLPSink]:
 def run_app(tmp_path: Path, sink: OTLPSink, **extra: str) -> subprocess.CompletedProcess[str]:
     app = tmp_path / "app.py"
     app.write_text(APP)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
+    env = child_environ()
     env.update(
         OTEL_PYTHON_CONFIGURATOR="tracehound",
         OTEL_TRACES_EXPORTER="otlp",

@@ -6,12 +6,13 @@ received; these tests hold them to what their docstrings promise.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import child_environ
 
 pytestmark = [pytest.mark.integration]
 
@@ -19,7 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def run_example(name: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
+    env = child_environ()
     env["OPENAI_API_KEY"] = "sk-example"
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / name)],

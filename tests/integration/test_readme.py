@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_environ
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 RUNNABLE = {"bash": "bash", "sh": "bash", "python": "python"}
@@ -99,7 +101,7 @@ def _free_port() -> int:
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
+    env = child_environ()
     bin_dir = str(Path(sys.executable).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env["PYTHONPATH"] = str(ROOT / "src")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from _serve import Serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import child_environ
 from redis_helpers import free_port, redis_server, with_prefix
 from tracehound import names
 from tracehound.baselines import (
@@ -579,7 +579,7 @@ def test_redis_url_setting_precedence(tmp_path: Path) -> None:
 def cli(
     args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
+    environ = child_environ()
     environ.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "tracehound.cli", *args],

@@ -4,7 +4,6 @@ value that does not parse (named with its source). Each case runs the real proce
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -14,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers import child_environ
+
 pytestmark = [pytest.mark.integration]
 
 QUICK = ["--forward", "none", "--evaluators", "loops"]
 
 
 def serve(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[int, str, float]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))}
+    environ = child_environ()
     environ.update(env or {})
     started = time.monotonic()
     result = subprocess.run(
