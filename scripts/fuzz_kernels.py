@@ -27,9 +27,10 @@ child keeps it in a shared file mapping) and the exit status is 2. Long runs: ra
 vary --seed; --jobs N runs the kernels in N processes (the machine has 2 cores; leave one free).
 
 Times on the 2-core development machine: 1,000,000 inputs (200,000 per kernel) take about
-270 s in one process (the span views about a third of it) and half that with --jobs 2, so the longer run of 50,000,000
-inputs (a new --seed each time) takes about 4 hours in one process, 2 with --jobs 2; run it
-after changing a kernel, or overnight. CI runs the default 1,000,000 (`.ci/run`).
+270 s in one process (the span views about a third of it) and half that with --jobs 2, so the
+longer run of 50,000,000 inputs (a new --seed each time) takes about 4 hours in one process, 2
+with --jobs 2; run it after changing a kernel, or overnight. CI runs the default 1,000,000
+(`.ci/run`).
 
 Why not atheris: it installs from PyPI here and runs, but libFuzzer's coverage feedback needs the
 extension built by clang with -fsanitize=fuzzer (gcc cannot), so it would be guided by the
