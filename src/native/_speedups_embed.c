@@ -661,7 +661,7 @@ word_table_find(const word_table_t *t, uint32_t h, int kind, const void *data, P
 }
 
 /* The stop words of an exact set or frozenset of exact strs, at most WORD_TABLE_KEYS:
- * ST_UNHANDLED for any other. The set's own table is read, as _speedups_text.c does. */
+ * ST_UNHANDLED for any other. The set's own table is read. */
 static int
 stop_table_init(word_table_t *t, PyObject *stop_words)
 {
