@@ -37,8 +37,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "splice_trace_request",
     ),
     "encoders (key values, log records)": ("encode_key_values", "encode_log_record"),
-    "json_loads": ("json_loads",),
-    "tokens and units": ("ascii_tokens", "text_tokens", "text_units"),
     "EvidenceCore": ("EvidenceCore",),
     "drift embedding (hashing)": ("embed_hashed", "embed_hashed_sum", "embed_texts_sum"),
     "drift vectors": (

@@ -6,7 +6,7 @@ errors). The kernels, generators and checks are in `tests/unit/_kernel_fuzz.py`.
 
     scripts/fuzz_kernels.py                       # 1,000,000 inputs over all kernels, seed 16
     scripts/fuzz_kernels.py --inputs 50000000 --jobs 2 --seed 1   # the longer run (below)
-    scripts/fuzz_kernels.py --kernel json_loads --kernel text_units --inputs 200000
+    scripts/fuzz_kernels.py --kernel decode_key_values --kernel read_trace_views --inputs 200000
     scripts/fuzz_kernels.py --seed 7              # other inputs; the same seed, the same inputs
     scripts/fuzz_kernels.py --replay KERNEL HEX   # one case again (as printed on a failure)
     scripts/fuzz_kernels.py --jobs 2              # kernels split over two processes
@@ -18,7 +18,7 @@ kernel repeats that kernel's share of a full run with the same seed and size. Th
 per kernel: inputs, answered (the C answered: compared with the reference; "unchecked" of them
 were bytes upb refuses, for which the kernel promises nothing since its callers pass only bytes
 upb parses or the validating scan accepted), declined (None: the caller's Python path), raised
-(documented errors: edits not one per span, json.loads' own errors) and mismatches.
+(documented errors: edits not one per span) and mismatches.
 
 It exits 1 on any mismatch, printing each (up to --max-failures per kernel) with a reproducer:
 the case as hex for --replay, and the call it makes. The kernels run in a child process; if the
@@ -26,10 +26,11 @@ child dies (a crash, a sanitizer report), the case it was running is printed the
 child keeps it in a shared file mapping) and the exit status is 2. Long runs: raise --inputs and
 vary --seed; --jobs N runs the kernels in N processes (the machine has 2 cores; leave one free).
 
-Times on the 2-core development machine: 1,000,000 inputs take about 290 s in one process (the
-span views about half of it) and half that with --jobs 2, so the longer run of 50,000,000
-inputs (a new --seed each time) takes about 4 hours in one process, 2 with --jobs 2; run it
-after changing a kernel, or overnight. CI runs the default 1,000,000 (`.ci/run`).
+Times on the 2-core development machine: 1,000,000 inputs (200,000 per kernel) take about
+270 s in one process (the span views about a third of it) and half that with --jobs 2, so the
+longer run of 50,000,000 inputs (a new --seed each time) takes about 4 hours in one process, 2
+with --jobs 2; run it after changing a kernel, or overnight. CI runs the default 1,000,000
+(`.ci/run`).
 
 Why not atheris: it installs from PyPI here and runs, but libFuzzer's coverage feedback needs the
 extension built by clang with -fsanitize=fuzzer (gcc cannot), so it would be guided by the

@@ -1,9 +1,11 @@
 /*
- * tracehound._speedups: C versions of tracehound's hot paths. This file holds the OTLP protobuf
- * paths, the message conversion, the tokenizer and the module definition; the sidecar's work on
- * trace requests kept as bytes (_speedups_otlp.c, sharing the wire reader of _speedups_wire.h)
- * and the evaluators' kernels are in files of their own (_speedups_embed.c, _speedups_evidence.c,
- * _speedups_text.c), which add their functions to the module through _speedups.h.
+ * tracehound._speedups: C kernels beside tracehound's Python code. This file holds the OTLP
+ * protobuf paths (attribute decoding, the scan of a trace request, writing attributes and log
+ * records), the typographic table given by configure() and the module definition; the
+ * sidecar's work on trace requests kept as bytes (_speedups_otlp.c, sharing the wire reader of
+ * _speedups_wire.h) and the evaluators' kernels are in files of their own (_speedups_drift.c,
+ * _speedups_embed.c, _speedups_evidence.c), which add their functions to the module through
+ * _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
  * per KeyValue and per AnyValue, about 0.35 us per attribute key. The functions here read the
@@ -24,18 +26,8 @@
  * and a failed allocation raises MemoryError. The GIL is held throughout (the input may be a
  * mutable buffer such as a bytearray).
  *
- * convert_messages is of another kind: it builds the Part / Message objects of
- * tracehound.conventions._messages.parse_messages from JSON data already decoded, or answers
- * None (see "convert_messages" below); calls of the classes passed in may raise.
- *
- * ascii_tokens is of a third kind: tracehound.text._normalized_tokens for the texts of its ASCII
- * path, in one pass over the str, or None for the texts it would normalize with NFKC (see
- * "ascii_tokens" below). It hands out the same string object for a token it made before (a
- * table in the module state).
- *
  * C99, ordinary CPython API only, Python 3.10+. With GCC or Clang, a bit-scan builtin and, on
- * x86-64, SSE2 intrinsics speed up the UTF-8 check and ascii_tokens; other compilers get the
- * portable code.
+ * x86-64, SSE2 intrinsics speed up the UTF-8 check; other compilers get the portable code.
  */
 
 #include "_speedups.h"
@@ -50,7 +42,6 @@
 /* The largest protobuf field number. */
 #define MAX_FIELD_NUMBER ((1 << 29) - 1)
 
-#include "_speedups_tokens.h"
 #include "_speedups_wire.h"
 
 /* --- decode_key_values ---------------------------------------------------------------------- */
@@ -1745,48 +1736,8 @@ fail:
 
 /* --- module state ----------------------------------------------------------------------------- */
 
-/* The keys and usual values of GenAI message documents (tracehound.conventions.base.
- * INTERNED_JSON_STRINGS), given by tracehound._accel through configure() and interned: json_loads
- * hands these out for equal strings, so documents cost no allocation for them. By length:
- * by_length[n] lists the indexes (into `strings`) of those of n characters, ended by -1. */
-#define KNOWN_MAX_COUNT 64
-#define KNOWN_MAX_LENGTH 32
-#define KNOWN_PER_LENGTH 8 /* 7 strings of a length, and the end */
+/* The module state: the attribute key cache of decode_key_values. */
 typedef struct {
-    PyObject *strings; /* a tuple of interned ASCII str, or NULL before configure() */
-    int8_t by_length[KNOWN_MAX_LENGTH + 1][KNOWN_PER_LENGTH];
-} known_strings;
-
-static ALWAYS_INLINE PyObject *
-new_ref(PyObject *value)
-{
-    Py_INCREF(value);
-    return value;
-}
-
-/* Tokens made before, by their characters: ascii_tokens hands out the same string object for
- * a token it has made before, so the token costs no allocation, and its hash, cached in the
- * string by the first set or dict that held it, is not computed again (the evaluators put every
- * token in sets and dicts). Open addressing, linear probing; keyed by FNV-1a of the lower-cased
- * characters. Short tokens only; when half full it is emptied (the vocabulary of a workload
- * refills it at once). */
-#define TOKEN_TABLE_SIZE 32768 /* a power of 2 */
-#define TOKEN_TABLE_LIMIT (TOKEN_TABLE_SIZE / 2)
-#define TOKEN_CACHED_MAX 24 /* characters */
-typedef struct {
-    PyObject *token; /* a 1-byte-kind ASCII str, or NULL */
-    uint32_t hash;
-} token_slot;
-
-typedef struct {
-    token_slot *slots; /* TOKEN_TABLE_SIZE of them, or NULL before the first use */
-    Py_ssize_t used;
-} token_table;
-
-/* The module state. */
-typedef struct {
-    known_strings known;
-    token_table tokens;
     key_cache keys;
 } speedups_state;
 
@@ -1796,264 +1747,6 @@ module_keys(PyObject *module)
 {
     speedups_state *s = PyModule_GetState(module);
     return s != NULL ? &s->keys : NULL;
-}
-
-static void
-token_table_clear(token_table *table)
-{
-    Py_ssize_t i;
-    if (table->slots != NULL) {
-        for (i = 0; i < TOKEN_TABLE_SIZE; i++) {
-            Py_CLEAR(table->slots[i].token);
-        }
-    }
-    table->used = 0;
-}
-
-static void
-token_table_free(token_table *table)
-{
-    token_table_clear(table);
-    PyMem_Free(table->slots);
-    table->slots = NULL;
-}
-
-/* --- ascii_tokens ---------------------------------------------------------------------------- */
-
-/*
- * ascii_tokens(text) is tracehound.text._normalized_tokens(text) for the texts its ASCII path
- * takes: every character ASCII or one of the typographic characters of text._TYPOGRAPHIC (given
- * by configure()), which that path replaces by spaces. Any other character makes the answer
- * None (the Python code would take its NFKC path). The passes of the Python code (replace,
- * lower, encode, translate, the lone-joiner regex, split) are one here, over the characters as
- * stored (any kind, no encoding):
- *
- * - [A-Za-z0-9] are token characters, lower-cased;
- * - '.' and '-' join two token characters: kept when the characters on both sides are token
- *   characters (as the regex's lookarounds see the string before any replacement), else they
- *   separate;
- * - every other character separates tokens.
- *
- * A token is thus a run of token characters, extended over each joiner followed by another
- * token character. It is made as an ASCII string; a one-character token is CPython's cached
- * string for that character.
- */
-
-/* The tokens made so far: in `stack` up to its size, then in memory of their own. */
-#define TOKENS_ON_STACK 256
-typedef struct {
-    PyObject **items;
-    Py_ssize_t n, cap;
-    token_table *table; /* the strings of tokens made before, or NULL */
-    PyObject *stack[TOKENS_ON_STACK];
-} tokens_t;
-
-static void
-tokens_release(tokens_t *t)
-{
-    Py_ssize_t i;
-    for (i = 0; i < t->n; i++) {
-        Py_DECREF(t->items[i]);
-    }
-    if (t->items != t->stack) {
-        PyMem_Free(t->items);
-    }
-}
-
-static int
-tokens_grow(tokens_t *t)
-{
-    PyObject **grown;
-    Py_ssize_t cap = 2 * t->cap;
-    if ((size_t)cap > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) {
-        PyErr_NoMemory();
-        return ST_ERROR;
-    }
-    if (t->items == t->stack) {
-        grown = PyMem_Malloc((size_t)cap * sizeof(PyObject *));
-        if (grown != NULL) {
-            memcpy(grown, t->stack, (size_t)t->n * sizeof(PyObject *));
-        }
-    }
-    else {
-        grown = PyMem_Realloc(t->items, (size_t)cap * sizeof(PyObject *));
-    }
-    if (grown == NULL) {
-        PyErr_NoMemory();
-        return ST_ERROR;
-    }
-    t->items = grown;
-    t->cap = cap;
-    return ST_OK;
-}
-
-/* The string of a token of `len` (<= TOKEN_CACHED_MAX) lower-cased characters at `chars`: the
- * table's (a new reference), else a new string entered in the table with its hash computed. */
-static PyObject *
-cached_token(token_table *table, const Py_UCS1 *chars, Py_ssize_t len)
-{
-    uint32_t hash = 2166136261u;
-    size_t i, mask = TOKEN_TABLE_SIZE - 1;
-    Py_ssize_t j;
-    PyObject *token;
-
-    for (j = 0; j < len; j++) {
-        hash = (hash ^ chars[j]) * 16777619u;
-    }
-    for (i = hash & mask;; i = (i + 1) & mask) {
-        token_slot *slot = &table->slots[i];
-        if (slot->token == NULL) {
-            break;
-        }
-        if (slot->hash == hash && PyUnicode_GET_LENGTH(slot->token) == len &&
-            memcmp(PyUnicode_1BYTE_DATA(slot->token), chars, (size_t)len) == 0) {
-            Py_INCREF(slot->token);
-            return slot->token;
-        }
-    }
-    token = PyUnicode_New(len, 127);
-    if (token == NULL) {
-        return NULL;
-    }
-    memcpy(PyUnicode_1BYTE_DATA(token), chars, (size_t)len);
-    if (PyObject_Hash(token) == -1) { /* cached in the string from now on */
-        Py_DECREF(token);
-        return NULL;
-    }
-    if (table->used >= TOKEN_TABLE_LIMIT) {
-        token_table_clear(table);
-        for (i = hash & mask; table->slots[i].token != NULL; i = (i + 1) & mask) {
-        }
-    }
-    Py_INCREF(token);
-    table->slots[i].token = token;
-    table->slots[i].hash = hash;
-    table->used++;
-    return token;
-}
-
-/* Add the token of `len` token characters (and joiners) at data[start]. */
-static ALWAYS_INLINE int
-add_token(tokens_t *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
-{
-    PyObject *token;
-    Py_ssize_t j;
-
-    if (t->n == t->cap && tokens_grow(t) != ST_OK) {
-        return ST_ERROR;
-    }
-    if (len <= TOKEN_CACHED_MAX && len > 1 && t->table != NULL) {
-        Py_UCS1 chars[TOKEN_CACHED_MAX];
-        for (j = 0; j < len; j++) {
-            chars[j] = (Py_UCS1)(PyUnicode_READ(kind, data, start + j) | 0x20);
-        }
-        token = cached_token(t->table, chars, len);
-        if (token == NULL) {
-            return ST_ERROR;
-        }
-    }
-    else if (len == 1) {
-        /* CPython's cached string for the character: no allocation */
-        token = PyUnicode_FromOrdinal((int)(PyUnicode_READ(kind, data, start) | 0x20));
-        if (token == NULL) {
-            return ST_ERROR;
-        }
-    }
-    else {
-        Py_UCS1 *out;
-        token = PyUnicode_New(len, 127);
-        if (token == NULL) {
-            return ST_ERROR;
-        }
-        out = PyUnicode_1BYTE_DATA(token);
-        /* | 0x20 lower-cases A-Z and leaves a-z, 0-9, '.' and '-' as they are */
-        for (j = 0; j < len; j++) {
-            out[j] = (Py_UCS1)(PyUnicode_READ(kind, data, start + j) | 0x20);
-        }
-    }
-    t->items[t->n++] = token;
-    return ST_OK;
-}
-
-/* The sink of scan_tokens for ascii_tokens. */
-static ALWAYS_INLINE int
-add_token_sink(void *t, int kind, const void *data, Py_ssize_t start, Py_ssize_t len)
-{
-    return add_token((tokens_t *)t, kind, data, start, len);
-}
-
-PyDoc_STRVAR(ascii_tokens_doc,
-"ascii_tokens($module, text, /)\n"
-"--\n"
-"\n"
-"tracehound.text._normalized_tokens(text) in one pass, for the texts its ASCII path takes.\n"
-"\n"
-"The tokens, in order: runs of [a-z0-9] (A-Z lower-cased), with each '.' or '-' that has a\n"
-"letter or digit on both sides kept in the token; every other character separates tokens,\n"
-"the typographic characters given to configure() included. Returns None if the text holds\n"
-"any other non-ASCII character (the Python code then normalizes it with NFKC). Raises\n"
-"TypeError unless `text` is a str (not a subclass).");
-
-static PyObject *
-ascii_tokens(PyObject *module, PyObject *text)
-{
-    tokens_t t;
-    PyObject *list;
-    const void *data;
-    Py_ssize_t n, i;
-    int st;
-
-    if (!PyUnicode_CheckExact(text)) {
-        PyErr_Format(PyExc_TypeError, "ascii_tokens() argument must be str, not %.100s",
-                     Py_TYPE(text)->tp_name);
-        return NULL;
-    }
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) { /* a legacy string (deprecated APIs, before 3.12) */
-        return NULL;
-    }
-#endif
-    data = PyUnicode_DATA(text);
-    n = PyUnicode_GET_LENGTH(text);
-    t.items = t.stack;
-    t.n = 0;
-    t.cap = TOKENS_ON_STACK;
-    t.table = &((speedups_state *)PyModule_GetState(module))->tokens;
-    if (t.table->slots == NULL) {
-        t.table->slots = PyMem_Calloc(TOKEN_TABLE_SIZE, sizeof(token_slot));
-        if (t.table->slots == NULL) {
-            return PyErr_NoMemory();
-        }
-    }
-    switch (PyUnicode_KIND(text)) {
-    case PyUnicode_1BYTE_KIND:
-        st = scan_tokens(PyUnicode_1BYTE_KIND, data, n, add_token_sink, &t);
-        break;
-    case PyUnicode_2BYTE_KIND:
-        st = scan_tokens(PyUnicode_2BYTE_KIND, data, n, add_token_sink, &t);
-        break;
-    default:
-        st = scan_tokens(PyUnicode_4BYTE_KIND, data, n, add_token_sink, &t);
-        break;
-    }
-    if (st != ST_OK) {
-        tokens_release(&t);
-        if (st == ST_ERROR) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    list = PyList_New(t.n);
-    if (list == NULL) {
-        tokens_release(&t);
-        return NULL;
-    }
-    for (i = 0; i < t.n; i++) {
-        PyList_SET_ITEM(list, i, t.items[i]); /* the list takes the references */
-    }
-    t.n = 0;
-    tokens_release(&t);
-    return list;
 }
 
 /* --- encode_key_values ------------------------------------------------------------------------ */
@@ -2451,729 +2144,6 @@ encode_log_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return outbuf_finish(&b, st);
 }
 
-/* --- json_loads ------------------------------------------------------------------------------ */
-
-/*
- * json_loads(text) is (json.loads(text),) for the JSON documents instrumentations write: objects,
- * arrays, strings (the escapes \" \\ \/ \b \f \n \r \t and \uXXXX outside the surrogates), numbers
- * of up to 20 characters, true, false, null, and JSON whitespace around tokens. Anything else
- * (invalid JSON, NaN and Infinity, a surrogate escape, a longer number, over JSON_MAX_DEPTH levels)
- * makes the answer None, and the caller runs json.loads. It builds the same objects json.loads
- * does (dicts and lists, str made by PyUnicode_Substring or in their narrowest form, int and
- * float read from the number's characters as json does) without json's per-character generic
- * reads and its Python-level scanner calls.
- */
-#define JSON_MAX_DEPTH 200
-#define JSON_MAX_NUMBER 20
-
-typedef struct {
-    PyObject *text; /* the str read (NULL when reading UTF-8 bytes) */
-    int kind;
-    const void *data;
-    Py_ssize_t len;
-    const speedups_state *state; /* its strings stand for the same short strings of the text */
-    /* 1: `data` is the UTF-8 encoding of the text (kind 1, read byte by byte), as an attribute
-     * arrives on the wire: the structure and every escape are ASCII, so the bytes are parsed
-     * as the characters are, and only the strings made are decoded (strictly: invalid UTF-8
-     * is unhandled, as decoding the whole text first would have failed) */
-    int utf8;
-} jtext_t;
-
-static ALWAYS_INLINE Py_UCS4
-jread(const jtext_t *t, Py_ssize_t i)
-{
-    return PyUnicode_READ(t->kind, t->data, i);
-}
-
-static ALWAYS_INLINE Py_ssize_t
-json_skip_ws(const jtext_t *t, Py_ssize_t i)
-{
-    while (i < t->len) {
-        Py_UCS4 c = jread(t, i);
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-            break;
-        }
-        i++;
-    }
-    return i;
-}
-
-/* Per 8-byte word (SWAR): nonzero if a byte (1-byte kind) or a 16-bit unit (2-byte kind) of
- * `w` is '"', '\\' or below 0x20. Exact as to whether there is one (not as to where). */
-#define ONES8 0x0101010101010101ULL
-#define HIGH8 0x8080808080808080ULL
-#define ONES16 0x0001000100010001ULL
-#define HIGH16 0x8000800080008000ULL
-#define HAS_ZERO8(w) (((w) - ONES8) & ~(w) & HIGH8)
-#define HAS_ZERO16(w) (((w) - ONES16) & ~(w) & HIGH16)
-#define STOP8(w) \
-    (HAS_ZERO8((w) ^ (ONES8 * '"')) | HAS_ZERO8((w) ^ (ONES8 * '\\')) | \
-     (((w) - ONES8 * 0x20) & ~(w) & HIGH8))
-#define STOP16(w) \
-    (HAS_ZERO16((w) ^ (ONES16 * '"')) | HAS_ZERO16((w) ^ (ONES16 * '\\')) | \
-     (((w) - ONES16 * 0x20) & ~(w) & HIGH16))
-
-/* The end of a run of plain string characters from i: the index of the first '"', '\\' or
- * control character, or the length. A word at a time, then a character at a time. */
-static Py_ssize_t
-json_plain_run(const jtext_t *t, Py_ssize_t i)
-{
-    Py_ssize_t n = t->len;
-    uint64_t w;
-    switch (t->kind) {
-    case PyUnicode_1BYTE_KIND: {
-        const Py_UCS1 *d = t->data;
-#if USE_SSE2
-        const __m128i quote8 = _mm_set1_epi8('"'), backslash8 = _mm_set1_epi8('\\');
-        const __m128i control8 = _mm_set1_epi8(0x1f);
-        while (i + 16 <= n) {
-            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(d + i));
-            __m128i stop = _mm_or_si128(
-                _mm_or_si128(_mm_cmpeq_epi8(x, quote8), _mm_cmpeq_epi8(x, backslash8)),
-                _mm_cmpeq_epi8(_mm_subs_epu8(x, control8), _mm_setzero_si128()));
-            unsigned mask = (unsigned)_mm_movemask_epi8(stop);
-            if (mask) {
-                return i + __builtin_ctz(mask); /* the first stop of the 16 */
-            }
-            i += 16;
-        }
-#endif
-        while (i + 8 <= n) {
-            memcpy(&w, d + i, 8);
-            if (STOP8(w)) {
-                break;
-            }
-            i += 8;
-        }
-        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
-            i++;
-        }
-        break;
-    }
-    case PyUnicode_2BYTE_KIND: {
-        const Py_UCS2 *d = t->data;
-#if USE_SSE2
-        const __m128i quote16 = _mm_set1_epi16('"'), backslash16 = _mm_set1_epi16('\\');
-        const __m128i control16 = _mm_set1_epi16(0x1f);
-        while (i + 8 <= n) {
-            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(d + i));
-            __m128i stop = _mm_or_si128(
-                _mm_or_si128(_mm_cmpeq_epi16(x, quote16), _mm_cmpeq_epi16(x, backslash16)),
-                _mm_cmpeq_epi16(_mm_subs_epu16(x, control16), _mm_setzero_si128()));
-            unsigned mask = (unsigned)_mm_movemask_epi8(stop); /* two bits per character */
-            if (mask) {
-                return i + (__builtin_ctz(mask) >> 1); /* the first stop of the 8 */
-            }
-            i += 8;
-        }
-#endif
-        while (i + 4 <= n) {
-            memcpy(&w, d + i, 8);
-            if (STOP16(w)) {
-                break;
-            }
-            i += 4;
-        }
-        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
-            i++;
-        }
-        break;
-    }
-    default: {
-        const Py_UCS4 *d = t->data;
-        while (i < n && d[i] != '"' && d[i] != '\\' && d[i] >= 0x20) {
-            i++;
-        }
-        break;
-    }
-    }
-    return i;
-}
-
-static int
-json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out)
-{
-    Py_UCS4 value = 0;
-    Py_ssize_t k;
-    if (i + 4 > t->len) {
-        return ST_UNHANDLED;
-    }
-    for (k = 0; k < 4; k++) {
-        Py_UCS4 c = jread(t, i + k);
-        value <<= 4;
-        if (c >= '0' && c <= '9') {
-            value |= c - '0';
-        }
-        else if (c >= 'a' && c <= 'f') {
-            value |= c - 'a' + 10;
-        }
-        else if (c >= 'A' && c <= 'F') {
-            value |= c - 'A' + 10;
-        }
-        else {
-            return ST_UNHANDLED;
-        }
-    }
-    *out = value;
-    return ST_OK;
-}
-
-/* The character a backslash escape stands for: `*c` the letter after the backslash, `*i` just
- * past it (moved past the 4 digits of a u escape). ST_UNHANDLED for what json.loads treats by
- * its own rules (surrogates) or refuses. */
-static ALWAYS_INLINE int
-json_unescape(const jtext_t *t, Py_ssize_t *i, Py_UCS4 *c)
-{
-    int st = ST_OK;
-    switch (*c) {
-    case '"':
-    case '\\':
-    case '/':
-        break;
-    case 'b':
-        *c = '\b';
-        break;
-    case 'f':
-        *c = '\f';
-        break;
-    case 'n':
-        *c = '\n';
-        break;
-    case 'r':
-        *c = '\r';
-        break;
-    case 't':
-        *c = '\t';
-        break;
-    case 'u':
-        st = json_hex4(t, *i, c);
-        *i += 4;
-        if (st == ST_OK && *c >= 0xD800 && *c <= 0xDFFF) {
-            st = ST_UNHANDLED; /* pairs and lone surrogates: json.loads' own rules */
-        }
-        break;
-    default:
-        st = ST_UNHANDLED;
-        break;
-    }
-    return st;
-}
-
-
-/* A new reference to the module's string equal to text[start:end], or NULL: the keys and the
- * usual values of message documents are these ("role", "parts", "type", "text", ...), so they
- * cost no allocation, and dict lookups of them find them by identity. */
-static PyObject *
-json_known_string(const jtext_t *t, Py_ssize_t start, Py_ssize_t end)
-{
-    Py_ssize_t len = end - start, k;
-    const int8_t *candidates;
-    Py_UCS4 first;
-    if (len > KNOWN_MAX_LENGTH) {
-        return NULL;
-    }
-    candidates = t->state->known.by_length[len];
-    first = len > 0 ? jread(t, start) : 0;
-    for (; *candidates >= 0; candidates++) {
-        /* ASCII: 1-byte kind */
-        PyObject *known = PyTuple_GET_ITEM(t->state->known.strings, *candidates);
-        const Py_UCS1 *chars = PyUnicode_1BYTE_DATA(known);
-        if (chars[0] != first) {
-            continue;
-        }
-        for (k = 1; k < len; k++) {
-            if (chars[k] != jread(t, start + k)) {
-                break;
-            }
-        }
-        if (k == len) {
-            return new_ref(known);
-        }
-    }
-    return NULL;
-}
-
-/* A str from strict UTF-8 bytes; invalid UTF-8 is unhandled (decoding the whole text would
- * have failed). */
-static int
-json_utf8_str(const char *p, Py_ssize_t len, PyObject **out)
-{
-    *out = tracehound_decode_utf8(p, len);
-    if (*out != NULL) {
-        return ST_OK;
-    }
-    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        PyErr_Clear();
-        return ST_UNHANDLED;
-    }
-    return ST_ERROR;
-}
-
-static int json_hex4(const jtext_t *t, Py_ssize_t i, Py_UCS4 *out);
-
-/* json_string's escapes for UTF-8 bytes: the string's bytes from `start` (the first escape at
- * `i`) with each escape replaced by the UTF-8 of its character, then decoded. An escape's
- * encoding starts with a lead byte or is ASCII, so it never completes a truncated sequence of
- * the bytes around it: the decoding fails exactly when the text's own bytes are invalid. */
-static int
-json_utf8_escaped(const jtext_t *t, Py_ssize_t start, Py_ssize_t i, Py_ssize_t *pos,
-                  PyObject **out)
-{
-    const uint8_t *d = t->data;
-    uint8_t *buf;
-    Py_ssize_t j, run;
-    Py_UCS4 c;
-    int st = ST_OK;
-
-    /* never longer than the rest of the text: an escape of 2 or 6 bytes gives at most 3 */
-    buf = PyMem_Malloc((size_t)(t->len - start) + 1);
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        return ST_ERROR;
-    }
-    j = i - start;
-    memcpy(buf, d + start, (size_t)j);
-    for (;;) {
-        if (i >= t->len) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        c = d[i];
-        if (c == '"') {
-            break;
-        }
-        if (c < 0x20) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        if (c != '\\') {
-            run = json_plain_run(t, i);
-            memcpy(buf + j, d + i, (size_t)(run - i));
-            j += run - i;
-            i = run;
-            continue;
-        }
-        if (++i >= t->len) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        c = d[i++];
-        st = json_unescape(t, &i, &c);
-        if (st != ST_OK) {
-            break;
-        }
-        if (c < 0x80) {
-            buf[j++] = (uint8_t)c;
-        }
-        else if (c < 0x800) {
-            buf[j++] = (uint8_t)(0xC0 | (c >> 6));
-            buf[j++] = (uint8_t)(0x80 | (c & 0x3F));
-        }
-        else {
-            buf[j++] = (uint8_t)(0xE0 | (c >> 12));
-            buf[j++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            buf[j++] = (uint8_t)(0x80 | (c & 0x3F));
-        }
-    }
-    if (st == ST_OK) {
-        st = json_utf8_str((const char *)buf, j, out);
-        if (st == ST_OK) {
-            *pos = i + 1;
-        }
-    }
-    PyMem_Free(buf);
-    return st;
-}
-
-/* A string whose opening quote is at *pos - 1; *pos is left after its closing quote. */
-static int
-json_string(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
-{
-    Py_ssize_t start = *pos, i, j, run;
-    Py_UCS4 *buf, c;
-    int st = ST_OK;
-
-    i = json_plain_run(t, start);
-    if (i >= t->len) {
-        return ST_UNHANDLED;
-    }
-    c = jread(t, i);
-    if (c == '"') {
-        *out = json_known_string(t, start, i);
-        if (*out != NULL) {
-            *pos = i + 1;
-            return ST_OK;
-        }
-        if (t->utf8) {
-            st = json_utf8_str((const char *)t->data + start, i - start, out);
-            if (st == ST_OK) {
-                *pos = i + 1;
-            }
-            return st;
-        }
-        *out = PyUnicode_Substring(t->text, start, i);
-        if (*out == NULL) {
-            return ST_ERROR;
-        }
-        *pos = i + 1;
-        return ST_OK;
-    }
-    if (c != '\\') {
-        return ST_UNHANDLED; /* a control character: json.loads (strict) rejects it */
-    }
-    if (t->utf8) {
-        return json_utf8_escaped(t, start, i, pos, out);
-    }
-    /* with escapes: the characters into a buffer (never longer than the rest of the text) */
-    buf = PyMem_Malloc((size_t)(t->len - start) * sizeof(Py_UCS4));
-    if (buf == NULL) {
-        PyErr_NoMemory();
-        return ST_ERROR;
-    }
-    for (j = 0; j < i - start; j++) {
-        buf[j] = jread(t, start + j);
-    }
-    for (;;) {
-        if (i >= t->len) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        c = jread(t, i);
-        if (c == '"') {
-            break;
-        }
-        if (c < 0x20) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        if (c != '\\') { /* the plain characters up to the next stop, copied at once */
-            run = json_plain_run(t, i);
-            for (; i < run; i++) {
-                buf[j++] = jread(t, i);
-            }
-            continue;
-        }
-        if (++i >= t->len) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        c = jread(t, i++);
-        st = json_unescape(t, &i, &c);
-        if (st != ST_OK) {
-            break;
-        }
-        buf[j++] = c;
-    }
-    if (st == ST_OK) {
-        *out = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, j);
-        if (*out == NULL) {
-            st = ST_ERROR;
-        }
-        else {
-            *pos = i + 1;
-        }
-    }
-    PyMem_Free(buf);
-    return st;
-}
-
-static ALWAYS_INLINE int
-json_digit(const jtext_t *t, Py_ssize_t i)
-{
-    Py_UCS4 c;
-    if (i >= t->len) {
-        return 0;
-    }
-    c = jread(t, i);
-    return c >= '0' && c <= '9';
-}
-
-/* A number starting at *pos (a '-' or a digit), read as json's scanner reads it. */
-static int
-json_number(const jtext_t *t, Py_ssize_t *pos, PyObject **out)
-{
-    Py_ssize_t start = *pos, i = start, j;
-    int is_float = 0;
-    PyObject *digits;
-
-    if (jread(t, i) == '-') {
-        i++;
-    }
-    if (!json_digit(t, i)) {
-        return ST_UNHANDLED; /* -Infinity, or not a number */
-    }
-    if (jread(t, i) == '0') {
-        i++;
-    }
-    else {
-        while (json_digit(t, i)) {
-            i++;
-        }
-    }
-    if (i < t->len && jread(t, i) == '.' && json_digit(t, i + 1)) {
-        is_float = 1;
-        i += 2;
-        while (json_digit(t, i)) {
-            i++;
-        }
-    }
-    if (i < t->len && (jread(t, i) == 'e' || jread(t, i) == 'E')) {
-        j = i + 1;
-        if (j < t->len && (jread(t, j) == '+' || jread(t, j) == '-')) {
-            j++;
-        }
-        if (json_digit(t, j)) {
-            is_float = 1;
-            i = j;
-            while (json_digit(t, i)) {
-                i++;
-            }
-        }
-    }
-    if (i - start > JSON_MAX_NUMBER) {
-        return ST_UNHANDLED;
-    }
-    digits = t->utf8 ? PyUnicode_FromStringAndSize((const char *)t->data + start, i - start)
-                     : PyUnicode_Substring(t->text, start, i);
-    if (digits == NULL) {
-        return ST_ERROR;
-    }
-    *out = is_float ? PyFloat_FromString(digits) : PyLong_FromUnicodeObject(digits, 10);
-    Py_DECREF(digits);
-    if (*out == NULL) {
-        return ST_ERROR;
-    }
-    *pos = i;
-    return ST_OK;
-}
-
-/* `word` (ASCII) at *pos: true if there, and *pos moved after it. */
-static int
-json_word(const jtext_t *t, Py_ssize_t *pos, const char *word)
-{
-    Py_ssize_t i = *pos;
-    for (; *word; word++, i++) {
-        if (i >= t->len || jread(t, i) != (Py_UCS4)(unsigned char)*word) {
-            return 0;
-        }
-    }
-    *pos = i;
-    return 1;
-}
-
-static int json_value(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out);
-
-static int
-json_array(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
-{
-    PyObject *list = PyList_New(0), *item;
-    Py_ssize_t i = json_skip_ws(t, *pos);
-    int st = ST_OK;
-
-    if (list == NULL) {
-        return ST_ERROR;
-    }
-    if (i < t->len && jread(t, i) == ']') {
-        *pos = i + 1;
-        *out = list;
-        return ST_OK;
-    }
-    for (;;) {
-        st = json_value(t, &i, depth + 1, &item);
-        if (st != ST_OK) {
-            break;
-        }
-        st = PyList_Append(list, item) < 0 ? ST_ERROR : ST_OK;
-        Py_DECREF(item);
-        if (st != ST_OK) {
-            break;
-        }
-        i = json_skip_ws(t, i);
-        if (i >= t->len) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        if (jread(t, i) == ']') {
-            *pos = i + 1;
-            *out = list;
-            return ST_OK;
-        }
-        if (jread(t, i) != ',') {
-            st = ST_UNHANDLED;
-            break;
-        }
-        i = json_skip_ws(t, i + 1);
-    }
-    Py_DECREF(list);
-    return st;
-}
-
-static int
-json_object(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
-{
-    PyObject *dict = PyDict_New(), *key, *value;
-    Py_ssize_t i = json_skip_ws(t, *pos);
-    int st = ST_OK;
-
-    if (dict == NULL) {
-        return ST_ERROR;
-    }
-    if (i < t->len && jread(t, i) == '}') {
-        *pos = i + 1;
-        *out = dict;
-        return ST_OK;
-    }
-    for (;;) {
-        if (i >= t->len || jread(t, i) != '"') {
-            st = ST_UNHANDLED;
-            break;
-        }
-        i++;
-        st = json_string(t, &i, &key);
-        if (st != ST_OK) {
-            break;
-        }
-        i = json_skip_ws(t, i);
-        if (i >= t->len || jread(t, i) != ':') {
-            Py_DECREF(key);
-            st = ST_UNHANDLED;
-            break;
-        }
-        i = json_skip_ws(t, i + 1);
-        st = json_value(t, &i, depth + 1, &value);
-        if (st != ST_OK) {
-            Py_DECREF(key);
-            break;
-        }
-        st = PyDict_SetItem(dict, key, value) < 0 ? ST_ERROR : ST_OK; /* the last value wins */
-        Py_DECREF(key);
-        Py_DECREF(value);
-        if (st != ST_OK) {
-            break;
-        }
-        i = json_skip_ws(t, i);
-        if (i >= t->len) {
-            st = ST_UNHANDLED;
-            break;
-        }
-        if (jread(t, i) == '}') {
-            *pos = i + 1;
-            *out = dict;
-            return ST_OK;
-        }
-        if (jread(t, i) != ',') {
-            st = ST_UNHANDLED;
-            break;
-        }
-        i = json_skip_ws(t, i + 1);
-    }
-    Py_DECREF(dict);
-    return st;
-}
-
-/* A value starting at *pos (no whitespace before it). */
-static int
-json_value(const jtext_t *t, Py_ssize_t *pos, int depth, PyObject **out)
-{
-    Py_ssize_t i = *pos;
-    Py_UCS4 c;
-
-    *out = NULL;
-    if (i >= t->len || depth > JSON_MAX_DEPTH) {
-        return ST_UNHANDLED;
-    }
-    c = jread(t, i);
-    switch (c) {
-    case '"':
-        *pos = i + 1;
-        return json_string(t, pos, out);
-    case '{':
-        *pos = i + 1;
-        return json_object(t, pos, depth, out);
-    case '[':
-        *pos = i + 1;
-        return json_array(t, pos, depth, out);
-    case 'n':
-        if (json_word(t, pos, "null")) {
-            *out = new_ref(Py_None);
-            return ST_OK;
-        }
-        return ST_UNHANDLED;
-    case 't':
-        if (json_word(t, pos, "true")) {
-            *out = new_ref(Py_True);
-            return ST_OK;
-        }
-        return ST_UNHANDLED;
-    case 'f':
-        if (json_word(t, pos, "false")) {
-            *out = new_ref(Py_False);
-            return ST_OK;
-        }
-        return ST_UNHANDLED;
-    default:
-        if (c == '-' || (c >= '0' && c <= '9')) {
-            return json_number(t, pos, out);
-        }
-        return ST_UNHANDLED;
-    }
-}
-
-PyDoc_STRVAR(json_loads_doc,
-"json_loads($module, text, /)\n"
-"--\n"
-"\n"
-"(json.loads(text),) for a str `text` holding the usual JSON: objects, arrays, strings\n"
-"(escapes \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX other than surrogates), numbers of up to\n"
-"20 characters, true, false, null, JSON whitespace. None for anything else (not a str,\n"
-"invalid JSON, NaN or Infinity, a surrogate escape, a longer number, deeper than 200\n"
-"levels): the caller then runs json.loads, which decodes it or raises.");
-
-static PyObject *
-json_loads(PyObject *module, PyObject *text)
-{
-    jtext_t t;
-    Py_ssize_t pos;
-    PyObject *value = NULL, *result;
-    int st;
-
-    if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0) {
-        if (PyErr_Occurred()) {
-            return NULL;
-        }
-        Py_RETURN_NONE;
-    }
-    t.state = PyModule_GetState(module);
-    if (t.state == NULL) {
-        PyErr_SetString(PyExc_SystemError, "json_loads(): no module state");
-        return NULL;
-    }
-    t.text = text;
-    t.kind = PyUnicode_KIND(text);
-    t.data = PyUnicode_DATA(text);
-    t.len = PyUnicode_GET_LENGTH(text);
-    t.utf8 = 0;
-    pos = json_skip_ws(&t, 0);
-    st = json_value(&t, &pos, 0, &value);
-    if (st == ST_OK && json_skip_ws(&t, pos) != t.len) {
-        Py_DECREF(value);
-        st = ST_UNHANDLED; /* extra data */
-    }
-    if (st == ST_ERROR) {
-        return NULL;
-    }
-    if (st == ST_UNHANDLED) {
-        Py_RETURN_NONE;
-    }
-    result = PyTuple_New(1);
-    if (result == NULL) {
-        Py_DECREF(value);
-        return NULL;
-    }
-    PyTuple_SET_ITEM(result, 0, value);
-    return result;
-}
-
 /* --- configure ------------------------------------------------------------------------------ */
 
 typographic_table tracehound_typographic; /* empty (n 0, filter 0) until configure() */
@@ -3230,112 +2200,32 @@ typographic_from(PyObject *chars, typographic_table *out)
     }
     return 0;
 }
-
-/* The module's strings from `strings` (a tuple of exact ASCII str), interned, with their table
- * by length: 0, or -1 with ValueError or TypeError set (`out` then holds nothing). */
-static int
-known_strings_from(PyObject *strings, known_strings *out)
-{
-    Py_ssize_t n, i, len;
-    int count[KNOWN_MAX_LENGTH + 1] = {0};
-    PyObject *interned;
-
-    if (!PyTuple_CheckExact(strings)) {
-        PyErr_Format(PyExc_TypeError,
-                     "configure(): message_strings must be a tuple of str, not %.100s",
-                     Py_TYPE(strings)->tp_name);
-        return -1;
-    }
-    n = PyTuple_GET_SIZE(strings);
-    if (n > KNOWN_MAX_COUNT) {
-        PyErr_Format(PyExc_ValueError,
-                     "configure(): message_strings has %zd strings; json_loads takes at most %d",
-                     n, KNOWN_MAX_COUNT);
-        return -1;
-    }
-    interned = PyTuple_New(n);
-    if (interned == NULL) {
-        return -1;
-    }
-    memset(out->by_length, -1, sizeof(out->by_length));
-    for (i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(strings, i);
-        if (!PyUnicode_CheckExact(item)) {
-            PyErr_Format(PyExc_TypeError,
-                         "configure(): message_strings[%zd] must be a str, not %.100s", i,
-                         Py_TYPE(item)->tp_name);
-            goto fail;
-        }
-        if (PyUnicode_READY(item) < 0) {
-            goto fail;
-        }
-        len = PyUnicode_GET_LENGTH(item);
-        if (!PyUnicode_IS_ASCII(item) || len > KNOWN_MAX_LENGTH) {
-            PyErr_Format(PyExc_ValueError,
-                         "configure(): message_strings[%zd] %R is not ASCII of at most %d "
-                         "characters, as json_loads takes them",
-                         i, item, KNOWN_MAX_LENGTH);
-            goto fail;
-        }
-        if (count[len] == KNOWN_PER_LENGTH - 1) {
-            PyErr_Format(PyExc_ValueError,
-                         "configure(): message_strings has more than %d strings of %zd "
-                         "characters; json_loads takes at most %d of each length",
-                         KNOWN_PER_LENGTH - 1, len, KNOWN_PER_LENGTH - 1);
-            goto fail;
-        }
-        out->by_length[len][count[len]++] = (int8_t)i;
-        Py_INCREF(item);
-        PyUnicode_InternInPlace(&item);
-        PyTuple_SET_ITEM(interned, i, item);
-    }
-    out->strings = interned;
-    return 0;
-
-fail:
-    Py_DECREF(interned);
-    memset(out->by_length, -1, sizeof(out->by_length));
-    out->strings = NULL;
-    return -1;
-}
-
 PyDoc_STRVAR(configure_doc,
-"configure($module, typographic, message_strings, /)\n"
+"configure($module, typographic, /)\n"
 "--\n"
 "\n"
-"Give the module the constants Python owns; tracehound._accel calls it once, at first use.\n"
+"Give the module the constant Python owns; tracehound._accel calls it once, at first use.\n"
 "\n"
 "typographic: the characters of tracehound.text._TYPOGRAPHIC, which the tokenizer's ASCII\n"
 "path takes as separators (at most 32, non-ASCII, in the BMP, no letter or digit); until\n"
 "configured the table is empty, and the text kernels decline every text holding a non-ASCII\n"
-"character. message_strings: the strings json_loads hands out interned for equal strings\n"
-"(tracehound.conventions.base.INTERNED_JSON_STRINGS: at most 64, ASCII, of at most 32\n"
-"characters, at most 7 of each length). Raises ValueError or TypeError for a table that does\n"
-"not fit, changing nothing. Calling it again replaces both tables.");
+"character. Raises ValueError or TypeError for a table that does not fit, changing nothing.\n"
+"Calling it again replaces the table.");
 
 static PyObject *
 configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    speedups_state *s = PyModule_GetState(module);
     typographic_table typographic;
-    known_strings known;
-    PyObject *old;
 
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "configure() takes 2 arguments (%zd given)", nargs);
+    (void)module;
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "configure() takes 1 argument (%zd given)", nargs);
         return NULL;
     }
-    if (s == NULL) {
-        PyErr_SetString(PyExc_SystemError, "configure(): no module state");
-        return NULL;
-    }
-    if (typographic_from(args[0], &typographic) < 0 || known_strings_from(args[1], &known) < 0) {
+    if (typographic_from(args[0], &typographic) < 0) {
         return NULL;
     }
     tracehound_typographic = typographic;
-    old = s->known.strings;
-    s->known = known;
-    Py_XDECREF(old);
     Py_RETURN_NONE;
 }
 
@@ -3348,8 +2238,6 @@ static PyMethodDef speedups_methods[] = {
     {"scan_trace_request", (PyCFunction)(void (*)(void))scan_trace_request, METH_FASTCALL,
      scan_trace_request_doc},
     {"trace_request_schema", trace_request_schema, METH_NOARGS, trace_request_schema_doc},
-    {"json_loads", json_loads, METH_O, json_loads_doc},
-    {"ascii_tokens", ascii_tokens, METH_O, ascii_tokens_doc},
     {"encode_key_values", (PyCFunction)(void (*)(void))encode_key_values, METH_FASTCALL,
      encode_key_values_doc},
     {"encode_log_record", (PyCFunction)(void (*)(void))encode_log_record, METH_FASTCALL,
@@ -3357,39 +2245,22 @@ static PyMethodDef speedups_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* VALIDATES: scan_trace_request takes `validate` (the Python side checks for it). The state:
- * json_loads' strings (none until configure(); released by speedups_clear and speedups_free). */
+/* VALIDATES: scan_trace_request takes `validate` (the Python side checks for it). */
 static int
 speedups_exec(PyObject *module)
 {
-    speedups_state *s = PyModule_GetState(module);
-
     Py_INCREF(Py_True);
     if (PyModule_AddObject(module, "VALIDATES", Py_True) < 0) {
         Py_DECREF(Py_True);
         return -1;
     }
-    if (s == NULL) {
+    if (PyModule_GetState(module) == NULL) {
         PyErr_SetString(PyExc_SystemError, "tracehound._speedups: no module state");
         return -1;
     }
-    s->known.strings = NULL;
-    memset(s->known.by_length, -1, sizeof(s->known.by_length));
     if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0 ||
-        tracehound_add_otlp(module) < 0 || tracehound_add_text(module) < 0 ||
-        tracehound_add_drift(module) < 0) {
+        tracehound_add_otlp(module) < 0 || tracehound_add_drift(module) < 0) {
         return -1;
-    }
-    return 0;
-}
-
-static int
-speedups_traverse(PyObject *module, visitproc visit, void *arg)
-{
-    speedups_state *s = PyModule_GetState(module);
-
-    if (s != NULL) {
-        Py_VISIT(s->known.strings);
     }
     return 0;
 }
@@ -3401,12 +2272,9 @@ speedups_clear(PyObject *module)
     size_t i;
 
     if (s != NULL) {
-        memset(s->known.by_length, -1, sizeof(s->known.by_length));
-        Py_CLEAR(s->known.strings);
         for (i = 0; i < KEY_CACHE_SIZE; i++) {
             Py_CLEAR(s->keys.slot[i]);
         }
-        token_table_clear(&s->tokens);
     }
     return 0;
 }
@@ -3414,12 +2282,7 @@ speedups_clear(PyObject *module)
 static void
 speedups_free(void *module)
 {
-    speedups_state *s = PyModule_GetState((PyObject *)module);
-
     (void)speedups_clear((PyObject *)module);
-    if (s != NULL) {
-        token_table_free(&s->tokens);
-    }
 }
 
 static PyModuleDef_Slot speedups_slots[] = {
@@ -3428,17 +2291,14 @@ static PyModuleDef_Slot speedups_slots[] = {
 };
 
 PyDoc_STRVAR(speedups_doc,
-"C versions of tracehound's hot paths: OTLP protobuf reading, message conversion, tokens,\n"
-"and the evaluators' kernels.\n"
+"C kernels of tracehound: OTLP protobuf reading, splicing and writing, the evidence index\n"
+"and the drift embedding's hashing and vector sums.\n"
 "\n"
 "They read the protobuf wire bytes directly instead of going through upb's per-field Python\n"
-"wrappers. The Python code (tracehound.spans) is the reference: each function returns exactly\n"
-"what it returns, or None for input it does not handle exactly, and the caller then falls\n"
-"back to the Python/upb path. convert_messages does the same for the message lists of\n"
-"tracehound.conventions._messages.parse_messages, and ascii_tokens for the tokens of\n"
-"tracehound.text._normalized_tokens. The evaluators' kernels (embed_hashed, the evidence\n"
-"index) hold to their Python code the same way. This module is optional; tracehound works\n"
-"without it.");
+"wrappers. The Python code is the reference: each function returns exactly what it returns,\n"
+"or None for input it does not handle exactly, and the caller then falls back to the Python\n"
+"path (tracehound._accel lists each kernel with its reference). This module is optional;\n"
+"tracehound works without it.");
 
 static struct PyModuleDef speedups_module = {
     PyModuleDef_HEAD_INIT,
@@ -3447,7 +2307,7 @@ static struct PyModuleDef speedups_module = {
     sizeof(speedups_state), /* m_size */
     speedups_methods,       /* m_methods */
     speedups_slots,         /* m_slots: multi-phase initialization */
-    speedups_traverse,      /* m_traverse */
+    NULL,                   /* m_traverse: the state holds only strings (no cycles) */
     speedups_clear,         /* m_clear */
     speedups_free,          /* m_free */
 };

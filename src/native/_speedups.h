@@ -28,14 +28,14 @@ int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
 int tracehound_add_otlp(PyObject *module);
-int tracehound_add_text(PyObject *module);
 
 /* The typographic characters of tracehound.text._TYPOGRAPHIC, which the tokenizer's ASCII path
- * takes as separators (and text_units, and the evidence index): given by tracehound._accel
- * through configure() (_speedups.c), which checks them (non-ASCII BMP characters, no letter or
- * digit, at most TYPOGRAPHIC_MAX). Empty until then, so that every text holding a non-ASCII
- * character is declined (ASCII texts do not depend on the table). One table for the process:
- * plain characters, no Python objects; written with the GIL held, read by kernels that hold it. */
+ * takes as separators (as the evidence index and the hashing embedder read it): given by
+ * tracehound._accel through configure() (_speedups.c), which checks them (non-ASCII BMP
+ * characters, no letter or digit, at most TYPOGRAPHIC_MAX). Empty until then, so that every
+ * text holding a non-ASCII character is declined (ASCII texts do not depend on the table). One
+ * table for the process: plain characters, no Python objects; written with the GIL held, read
+ * by kernels that hold it. */
 #define TYPOGRAPHIC_MAX 32
 typedef struct {
     uint64_t filter; /* bit (c & 63) set for each character c of the table */

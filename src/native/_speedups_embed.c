@@ -538,7 +538,7 @@ embed_rows_sum(const embed_t *e, PyObject *token_lists, double *out, double *scr
 /*
  * embed_texts_sum is embed_hashed_sum of the texts' informative tokens (tracehound.text's
  * informative_tokens) without those tokens as Python strings: each text of the tokenizer's
- * ASCII path is scanned by scan_tokens (_speedups_tokens.h, the tokens of ascii_tokens), each
+ * ASCII path is scanned by scan_tokens (_speedups_tokens.h, text._normalized_tokens' tokens), each
  * token's CRC-32 is computed from its lower-cased characters (which are its UTF-8 bytes), and
  * the stop words and the stance words are told by that CRC in small tables made for the call
  * from the set and the dict (a word matches a token when its CRC is the token's and its
@@ -661,7 +661,7 @@ word_table_find(const word_table_t *t, uint32_t h, int kind, const void *data, P
 }
 
 /* The stop words of an exact set or frozenset of exact strs, at most WORD_TABLE_KEYS:
- * ST_UNHANDLED for any other. The set's own table is read, as _speedups_text.c does. */
+ * ST_UNHANDLED for any other. The set's own table is read. */
 static int
 stop_table_init(word_table_t *t, PyObject *stop_words)
 {
@@ -1092,14 +1092,15 @@ PyDoc_STRVAR(embed_texts_sum_doc,
 "embed_texts_sum($module, texts, out, lexical_dim, bigrams, stance_index, stop_words, /)\n"
 "--\n"
 "\n"
-"embed_hashed_sum of the texts' informative tokens (their tokens, as ascii_tokens makes them,\n"
-"but those in `stop_words`) into `out`, the same bits, without the tokens as Python strings.\n"
-"Returns True, or None with `out` all zeros for input it leaves to Python: texts not a list or\n"
-"tuple, a text not a str (subclasses included) or off the tokenizer's ASCII path (see\n"
-"ascii_tokens), stop_words not an exact set or frozenset of strs, stance_index not a dict of\n"
-"strs to ints in [0, dim - lexical_dim), either of more than 256 words, a text of more than\n"
-"2**25 informative tokens, lexical_dim of 2**32 or more. Raises as embed_hashed_sum does for\n"
-"bad arguments, and TypeError if stop_words is not a set or frozenset.");
+"embed_hashed_sum of the texts' informative tokens (their tokens, as text._normalized_tokens\n"
+"makes them, but those in `stop_words`) into `out`, the same bits, without the tokens as\n"
+"Python strings. Returns True, or None with `out` all zeros for input it leaves to Python:\n"
+"texts not a list or tuple, a text not a str (subclasses included) or off the tokenizer's\n"
+"ASCII path (a character neither ASCII nor typographic), stop_words not an exact set or\n"
+"frozenset of strs, stance_index not a dict of strs to ints in [0, dim - lexical_dim), either\n"
+"of more than 256 words, a text of more than 2**25 informative tokens, lexical_dim of 2**32\n"
+"or more. Raises as embed_hashed_sum does for bad arguments, and TypeError if stop_words is\n"
+"not a set or frozenset.");
 
 /* out[0:n] = 0.0, in vector stores (a memset of that size may be a string instruction, one
  * step per byte). */

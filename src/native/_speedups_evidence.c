@@ -27,16 +27,16 @@
  *
  * Tokens are interned by their characters (a vocabulary of the core's own: no str object per
  * token), so texts of the tokenizer's ASCII path never become Python objects: add_text cuts a
- * source's text into units and tokenizes them here (the segmenter and tokenizer of text_units
- * and ascii_tokens, _speedups_tokens.h, run over a lower-cased byte copy of the text, see
- * lower_text), match_text tokenizes an output and matches it in the same pass. The fields of
- * such a unit (its text, normalized text and informative tokens, those of the Unit that
- * TextCache.units makes) are made only when asked for (`units`), from the source's text, the
- * unit's bounds in it and its class's tokens. Normalized texts are compared as sequences of token
- * ids: normalized is " ".join(tokens), so two are equal exactly when their sequences are, and
- * " a " is in " b " exactly when a's sequence is a run of b's (`contained`). Texts of other
- * paths come as (normalized, informative tokens) pairs (add_units) and as informative tokens and
- * normalized text (match), made by the Python code; their tokens are interned by their
+ * source's text into units and tokenizes them here (the segmenter and tokenizer of
+ * tracehound.text's ASCII path, _speedups_tokens.h, run over a lower-cased byte copy of the
+ * text, see lower_text), match_text tokenizes an output and matches it in the same pass. The
+ * fields of such a unit (its text, normalized text and informative tokens, those of the Unit
+ * that TextCache.units makes) are made only when asked for (`units`), from the source's text,
+ * the unit's bounds in it and its class's tokens. Normalized texts are compared as sequences of
+ * token ids: normalized is " ".join(tokens), so two are equal exactly when their sequences are,
+ * and " a " is in " b " exactly when a's sequence is a run of b's (`contained`). Texts of other
+ * paths come as (normalized, informative tokens) pairs (add_units) and as informative tokens
+ * and normalized text (match), made by the Python code; their tokens are interned by their
  * characters too (a normalized text's tokens are its pieces between spaces), into the same
  * vocabulary. The stop words are interned first, flagged: a token interned later is
  * informative.
@@ -1545,7 +1545,8 @@ PyDoc_STRVAR(add_text_doc,
 "Index the units of the source at source_index whose text is `text`, as\n"
 "EvidenceIndex.add_evidence does with TextCache.units(text); returns how many there are (they\n"
 "get the next unit ids), or None, changing nothing, if the text is not of the tokenizer's\n"
-"ASCII path (see ascii_tokens): add_units then takes the units made by the Python code.\n"
+"ASCII path (every character ASCII or typographic): add_units then takes the units made by\n"
+"the Python code.\n"
 "source_index must be above that of every earlier call.");
 
 /* Room for what a text of `length` characters cut in `segments` segments may add, reserved at
@@ -1853,8 +1854,8 @@ PyDoc_STRVAR(match_text_doc,
 "--\n"
 "\n"
 "The units the output `text` reuses, as EvidenceIndex.match_output matches them, for a text\n"
-"of the tokenizer's ASCII path (see ascii_tokens): their unit ids, ascending. None for any\n"
-"other text (match then takes its tokens made by the Python code).");
+"of the tokenizer's ASCII path (every character ASCII or typographic): their unit ids,\n"
+"ascending. None for any other text (match then takes its tokens made by the Python code).");
 
 static PyObject *
 match_text(EvidenceCore *self, PyObject *text)

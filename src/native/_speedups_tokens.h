@@ -1,6 +1,7 @@
-/* The tokenizer and the unit segmenter of tracehound.text's ASCII path, shared by the files
- * that read text: ascii_tokens (_speedups.c), text_units (_speedups_text.c) and EvidenceCore
- * (_speedups_evidence.c). Static functions, inlined where they are used.
+/* The tokenizer and the unit segmenter of tracehound.text's ASCII path (the Python code,
+ * text._normalized_tokens and text._segments, is their reference), shared by the kernels that
+ * read text: EvidenceCore (_speedups_evidence.c) and the hashing embedder (_speedups_embed.c).
+ * Static functions, inlined where they are used.
  *
  * The texts of that path: every character ASCII or one of the typographic characters of
  * text._TYPOGRAPHIC (is_typographic in _speedups.h, given by configure()), which separate tokens.
@@ -160,10 +161,10 @@ classify(int kind, const void *data, Py_ssize_t base, Py_ssize_t count, uint64_t
 /*
  * The tokens of the `n` characters at `data`, of the given kind, each handed to `sink` (with
  * `ctx`, and the token's start index and length): the tokens of tracehound.text's ASCII path,
- * as ascii_tokens makes them. ST_UNHANDLED, as soon as it is seen, if a character is not of
- * that path (the tokens before it have been handed over); ST_ERROR if the sink fails. Inlined
- * once per kind and sink, so that the kind is a constant in the loops and the sink's call a
- * direct one.
+ * as text._normalized_tokens makes them. ST_UNHANDLED, as soon as it is seen, if a character is
+ * not of that path (the tokens before it have been handed over); ST_ERROR if the sink fails.
+ * Inlined once per kind and sink, so that the kind is a constant in the loops and the sink's
+ * call a direct one.
  *
  * The text is read 64 characters at a time into bit masks (bit k: the character at 64 w + k):
  * token characters (A) and joiners (J) of the current word w, with those of the words before

@@ -1,22 +1,22 @@
 """The one door to the optional C accelerator, `tracehound._speedups` (sources in `src/native/`).
 
 The C holds byte- and text-level kernels only — reading and splicing OTLP protobuf, decoding
-attributes, JSON, the tokenizer, the evidence index, the drift embedding's hashing and a few
-vector sums — each beside the Python code that is its reference and its fallback, as CPython
+and encoding attributes, the evidence index, the drift embedding's hashing and a few vector
+sums — each beside the Python code that is its reference and its fallback, as CPython
 keeps `heapq` beside `_heapq`. Every rule (conventions, steps, runs, the engine, the evaluators'
 decisions, results) exists once, in Python.
 
-Callers ask for a kernel by name when they run (`kernel("json_loads")`), so that the switch
+Callers ask for a kernel by name when they run (`kernel("decode_key_values")`), so that the switch
 reaches every one of them: `TRACEHOUND_PURE_PYTHON=1` at start-up (or a comma-separated list of
 kernel names, to turn off those only), or `use_native(False)` in a test. A kernel answers None
 for input it does not handle exactly as its reference; the caller then runs the reference and
 counts the refusal with `declined(name)`, which the sidecar exports as
 `tracehound.accelerator.fallbacks` (by kernel) and its `listening` log record shows.
 
-The constants the kernels need are Python's, given to the C once, at first use (`loaded`): the
-typographic separators of `tracehound.text._TYPOGRAPHIC` and the strings `json_loads` interns,
-`tracehound.conventions.base.INTERNED_JSON_STRINGS`. Until then the text kernels decline every
-text holding a non-ASCII character.
+The one constant the kernels need is Python's, given to the C once, at first use (`loaded`):
+the typographic separators of `tracehound.text._TYPOGRAPHIC`, which the evidence index and the
+hashing embedder take as the tokenizer does. Until then those kernels decline every text
+holding a non-ASCII character.
 """
 
 from __future__ import annotations
@@ -96,27 +96,6 @@ KERNELS: tuple[Kernel, ...] = (
         name="encode_log_record",
         reference="tracehound.server._otlp.evaluation_log_record(...).SerializeToString()",
         does="a gen_ai.evaluation.result log record written as protobuf",
-    ),
-    # text
-    Kernel(
-        name="json_loads",
-        reference="json.loads",
-        does="JSON documents of attribute values",
-    ),
-    Kernel(
-        name="ascii_tokens",
-        reference="tracehound.text._normalized_tokens",
-        does="the tokenizer's ASCII path",
-    ),
-    Kernel(
-        name="text_tokens",
-        reference="tracehound.text.TextCache.normalized_informative",
-        does="a text's normalized form and informative tokens",
-    ),
-    Kernel(
-        name="text_units",
-        reference="tracehound.text.TextCache.units",
-        does="a text's evidence units (sentences / paragraphs)",
     ),
     # evidence
     Kernel(
@@ -199,7 +178,7 @@ NATIVE = _module is not None and not _TURNED_OFF
 """Whether the C accelerator is in use (built, and not turned off)."""
 
 _in_use: Any = _module if NATIVE else None
-# The constants are given at first use, not here: the modules that hold them import this one
+# The constant is given at first use, not here: the module that holds it imports this one
 _configured = _module is None
 _configure_lock = threading.Lock()
 _fallbacks: dict[str, int] = {}
@@ -219,18 +198,17 @@ def kernel(name: str) -> Callable[..., Any] | None:
 
 
 def loaded() -> Any:
-    """`tracehound._speedups` given the constants Python owns (once), or None when it is not
+    """`tracehound._speedups` given the constant Python owns (once), or None when it is not
     built, whether or not it is in use: `kernel` calls it at first use, and tests that call the
     module's functions directly do."""
     global _configured  # noqa: PLW0603 - set once, under the lock
     if not _configured:
         with _configure_lock:
             if not _configured:
-                # here, not at the top: both modules import this one
-                from tracehound.conventions.base import INTERNED_JSON_STRINGS
+                # here, not at the top: tracehound.text imports this module
                 from tracehound.text import _TYPOGRAPHIC
 
-                _module.configure("".join(_TYPOGRAPHIC), INTERNED_JSON_STRINGS)
+                _module.configure("".join(_TYPOGRAPHIC))
                 _configured = True
     return _module
 

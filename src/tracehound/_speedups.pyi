@@ -1,4 +1,4 @@
-"""Type stubs of the optional C accelerator (`src/tracehound/_speedups*.c`)."""
+"""Type stubs of the optional C accelerator (`src/native/_speedups*.c`)."""
 
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
@@ -7,13 +7,11 @@ from typing import Any, TypeVar
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 
-from tracehound.text import Unit
-
 _T = TypeVar("_T")
 
 VALIDATES: bool
 
-def configure(typographic: str, message_strings: tuple[str, ...], /) -> None: ...
+def configure(typographic: str, /) -> None: ...
 def scan_trace_request(
     data: bytes, prefixes: tuple[bytes, ...], event_name: bytes, validate: bool = False, /
 ) -> tuple[bool, list[bytes], list[int]] | None: ...
@@ -30,8 +28,6 @@ def read_trace_views(
     data: ReadableBuffer, cls: type[_T], resource_view: object, /
 ) -> tuple[list[tuple[Any, ...]], list[_T | None]] | None: ...
 def trace_request_schema() -> dict[str, dict[int, tuple[str, str | None]]]: ...
-def json_loads(text: object, /) -> tuple[Any] | None: ...
-def ascii_tokens(text: str, /) -> list[str] | None: ...
 def encode_key_values(attributes: object, tag: bytes, /) -> bytes | None: ...
 def encode_log_record(
     attributes: object,
@@ -42,16 +38,6 @@ def encode_log_record(
     framed: bool,
     /,
 ) -> bytes | None: ...
-def text_tokens(
-    text: str, stop_words: frozenset[str] | set[str], /
-) -> tuple[str, tuple[str, ...]] | None: ...
-def text_units(
-    text: str,
-    segments: dict[str, Unit | None],
-    unit_type: type[Unit],
-    stop_words: frozenset[str] | set[str],
-    /,
-) -> list[Unit] | None: ...
 def embed_hashed(
     token_lists: Sequence[Sequence[str]],
     out: WriteableBuffer,

@@ -21,8 +21,6 @@ import unicodedata
 from dataclasses import dataclass
 from itertools import filterfalse
 
-from tracehound import _accel
-
 __all__ = [
     "STOP_WORDS",
     "TextCache",
@@ -80,12 +78,6 @@ _TYPOGRAPHIC = ("\u2019", "\u2018", "\u201c", "\u201d", "\u2013", "\u2014", "\u2
 
 
 def _normalized_tokens(text: str) -> list[str]:
-    native = _accel.kernel("ascii_tokens")
-    if native is not None and type(text) is str:  # the C accelerator, for the ASCII path below
-        tokens: list[str] | None = native(text)
-        if tokens is not None:
-            return tokens
-        _accel.declined("ascii_tokens")
     if not text.isascii():
         plain = text
         for char in _TYPOGRAPHIC:
@@ -205,23 +197,13 @@ class TextCache:
         return cached
 
     def normalized_informative(self, text: str) -> tuple[str, tuple[str, ...]]:
-        """`(normalize_text(text), informative_tokens(text))`, cached; with the C accelerator,
-        made in one call for the texts of the tokenizer's ASCII path."""
+        """`(normalize_text(text), informative_tokens(text))`, cached."""
         normalized = self._normalized.get(text)
         if normalized is not None:
             return normalized, self._informative[text]
-        text_tokens = _accel.kernel("text_tokens")
-        made = None
-        if text_tokens is not None and type(text) is str:
-            made = text_tokens(text, STOP_WORDS)
-            if made is None:
-                _accel.declined("text_tokens")
-        if made is None:
-            tokens = self.tokens(text)
-            normalized = " ".join(tokens)
-            informative = tuple(filterfalse(_IS_STOP_WORD, tokens))
-        else:
-            normalized, informative = made
+        tokens = self.tokens(text)
+        normalized = " ".join(tokens)
+        informative = tuple(filterfalse(_IS_STOP_WORD, tokens))
         self._informative[text] = informative
         self._normalized[text] = normalized
         return normalized, informative
@@ -236,15 +218,6 @@ class TextCache:
     def units(self, text: str) -> list[Unit]:
         cached = self._units.get(text)
         if cached is None:
-            # the C accelerator, for the texts of the tokenizer's ASCII path: the same segments
-            # and Units, looked up and entered in `_segments` the same way; else None
-            text_units = _accel.kernel("text_units")
-            if text_units is not None and type(text) is str:
-                units: list[Unit] | None = text_units(text, self._segments, Unit, STOP_WORDS)
-                if units is not None:
-                    self._units[text] = units
-                    return units
-                _accel.declined("text_units")
             cached = []
             segments = self._segments
             for segment in _segments(text.strip()):

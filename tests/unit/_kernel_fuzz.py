@@ -13,30 +13,23 @@ and a checker, which runs the case through the C kernel and through its referenc
 - `read_trace_views`: `SpanView.from_proto` of each upb-parsed span on the pure-Python path
   (None where that raises ValueError), and None exactly where `read_trace_spans` is None.
 - `splice_trace_request`: the same edits made through upb, then `_drop_empty`.
-- `json_loads`: `json.loads` (the same value, types and float bits; where it raises, the C
-  answers None or raises the same kind of error).
-- `ascii_tokens`, `text_tokens`, `text_units`: the `tracehound.text` code they replace, run with
-  the accelerator off; None exactly for texts off the tokenizer's ASCII path.
 
 Whenever the C answers (anything but None) its answer must equal the reference's; None (the
 caller's fallback) is always allowed except where the kernel documents that it answers. With
 `native=None` (no accelerator, or `TRACEHOUND_PURE_PYTHON=1`) a checker runs the reference alone,
-with the reference's own invariants (no unexpected exception; the Python fast paths equal the
-plain spec: the token regex over NFKC, `json.loads`).
+with the reference's own invariants (no unexpected exception).
 
 Inputs are the OTLP fixtures (`tests/fixtures/*.pb`), small requests made of their spans, their
-spans, resources, events and links, the JSON and text of their attribute values, and a few
-written here, mutated: byte flips, insertions, deletions, truncations, duplicated chunks; and,
-on the protobuf structure, deleted, duplicated and moved fields, corrupted lengths, huge and
-over-long varints, wrong wire types and field numbers, invalid UTF-8, wrong id lengths, and
-deeply nested values. Cases on which the C answered join a small pool that later cases mutate
-further.
+spans, resources, events and links, mutated: byte flips, insertions, deletions, truncations,
+duplicated chunks; and, on the protobuf structure, deleted, duplicated and moved fields,
+corrupted lengths, huge and over-long varints, wrong wire types and field numbers, invalid
+UTF-8, wrong id lengths, and deeply nested values. Cases on which the C answered join a small
+pool that later cases mutate further.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
 import random
 import struct
@@ -54,25 +47,13 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 from tracehound import _accel, _wire
-from tracehound.conventions import base as _conventions_base
 from tracehound.server._pipeline import _drop_empty
 from tracehound.spans import ResourceView, SpanView, _proto_attributes
-from tracehound.text import (
-    _TOKEN,
-    _TYPOGRAPHIC,
-    _UNIT_BOUNDARY,
-    STOP_WORDS,
-    TextCache,
-    Unit,
-    _normalized_tokens,
-    _segments,
-)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PREFIXES = tuple(p.encode() for p in _wire.GENAI_KEY_PREFIXES)
 EVENT = _wire.DB_QUERY_RESULT.encode()
 _STR_PREFIXES = _wire.GENAI_KEY_PREFIXES
-TYPOGRAPHIC = "".join(_TYPOGRAPHIC)
 
 
 class Mismatch(AssertionError):
@@ -114,30 +95,6 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     return bool(a == b)
-
-
-def same_json(a: Any, b: Any) -> bool:
-    """`same`, but floats by repr (json.loads makes one NaN; its payload is not the point);
-    without recursion (documents nest deeper than Python's recursion limit)."""
-    stack = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        if type(x) is not type(y):
-            return False
-        if isinstance(x, float):
-            if repr(x) != repr(y):
-                return False
-        elif isinstance(x, list):
-            if len(x) != len(y):
-                return False
-            stack.extend(zip(x, y, strict=True))
-        elif isinstance(x, dict):
-            if list(x) != list(y):
-                return False
-            stack.extend((x[k], y[k]) for k in x)
-        elif x != y:
-            return False
-    return True
 
 
 # --- wire helpers -------------------------------------------------------------------------------
@@ -327,31 +284,6 @@ _ANY_VALUE = _DESCRIPTORS["opentelemetry.proto.common.v1.AnyValue"]
 # decode_key_values: the attributes field number of each message kind it reads
 ATTRIBUTE_MESSAGES: dict[int, Any] = {9: Span, 1: Resource, 3: Span.Event, 4: Span.Link}
 
-_PROSE = (
-    "The model GPT-5 answered in 3.14 seconds. It is v1.2 of the e.g. tool!\n\nNext para? Yes.",
-    "Paris is the capital of France. The Eiffel Tower was completed in 1889.",
-    "\u201cQuoted\u201d text \u2014 with typographic\u2019s marks\u2026 and\u00a0spaces.",
-    "Line one\r\n\r\nLine two.  Line three!\tTabs\x0band\x1cseparators\x1f_under_score_",
-    "Σ σ ς İstanbul ﬁle Ａ full-width café naïve résumé 😀 emoji",
-    "a-b.c--d..e -x- .y. z- -0 1.2.3 v-1 ---- .... a_b 9_9",
-    "",
-    " ",
-    "x" * 63 + "." + "y" * 64 + " " + "Z" * 65,
-)
-_JSON = (
-    '{"role": "user", "content": "hi"}',
-    '[{"role":"assistant","parts":[{"type":"text","content":"ok"}]}]',
-    '{"a": [1, 2.5, -0.0, 1e308, 1e-320, true, false, null, "\\u00e9\\ud83d\\ude00"]}',
-    '[1, -1, 12345678901234567890123, 0.1, 1E+2, -2e-2, "\\n\\t\\"\\\\\\/"]',
-    '{"nested": {"deeper": {"deepest": [[[[]]], {}]}}, "": ""}',
-    '  {"sp" :\t[ ] , "x"\n:\r{ } }  ',
-    '"just a string"',
-    "42",
-    "NaN",
-    "[Infinity, -Infinity, NaN]",
-    '{"dup": 1, "dup": 2}',
-)
-
 
 @dataclass
 class Seeds:
@@ -360,8 +292,6 @@ class Seeds:
     requests: list[bytes] = field(default_factory=list)  # small ones made of fixture spans
     full_requests: list[bytes] = field(default_factory=list)  # the fixtures as they are
     messages: dict[int, list[bytes]] = field(default_factory=dict)  # attributes field -> msgs
-    json_texts: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
     # message type name -> serialized sub-messages of it, for crossover
     parts: dict[str, list[bytes]] = field(default_factory=dict)
 
@@ -369,18 +299,6 @@ class Seeds:
 @functools.cache
 def seeds() -> Seeds:
     return _make_seeds()
-
-
-def _strings_of(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, list):
-        for v in value:
-            _strings_of(v, out)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            out.append(k)
-            _strings_of(v, out)
 
 
 def _make_seeds() -> Seeds:
@@ -397,8 +315,6 @@ def _make_seeds() -> Seeds:
             for ss in rs.scope_spans:
                 for span in ss.spans:
                     all_spans.append((rs, ss, span))
-    texts: set[str] = set()
-    json_texts: set[str] = set()
     for rs, ss, span in all_spans:
         one = ExportTraceServiceRequest(
             resource_spans=[
@@ -422,20 +338,6 @@ def _make_seeds() -> Seeds:
             flags=0x301,
         )
         s.messages.setdefault(4, []).append(link.SerializeToString())
-        for kv in span.attributes:
-            text = kv.value.string_value
-            if not text:
-                continue
-            try:
-                value = json.loads(text)
-            except ValueError:
-                texts.add(text[:600])
-                continue
-            if len(text) <= 3000:
-                json_texts.add(text)
-            found: list[str] = []
-            _strings_of(value, found)
-            texts.update(t[:600] for t in found if len(t) > 3)
     # requests of a few spans, over one or two resources and scopes
     for _ in range(60):
         picks = rng.sample(all_spans, rng.randint(2, 4))
@@ -449,8 +351,6 @@ def _make_seeds() -> Seeds:
                 target.scope_spans.add(scope=ss.scope)
             target.scope_spans[-1].spans.append(span)
         s.requests.append(request.SerializeToString())
-    s.json_texts = sorted(json_texts) + list(_JSON)
-    s.texts = sorted(texts) + list(_PROSE)
     for data in s.requests:
         sub_messages(data, ExportTraceServiceRequest.DESCRIPTOR, s.parts)
     for name in s.parts:
@@ -655,32 +555,6 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
     return data[:i] + data[j:k] + data[i:]
 
 
-def mutate_text(rng: random.Random, text: str, alphabet: str) -> str:
-    """One mutation of a text: characters from `alphabet` inserted or replaced, ranges deleted
-    or duplicated, case flipped, lengthened over the 16- and 64-character blocks."""
-    n = len(text)
-    op = rng.random()
-    i = rng.randint(0, n)
-    if op < 0.35 or n == 0:
-        k = rng.choice((1, 1, 1, 2, 3, 8))
-        return text[:i] + "".join(rng.choice(alphabet) for _ in range(k)) + text[i:]
-    if op < 0.5:
-        j = min(n, i + 1)
-        return text[:i] + rng.choice(alphabet) + text[j:]
-    if op < 0.62:
-        j = min(n, i + rng.choice((1, 2, 5, 20)))
-        return text[:i] + text[j:]
-    if op < 0.74:
-        j = min(n, i + rng.choice((1, 4, 16, 64)))
-        return text[:j] + text[i:j] * rng.randint(1, 4) + text[j:]
-    if op < 0.82:
-        return text.swapcase() if rng.random() < 0.5 else text.upper()
-    if op < 0.9:
-        return text[:i]
-    pad = rng.choice((15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129))
-    return text[:i] + rng.choice("aZ9 .-") * pad + text[i:]
-
-
 # --- kernels ---------------------------------------------------------------------------------
 
 
@@ -689,7 +563,7 @@ class Counts:
     inputs: int = 0
     answered: int = 0
     declined: int = 0
-    raised: int = 0  # documented errors (a wrong edit count, json's own errors)
+    raised: int = 0  # documented errors (a wrong edit count)
     # answered for bytes upb refuses, where the kernel promises nothing (its callers only pass
     # bytes upb parses): counted within `answered`, compared with nothing
     unchecked: int = 0
@@ -1149,285 +1023,8 @@ def _describe_splice(case: bytes) -> str:
     return f"splice_trace_request(bytes.fromhex({data.hex()!r}), {edits!r})"
 
 
-# json_loads ----------------------------------------------------------------------------------
-
-_JSON_ALPHABET = (
-    '{}[]{}[]""""::,,  \t\n\r\\\\/u0123456789abcdefABCDEF.eE+-'
-    "\x00\x1f\x7f\u00e9\u2028\ud800\udc00\U0001f600"
-)
-_JSON_WORDS = (
-    "true",
-    "false",
-    "null",
-    "NaN",
-    "Infinity",
-    "-Infinity",
-    "tru",
-    "nul",
-    "1e400",
-    "-0",
-    "0.0e-400",
-    "01",
-    "1.",
-    ".5",
-    "-",
-    "\\ud83d\\ude00",
-    "\\ud800",
-    "\\udc00\\ud800",
-    "\\u00",
-    "\\x41",
-    '"\\"',
-    "9" * 30,
-    "1" * 4301,
-    "123456789012345678901234567890.5e-5",
-    "1E+308",
-    "2.2250738585072014e-308",
-    "4.9e-324",
-)
-
-
-def _gen_json(rng: random.Random, pool: list[bytes]) -> bytes:
-    s = seeds()
-    r = rng.random()
-    if pool and r < 0.3:
-        text = rng.choice(pool)[1:].decode("utf-8", "surrogatepass")
-    elif r < 0.335:  # deep nesting
-        depth = rng.choice((rng.randint(1, 50), rng.randint(500, 1100), rng.randint(3000, 6000)))
-        opener = rng.choice(("[", '{"k":', '[{"a":'))
-        closer = {"[": "]", '{"k":': "}", '[{"a":': "}]"}[opener]
-        inner = rng.choice(("1", "[]", "{}", '"x"', ""))
-        text = opener * depth + inner + closer * rng.choice((depth, depth, depth - 1, 0))
-    elif r < 0.37:  # a value dumped anew with other options
-        value = json.loads(rng.choice(s.json_texts))
-        text = json.dumps(
-            value,
-            ensure_ascii=rng.random() < 0.5,
-            indent=rng.choice((None, None, 1, "\t")),
-            separators=rng.choice((None, (",", ":"), (" , ", " : "))),
-            sort_keys=rng.random() < 0.2,
-        )
-    else:
-        text = rng.choice(s.json_texts)
-        if len(text) > 1200 and rng.random() < 0.7:
-            text = rng.choice(_JSON)
-    for _ in range(rng.choice((1, 1, 1, 2, 3)) if r < 0.3 else rng.choice((0, 1, 1, 1, 2, 3))):
-        if rng.random() < 0.25:
-            i = rng.randint(0, len(text))
-            text = text[:i] + rng.choice(_JSON_WORDS) + text[i:]
-        else:
-            text = mutate_text(rng, text, _JSON_ALPHABET)
-    kind = 0 if rng.random() < 0.92 else rng.choice((1, 2, 3))
-    return bytes([kind]) + text.encode("utf-8", "surrogatepass")
-
-
-def _decode_json(case: bytes) -> Any:
-    kind = case[0]
-    text = case[1:].decode("utf-8", "surrogatepass")
-    if kind == 1:  # json.loads takes bytes too
-        return case[1:]
-    if kind == 2:
-        return bytearray(case[1:])
-    if kind == 3:  # not a document at all
-        return len(text)
-    return text
-
-
-def _check_json(case: bytes, native: Any) -> str:
-    text = _decode_json(case)
-    error: BaseException | None = None
-    try:
-        want = json.loads(text)
-    except (ValueError, TypeError, RecursionError) as e:
-        error = e
-    if native is None:
-        # the reference's own: the decoder's shortcut (`conventions.base._loads`) is json.loads
-        if isinstance(text, str):
-            try:
-                with pure_python():
-                    fast = _conventions_base._loads(text)
-            except (ValueError, RecursionError) as e:
-                expect(error is not None and type(e) is type(error), f"_loads raised {e!r}")
-            else:
-                expect(error is None and same_json(fast, want), "_loads differs from json.loads")
-        return "reference"
-    try:
-        got = native.json_loads(text)
-    except (ValueError, TypeError, RecursionError) as e:
-        expect(
-            error is not None and isinstance(e, type(error)),
-            f"json_loads raised {e!r} where json.loads " + (f"raised {error!r}" if error else "ok"),
-        )
-        return "raised"
-    if got is None:
-        return "declined"
-    expect(error is None, f"json_loads answered {got!r} where json.loads raised {error!r}")
-    expect(type(got) is tuple and len(got) == 1, "a 1-tuple")
-    expect(same_json(got[0], want), f"C {got[0]!r}\n  json.loads {want!r}")
-    return "answered"
-
-
-def _describe_json(case: bytes) -> str:
-    return f"json_loads({_decode_json(case)!r})"
-
-
-# text kernels --------------------------------------------------------------------------------
-
-_OTHER_NON_ASCII = (
-    "\u00e9\u00df\u0080\u00ff\u00ad\u00ae\u00e1\u00b0\u00c1\u0130\u03a3\u03c3\ufb01\uff21"
-    "\u0301\u2012\u2015\u2028\u2009\u3000\ud800\u202d\u202e\u2061\u2030\u0100\u8000\uffff"
-    "\u200b\uff27\u8a9e\U0001f600\U0001d400\U00010061"
-)
-_TEXT_ALPHABET = (
-    "aAzZmMeEiI" * 3
-    + "0159" * 2
-    + ".-" * 6
-    + ".!?" * 4
-    + "_ \t\n\r" * 3
-    + "\x0b\x0c\x1c\x1d\x1e\x1f\x00\x7f"
-    + "!,;:'\"()[]{}/\\@`~#$%^&*+=<>|"
-    + TYPOGRAPHIC * 3
-    + _OTHER_NON_ASCII
-)
-
-
-def _gen_text(rng: random.Random, pool: list[bytes]) -> bytes:
-    s = seeds()
-    from_pool = bool(pool) and rng.random() < 0.3
-    if from_pool:
-        text = rng.choice(pool).decode("utf-8", "surrogatepass")
-    else:
-        text = rng.choice(s.texts)
-        if rng.random() < 0.1:
-            text += rng.choice(("\n\n", ". ", " ")) + rng.choice(s.texts)
-    for _ in range(rng.choice((1, 1, 2, 3)) if from_pool else rng.choice((0, 1, 1, 2, 3))):
-        text = mutate_text(rng, text, _TEXT_ALPHABET)
-    if rng.random() < 0.5:  # mostly texts of the ASCII path: that is where the C answers
-        text = "".join(c if c.isascii() or c in TYPOGRAPHIC else " " for c in text)
-        if rng.random() < 0.15:
-            i = rng.randint(0, len(text))
-            text = text[:i] + rng.choice(_OTHER_NON_ASCII) + text[i:]
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _text(case: bytes) -> str:
-    return case.decode("utf-8", "surrogatepass")
-
-
-def takes_ascii_path(text: str) -> bool:
-    """Does the tokenizer take its ASCII path (every character ASCII or typographic)?"""
-    return all(c.isascii() or c in TYPOGRAPHIC for c in text)
-
-
-def _spec_tokens(text: str) -> list[str]:
-    import unicodedata
-
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text).lower())
-
-
-def _check_ascii_tokens(case: bytes, native: Any) -> str:
-    text = _text(case)
-    with pure_python():
-        want = _normalized_tokens(text)
-    if native is None:
-        if "\ud800" not in text and "\udc00" not in text:
-            expect(want == _spec_tokens(text), "the ASCII path differs from NFKC + the regex")
-        return "reference"
-    got = native.ascii_tokens(text)
-    if got is None:
-        expect(not takes_ascii_path(text), "declined a text of the ASCII path")
-        return "declined"
-    expect(takes_ascii_path(text), "answered for a text off the ASCII path")
-    expect(type(got) is list and all(type(t) is str for t in got), "a list of str")
-    expect(got == want, f"C {got!r}\n  Python {want!r}")
-    return "answered"
-
-
-def _python_text_tokens(text: str) -> tuple[str, tuple[str, ...]]:
-    with pure_python():
-        tokens = _normalized_tokens(text)
-    return " ".join(tokens), tuple(t for t in tokens if t not in STOP_WORDS)
-
-
-def _check_text_tokens(case: bytes, native: Any) -> str:
-    text = _text(case)
-    want = _python_text_tokens(text)
-    if native is None:
-        with pure_python():
-            cache = TextCache()
-            expect(cache.normalized_informative(text) == want, "TextCache differs")
-        return "reference"
-    got = native.text_tokens(text, STOP_WORDS)
-    if got is None:
-        expect(not takes_ascii_path(text), "declined a text of the ASCII path")
-        return "declined"
-    expect(takes_ascii_path(text), "answered for a text off the ASCII path")
-    expect(type(got) is tuple and type(got[0]) is str and type(got[1]) is tuple, "types")
-    expect(got == want, f"C {got!r}\n  Python {want!r}")
-    return "answered"
-
-
-def _gen_units(rng: random.Random, pool: list[bytes]) -> bytes:
-    text = _gen_text(rng, pool)
-    # a segments dict shared with an earlier text (as a TextCache shares it), or a fresh one
-    other = _gen_text(rng, []) if rng.random() < 0.2 else b""
-    return struct.pack("<I", len(other)) + other + text
-
-
-def _decode_units(case: bytes) -> tuple[str, str]:
-    (n,) = struct.unpack_from("<I", case)
-    return _text(case[4 + n :]), _text(case[4 : 4 + n])
-
-
-def _python_units(text: str, segments: dict[str, Unit | None]) -> list[Unit]:
-    cache = TextCache()
-    cache._segments = segments
-    with pure_python():
-        return cache.units(text)
-
-
-def _check_units(case: bytes, native: Any) -> str:
-    text, earlier = _decode_units(case)
-    start: dict[str, Unit | None] = {}
-    if earlier:
-        _python_units(earlier, start)
-    reference = dict(start)
-    want = _python_units(text, reference)
-    if native is None:
-        stripped = text.strip()
-        expect(_segments(stripped) == _UNIT_BOUNDARY.split(stripped), "segments differ")
-        return "reference"
-    mine = dict(start)
-    got = native.text_units(text, mine, Unit, STOP_WORDS)
-    if got is None:
-        expect(not takes_ascii_path(text), "declined a text of the ASCII path")
-        expect(mine == start, "declined, yet the segments dict was changed")
-        return "declined"
-    expect(takes_ascii_path(text), "answered for a text off the ASCII path")
-    expect(type(got) is list and all(type(u) is Unit for u in got), "a list of Units")
-    expect(got == want, f"C {got!r}\n  Python {want!r}")
-    expect(mine == reference and list(mine) == list(reference), "the segments dict differs")
-    for unit in got:
-        expect(all(type(t) is str for t in unit.tokens), "token types")
-        expect(type(unit.tokens) is tuple and type(unit.token_set) is frozenset, "unit types")
-    return "answered"
-
-
-def _units_pool_item(case: bytes) -> bytes:
-    (n,) = struct.unpack_from("<I", case)
-    return case[4 + n :]
-
-
-def _describe_units(case: bytes) -> str:
-    text, earlier = _decode_units(case)
-    return f"text_units({text!r}, segments of {earlier!r})"
-
-
 def _hex_call(name: str) -> Callable[[bytes], str]:
     return lambda case: f"{name}(bytes.fromhex({case.hex()!r}))"
-
-
-def _text_call(name: str) -> Callable[[bytes], str]:
-    return lambda case: f"{name}({_text(case)!r})"
 
 
 KERNELS: dict[str, Kernel] = {
@@ -1451,10 +1048,6 @@ KERNELS: dict[str, Kernel] = {
             _describe_splice,
             lambda case: _decode_splice(case)[1],
         ),
-        Kernel("json_loads", _gen_json, _check_json, _describe_json),
-        Kernel("ascii_tokens", _gen_text, _check_ascii_tokens, _text_call("ascii_tokens")),
-        Kernel("text_tokens", _gen_text, _check_text_tokens, _text_call("text_tokens")),
-        Kernel("text_units", _gen_units, _check_units, _describe_units, _units_pool_item),
     )
 }
 

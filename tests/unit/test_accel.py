@@ -9,8 +9,7 @@ import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from tracehound import _accel, names
-from tracehound.conventions.base import parse_json_value
+from tracehound import _accel, _wire, names
 from tracehound.server._telemetry import ServerMetrics
 
 try:
@@ -28,7 +27,7 @@ def test_the_kernels_listed_are_exactly_what_the_module_exports() -> None:
         for name in dir(_speedups)
         if not name.startswith("_") and callable(getattr(_speedups, name))
     }
-    # and `configure`, through which the facade gives the kernels Python's constants: no kernel
+    # and `configure`, through which the facade gives the kernels Python's constant: no kernel
     assert exported == {k.name for k in _accel.KERNELS} | {"configure"}
     assert "configure" not in {k.name for k in _accel.KERNELS}
 
@@ -42,37 +41,40 @@ def test_each_kernel_is_listed_once_with_its_reference() -> None:
 def test_the_environment_switch_is_read_at_start_up() -> None:
     turned_off = os.environ.get(_accel.PURE_PYTHON_ENV, "").lower() in ("1", "true", "yes")
     if turned_off or _speedups is None:
-        assert not _accel.NATIVE and _accel.kernel("json_loads") is None
+        assert not _accel.NATIVE and _accel.kernel("decode_key_values") is None
         assert _accel.status().startswith(("off", "not built"))
     else:
-        assert _accel.NATIVE and _accel.kernel("json_loads") is _speedups.json_loads
+        assert _accel.NATIVE and _accel.kernel("decode_key_values") is _speedups.decode_key_values
         assert _accel.status().startswith("in use")
 
 
 @needs_build
 def test_use_native_reaches_every_caller_and_restores() -> None:
-    before = _accel.kernel("json_loads")
+    before = _accel.kernel("decode_key_values")
     with _accel.use_native(False):
-        assert _accel.kernel("json_loads") is None
+        assert _accel.kernel("decode_key_values") is None
         with _accel.use_native(True):
-            assert _accel.kernel("json_loads") is _speedups.json_loads
-        assert _accel.kernel("json_loads") is None
-    assert _accel.kernel("json_loads") is before
+            assert _accel.kernel("decode_key_values") is _speedups.decode_key_values
+        assert _accel.kernel("decode_key_values") is None
+    assert _accel.kernel("decode_key_values") is before
     assert _accel.kernel("no_such_kernel") is None
 
 
 @needs_build
-def test_a_declined_input_is_counted_and_gets_the_python_answer() -> None:
-    # json.loads' own rules for lone surrogates: the C kernel leaves them to Python
-    text = '["\\ud800"]'
+def test_a_declined_input_is_counted() -> None:
+    # a KeyValue field cut short: the C kernel leaves it to upb, which raises its own error
+    data = b"\x0a\x05\x0a\x01"
     with _accel.use_native(True):
-        assert _speedups.json_loads(text) is None
-        before = _accel.fallbacks().get("json_loads", 0)
-        assert parse_json_value(text, "x", []) == ["\ud800"]
-        assert _accel.fallbacks()["json_loads"] == before + 1
+        assert _speedups.decode_key_values(data, 0, len(data), 1) is None
+        before = _accel.fallbacks().get("decode_key_values", 0)
+        assert _wire.decode_key_values(data, 0, len(data), 1) is None
+        assert _accel.fallbacks()["decode_key_values"] == before + 1
+        good = b"\x0a\x03\x0a\x01a"
+        assert _wire.decode_key_values(good, 0, len(good), 1) == {"a": None}
+        assert _accel.fallbacks()["decode_key_values"] == before + 1
     with _accel.use_native(False):
-        assert parse_json_value(text, "x", []) == ["\ud800"]
-        assert _accel.fallbacks()["json_loads"] == before + 1  # the Python path: no refusal
+        assert _wire.decode_key_values(data, 0, len(data), 1) is None
+        assert _accel.fallbacks()["decode_key_values"] == before + 1  # the Python path: no refusal
 
 
 def test_fallbacks_are_exported_by_kernel() -> None:

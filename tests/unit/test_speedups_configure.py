@@ -1,21 +1,22 @@
-"""`tracehound._speedups.configure`: the C takes its constants from Python.
+"""`tracehound._speedups.configure`: the C takes its constant from Python.
 
-The typographic separators of the tokenizer's ASCII path (`tracehound.text._TYPOGRAPHIC`) and the
-strings `json_loads` interns (`tracehound.conventions.base.INTERNED_JSON_STRINGS`) are Python's;
-`tracehound._accel` gives them to the C at first use. Here the C is given other tables (then
-Python's again) and must follow them exactly as the Python reference does with the same table;
-tables the C cannot hold are refused with a clear error, changing nothing.
+The typographic separators of the tokenizer's ASCII path (`tracehound.text._TYPOGRAPHIC`) are
+Python's; `tracehound._accel` gives them to the C at first use. The kernels that tokenize texts
+themselves (`EvidenceCore`, which also cuts them into units, and `embed_texts_sum`) read them.
+Here the C is given other tables (then Python's again) and must follow them exactly as the
+Python reference does with the same table; tables the C cannot hold are refused with a clear
+error, changing nothing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from _leaks import assert_leak_free, expecting
 from _native import native_module, pure_python
@@ -23,28 +24,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracehound import _accel, _speedups, text
-from tracehound.conventions.base import INTERNED_JSON_STRINGS
 from tracehound.evaluators._evidence_index import EvidenceIndex, Item
 from tracehound.text import STOP_WORDS, TextCache, Unit
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def configure_python_tables() -> None:
-    _speedups.configure("".join(text._TYPOGRAPHIC), INTERNED_JSON_STRINGS)
+def configure_python_table() -> None:
+    _speedups.configure("".join(text._TYPOGRAPHIC))
 
 
-Tables = Callable[..., None]
+Tables = Callable[[str], None]
 
 
 @pytest.fixture
 def tables() -> Iterator[Tables]:
-    """Sets a test table on both sides: `tables(chars, strings)` configures the C and makes
-    `text._TYPOGRAPHIC` the same characters; Python's tables are given back afterwards."""
+    """Sets a test table on both sides: `tables(chars)` configures the C and makes
+    `text._TYPOGRAPHIC` the same characters; Python's table is given back afterwards."""
     saved = text._TYPOGRAPHIC
 
-    def use(chars: str, strings: tuple[str, ...] = INTERNED_JSON_STRINGS) -> None:
-        _speedups.configure(chars, strings)
+    def use(chars: str) -> None:
+        _speedups.configure(chars)
         text._TYPOGRAPHIC = tuple(chars)
 
     _accel.loaded()
@@ -52,40 +52,40 @@ def tables() -> Iterator[Tables]:
         yield use
     finally:
         text._TYPOGRAPHIC = saved
-        configure_python_tables()
+        configure_python_table()
 
 
-def python_tokens(value: str) -> list[str]:
+def python_units(value: str) -> list[tuple[str, str, tuple[str, ...]]]:
     with pure_python():
-        return text._normalized_tokens(value)
+        return [(u.text, u.normalized, u.tokens) for u in TextCache().units(value)]
 
 
-def python_units(value: str) -> list[Unit]:
-    with pure_python():
-        return TextCache().units(value)
+def core_units(value: str) -> list[tuple[str, str, tuple[str, ...]]] | None:
+    """The units EvidenceCore cuts `value` into, or None (off the ASCII path)."""
+    core = _speedups.EvidenceCore(STOP_WORDS)
+    n = core.add_text(0, value)
+    return None if n is None else core.units(0, n)
 
 
-def python_text_tokens(value: str) -> tuple[str, tuple[str, ...]]:
-    with pure_python():
-        return TextCache().normalized_informative(value)
+def embedded(value: str) -> bool:
+    """Does embed_texts_sum take `value` (on the ASCII path)?"""
+    out = np.zeros(64)
+    return _speedups.embed_texts_sum([value], out, 48, False, None, STOP_WORDS) is True
 
 
 # --- the facade configures the module ---------------------------------------------------------
 
 
-def test_the_facade_gives_the_constants_at_first_use() -> None:
+def test_the_facade_gives_the_constant_at_first_use() -> None:
     # a fresh interpreter: before the first kernel call the table is empty (the text kernels
-    # decline every non-ASCII text, ASCII ones are answered) and nothing is interned
+    # decline every non-ASCII text, ASCII ones are answered)
     script = """
-import sys
-from tracehound import _speedups, _accel
-assert _speedups.ascii_tokens("it\\u2019s") is None
-assert _speedups.ascii_tokens("plain ASCII") == ["plain", "ascii"]
-(doc,) = _speedups.json_loads('{"role": 1}')
-assert next(iter(doc)) is not sys.intern("role")
-assert _accel.kernel("ascii_tokens")("it\\u2019s") == ["it", "s"]
-(doc,) = _speedups.json_loads('{"role": 1}')
-assert next(iter(doc)) is sys.intern("role")
+from tracehound import _speedups, _accel, text
+core = _speedups.EvidenceCore(text.STOP_WORDS)
+assert core.add_text(0, "It\u2019s alpha beta.") is None
+assert core.add_text(0, "Plain alpha beta.") == 1
+assert _accel.kernel("EvidenceCore") is _speedups.EvidenceCore
+assert _speedups.EvidenceCore(text.STOP_WORDS).add_text(0, "It\u2019s alpha beta.") == 1
 print("ok")
 """
     env = {**os.environ, "PYTHONPATH": str(SRC)}
@@ -97,48 +97,44 @@ print("ok")
     assert done.stdout.strip() == "ok"
 
 
-def test_the_tables_are_pythons() -> None:
+def test_the_table_is_python_s() -> None:
     _accel.loaded()
     for char in text._TYPOGRAPHIC:
-        assert _speedups.ascii_tokens(f"a{char}b") == ["a", "b"] == python_tokens(f"a{char}b")
-    for key in INTERNED_JSON_STRINGS:
-        (doc,) = _speedups.json_loads(json.dumps({key: key}))
-        assert next(iter(doc)) is key and doc[key] is key
+        value = f"Alpha{char}beta gamma."
+        assert core_units(value) == python_units(value)
+        assert embedded(value)
 
 
 # --- the typographic table ----------------------------------------------------------------------
 
 
-def test_the_tokenizer_separates_on_a_character_it_is_given(tables: Tables) -> None:
-    value = "GPT-5\u2022scored 3.14\u2022today"
-    assert _speedups.ascii_tokens(value) is None  # not in Python's table
+def test_the_kernels_separate_on_a_character_they_are_given(tables: Tables) -> None:
+    value = "GPT-5\u2022scored 3.14\u2022today."
+    assert core_units(value) is None and not embedded(value)  # not in Python's table
     tables("\u2022")
-    assert _speedups.ascii_tokens(value) == ["gpt-5", "scored", "3.14", "today"]
-    assert _speedups.ascii_tokens(value) == python_tokens(value)
-    want = python_text_tokens(value)
-    assert _speedups.text_tokens(value, STOP_WORDS) == want
+    assert core_units(value) == python_units(value)
+    assert python_units(value)[0][2] == ("gpt-5", "scored", "3.14", "today")
+    assert embedded(value)
 
 
 def test_a_character_taken_out_of_the_table_is_declined(tables: Tables) -> None:
     value = "it\u2019s the model\u2014again"
-    assert _speedups.ascii_tokens(value) == ["it", "s", "the", "model", "again"]
+    assert core_units(value) == python_units(value) and embedded(value)
     tables("\u2014")
-    assert _speedups.ascii_tokens(value) is None
-    assert _speedups.text_tokens(value, STOP_WORDS) is None
-    assert _speedups.text_units(value, {}, Unit, STOP_WORDS) is None
-    assert _speedups.ascii_tokens("the model\u2014again") == python_tokens("the model\u2014again")
+    assert core_units(value) is None and not embedded(value)
+    assert core_units("the model\u2014again") == python_units("the model\u2014again")
 
 
 def test_a_space_in_the_table_is_a_space_to_the_units(tables: Tables) -> None:
     # U+2009 (thin space) is \s to `_UNIT_BREAK` and str.strip(): a sentence ends before it
     value = "\u2009Alpha beta gamma.\u2009Delta epsilon zeta.\u2009\u2009"
     tables("\u2009\u2022")
-    units = _speedups.text_units(value, {}, Unit, STOP_WORDS)
+    units = core_units(value)
     assert units is not None and units == python_units(value)
-    assert [u.text for u in units] == ["Alpha beta gamma.", "Delta epsilon zeta."]
+    assert [u[0] for u in units] == ["Alpha beta gamma.", "Delta epsilon zeta."]
     # a separator that is no space does not end a sentence
     value = "Alpha beta gamma.\u2022Delta epsilon zeta."
-    units = _speedups.text_units(value, {}, Unit, STOP_WORDS)
+    units = core_units(value)
     assert units is not None and units == python_units(value)
     assert len(units) == 1
 
@@ -175,102 +171,69 @@ _ALPHABET = "ab Z9.-!?\n\r\t" + _SEPARATORS + _OTHERS
 def test_the_kernels_follow_any_table_as_python_does(chars: str, value: str) -> None:
     saved = text._TYPOGRAPHIC
     try:
-        _speedups.configure(chars, INTERNED_JSON_STRINGS)
+        _speedups.configure(chars)
         text._TYPOGRAPHIC = tuple(chars)
         on_path = all(c < "\x80" or c in chars for c in value)
-        tokens = _speedups.ascii_tokens(value)
-        units = _speedups.text_units(value, {}, Unit, STOP_WORDS)
-        made = _speedups.text_tokens(value, STOP_WORDS)
+        units = core_units(value)
         if on_path:
-            assert tokens == python_tokens(value)
             assert units == python_units(value)
-            assert made == python_text_tokens(value)
+            assert embedded(value)
         else:
-            assert tokens is None and units is None and made is None
+            assert units is None and not embedded(value)
     finally:
         text._TYPOGRAPHIC = saved
-        configure_python_tables()
-
-
-# --- the interned strings ------------------------------------------------------------------------
-
-
-def test_json_loads_interns_the_strings_it_is_given(tables: Tables) -> None:
-    key = sys.intern("".join(["zq", "xv_key"]))  # as configure() interns it
-    document = '{"zqxv_key": ["role", {"zqxv_key": "parts"}], "role": "zqxv_key"}'
-    (before,) = _speedups.json_loads(document)
-    assert next(iter(before)) is not key
-    assert list(before)[1] is sys.intern("role")
-    tables("".join(text._TYPOGRAPHIC), (key,))
-    (after,) = _speedups.json_loads(document)
-    assert after == before == json.loads(document)
-    assert next(iter(after)) is key is after["zqxv_key"][1].popitem()[0] is after["role"]
-    assert list(after)[1] is not sys.intern("role")  # no longer in the table
-    assert after["zqxv_key"][0] is not sys.intern("role")
-    tables("".join(text._TYPOGRAPHIC), ())
-    (none,) = _speedups.json_loads(document)
-    assert none == before and next(iter(none)) is not key
+        configure_python_table()
 
 
 # --- tables the C cannot hold ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
-    ("chars", "strings", "error", "says"),
+    ("chars", "error", "says"),
     [
-        pytest.param("x", (), ValueError, r"U\+0078 is ASCII", id="ascii"),
-        pytest.param("\U0001f600", (), ValueError, "outside the BMP", id="non-bmp"),
-        pytest.param("\u00e9", (), ValueError, "letter or digit", id="letter"),
-        pytest.param("\u0660", (), ValueError, "letter or digit", id="digit"),
-        pytest.param("\u2022" * 33, (), ValueError, "at most 32", id="too-many-chars"),
-        pytest.param(["\u2022"], (), TypeError, "must be a str", id="chars-not-str"),
-        pytest.param("", ["role"], TypeError, "must be a tuple", id="strings-not-tuple"),
-        pytest.param("", ("role", 1), TypeError, r"message_strings\[1\] must be a str", id="item"),
-        pytest.param("", ("r\u00f4le",), ValueError, "not ASCII", id="non-ascii"),
-        pytest.param("", ("x" * 33,), ValueError, "at most 32 characters", id="too-long"),
-        pytest.param("", tuple(f"k{i:03d}" for i in range(65)), ValueError, "at most 64", id="65"),
-        pytest.param(
-            "", tuple(f"k{i}" for i in range(8)), ValueError, "at most 7 of each", id="per-length"
-        ),
+        pytest.param("x", ValueError, r"U\+0078 is ASCII", id="ascii"),
+        pytest.param("\U0001f600", ValueError, "outside the BMP", id="non-bmp"),
+        pytest.param("\u00e9", ValueError, "letter or digit", id="letter"),
+        pytest.param("\u0660", ValueError, "letter or digit", id="digit"),
+        pytest.param("\u2022" * 33, ValueError, "at most 32", id="too-many-chars"),
+        pytest.param(["\u2022"], TypeError, "must be a str", id="chars-not-str"),
     ],
 )
 def test_a_table_that_does_not_fit_is_refused_changing_nothing(
-    chars: object, strings: object, error: type[Exception], says: str
+    chars: object, error: type[Exception], says: str
 ) -> None:
     _accel.loaded()
     with pytest.raises(error, match=says):
-        _speedups.configure(chars, strings)  # type: ignore[arg-type]
-    assert _speedups.ascii_tokens("it\u2019s") == ["it", "s"]
-    (doc,) = _speedups.json_loads('{"role": 1}')
-    assert next(iter(doc)) is sys.intern("role")
+        _speedups.configure(chars)  # type: ignore[arg-type]
+    assert core_units("It\u2019s alpha beta.") == python_units("It\u2019s alpha beta.")
 
 
-def test_the_largest_tables_fit() -> None:
+def test_the_largest_table_fits() -> None:
     chars = "".join(chr(0x2190 + i) for i in range(32))  # arrows
-    strings = tuple(sys.intern(f"{'k' * n}{i}") for n in range(32) for i in range(2))
     try:
-        _speedups.configure(chars, strings)
-        assert _speedups.ascii_tokens("a\u219fb\u2190c") == ["a", "b", "c"]
-        (doc,) = _speedups.json_loads(json.dumps(dict.fromkeys(strings, 0)))
-        assert all(a is b for a, b in zip(doc, strings, strict=True))
+        _speedups.configure(chars)
+        assert core_units("Alpha\u219fbeta\u2190gamma.") == [
+            ("Alpha\u219fbeta\u2190gamma.", "alpha beta gamma", ("alpha", "beta", "gamma"))
+        ]
     finally:
-        configure_python_tables()
+        configure_python_table()
 
 
-def test_configure_takes_two_arguments() -> None:
-    with pytest.raises(TypeError, match="2 arguments"):
-        _speedups.configure("")  # type: ignore[call-arg]
+def test_configure_takes_one_argument() -> None:
+    with pytest.raises(TypeError, match="1 argument"):
+        _speedups.configure()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="1 argument"):
+        _speedups.configure("", ())  # type: ignore[call-arg]
 
 
 def test_configure_again_and_again_no_leaks() -> None:
-    strings = tuple("".join([s, "_"]) for s in INTERNED_JSON_STRINGS)
     chars = "".join(text._TYPOGRAPHIC)
     try:
-        assert_leak_free(lambda: _speedups.configure(chars, strings), [*strings], n=20_000)
+        assert_leak_free(lambda: _speedups.configure(chars), [chars], n=20_000)
         assert_leak_free(
-            expecting(lambda: _speedups.configure(chars, (*strings, "\u00e9")), ValueError),
-            [*strings],
+            expecting(lambda: _speedups.configure(chars + "\u00e9"), ValueError),
+            [chars],
             n=20_000,
         )
     finally:
-        configure_python_tables()
+        configure_python_table()

@@ -40,7 +40,13 @@ from tracehound import _accel, _speedups
 from tracehound.drift import _embed
 from tracehound.drift._embed import _N_STANCE, _STANCE_INDEX, HashingEmbedder
 from tracehound.drift._features import embed_run
-from tracehound.text import STOP_WORDS, TextCache, informative_tokens, normalize_text
+from tracehound.text import (
+    _TYPOGRAPHIC,
+    STOP_WORDS,
+    TextCache,
+    informative_tokens,
+    normalize_text,
+)
 
 embed_hashed = _speedups.embed_hashed
 embed_hashed_sum = _speedups.embed_hashed_sum
@@ -599,7 +605,8 @@ def informative_rows(texts: Sequence[str]) -> list[tuple[str, ...]]:
 
 
 def on_ascii_path(texts: Sequence[str]) -> bool:
-    return all(_speedups.ascii_tokens(t) is not None for t in texts)
+    """Is every text on the tokenizer's ASCII path (ASCII or typographic characters only)?"""
+    return all(c.isascii() or c in _TYPOGRAPHIC for t in texts for c in t)
 
 
 def check_texts(

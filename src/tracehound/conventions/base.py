@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from tracehound import _accel
 from tracehound.spans import LogView, SpanView
 
 __all__ = [
@@ -202,41 +201,11 @@ def _positional(cls: type[_T]) -> Callable[..., _T]:
 
 _DECODER = json.JSONDecoder()
 
-INTERNED_JSON_STRINGS = (
-    "role",
-    "parts",
-    "finish_reason",
-    "type",
-    "kind",
-    "content",
-    "text",
-    "id",
-    "name",
-    "arguments",
-    "response",
-    "result",
-    "tool_call",
-    "tool_call_response",
-    "reasoning",
-    "assistant",
-)
-"""The keys and usual values of GenAI message documents, which the C accelerator's `json_loads`
-hands out as one interned string each (no allocation for them; dict lookups by identity).
-Invisible but for speed: `_loads` returns equal values either way. Given to the C by
-`tracehound._accel` (ASCII, at most 64 strings of at most 32 characters, 7 of a length)."""
-
 
 def _loads(text: str) -> Any:
-    """`json.loads(text)`: by the C accelerator for the usual documents; else, minus its
-    per-call checks and whitespace scans for a document that starts with its value and ends
-    with it (what instrumentations write); anything else, valid or not, goes through
-    `json.loads` itself."""
-    native = _accel.kernel("json_loads")
-    if native is not None:
-        decoded = native(text)
-        if decoded is not None:
-            return decoded[0]
-        _accel.declined("json_loads")
+    """`json.loads(text)`, minus its per-call checks and whitespace scans for a document that
+    starts with its value and ends with it (what instrumentations write); anything else, valid
+    or not, goes through `json.loads` itself."""
     try:
         value, end = _DECODER.raw_decode(text)
     except ValueError:
