@@ -665,8 +665,8 @@ word_table_find(const word_table_t *t, uint32_t h, int kind, const void *data, P
 static int
 stop_table_init(word_table_t *t, PyObject *stop_words)
 {
-    const PySetObject *set = (const PySetObject *)stop_words;
-    Py_ssize_t i;
+    PyObject *iter, *key;
+    int st = ST_OK;
 
     if (!PyFrozenSet_CheckExact(stop_words) && !PySet_CheckExact(stop_words)) {
         return ST_UNHANDLED;
@@ -675,17 +675,24 @@ stop_table_init(word_table_t *t, PyObject *stop_words)
         return ST_UNHANDLED;
     }
     word_table_init(t, PySet_GET_SIZE(stop_words));
-    for (i = 0; i <= set->mask; i++) {
-        PyObject *key = set->table[i].key;
-        if (key == NULL || set->table[i].hash == -1) { /* empty or deleted */
-            continue;
-        }
-        if (!PyUnicode_CheckExact(key)) {
-            return ST_UNHANDLED;
-        }
-        word_table_add(t, key, 0);
+    if ((iter = PyObject_GetIter(stop_words)) == NULL) {
+        return ST_ERROR;
     }
-    return ST_OK;
+    /* the table borrows the words: the caller keeps the set (which holds them) alive */
+    while (st == ST_OK && (key = PyIter_Next(iter)) != NULL) {
+        if (PyUnicode_CheckExact(key)) {
+            word_table_add(t, key, 0);
+        }
+        else {
+            st = ST_UNHANDLED;
+        }
+        Py_DECREF(key);
+    }
+    Py_DECREF(iter);
+    if (st == ST_OK && PyErr_Occurred()) {
+        st = ST_ERROR;
+    }
+    return st;
 }
 
 /* The stance words of a dict of exact strs to ints in [0, n_stance), at most WORD_TABLE_KEYS:

@@ -212,7 +212,7 @@ static int
 read_status(const uint8_t *p, const uint8_t *end, const uint8_t **message, size_t *message_len,
             uint64_t *code)
 {
-    field_t f;
+    field_t f = {0};
     while (p < end) {
         p = read_field(p, end, &f);
         if (p == NULL || WRONG_WT(STATUS_FIELDS, f)) {
@@ -238,7 +238,7 @@ static int fill_span(reader_t *r, PyObject *t, const uint8_t *trace_id, const ui
 static int
 read_span(reader_t *r, const uint8_t *p, const uint8_t *end)
 {
-    field_t f;
+    field_t f = {0};
     const uint8_t *start = p;
     const uint8_t *trace_id = NULL, *span_id = NULL, *parent = NULL, *name = NULL;
     const uint8_t *message = NULL;
@@ -376,7 +376,7 @@ static int
 read_scope(const uint8_t *p, const uint8_t *end, const uint8_t **name, size_t *name_len,
            const uint8_t **version, size_t *version_len)
 {
-    field_t f;
+    field_t f = {0};
     while (p < end) {
         p = read_field(p, end, &f);
         if (p == NULL || WRONG_WT(SCOPE_FIELDS, f)) {
@@ -401,7 +401,7 @@ static int
 read_scope_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_t resource_index,
                  const uint8_t *resource, size_t resource_len, PyObject *resource_schema)
 {
-    field_t f;
+    field_t f = {0};
     const uint8_t *q = p, *scope = NULL, *name = NULL, *version = NULL, *schema = NULL;
     size_t scope_len = 0, name_len = 0, version_len = 0, schema_len = 0;
     Py_ssize_t first = PyList_GET_SIZE(r->spans);
@@ -491,7 +491,7 @@ read_scope_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_t r
 static int
 read_resource_spans(reader_t *r, const uint8_t *p, const uint8_t *end, Py_ssize_t index)
 {
-    field_t f;
+    field_t f = {0};
     const uint8_t *q = p, *resource = NULL, *schema = NULL;
     size_t resource_len = 0, schema_len = 0;
     int resource_count = 0, st;
@@ -576,7 +576,7 @@ read_request(PyObject *data, PyTypeObject *cls, PyObject *factory)
 {
     Py_buffer view;
     reader_t r;
-    field_t f;
+    field_t f = {0};
     const uint8_t *p, *end;
     Py_ssize_t index = 0;
     int st = ST_OK;
@@ -791,7 +791,7 @@ static int
 splice_scope_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *kept,
                    size_t *measured)
 {
-    field_t f;
+    field_t f = {0};
     const uint8_t *at, *extra = NULL;
     size_t size = 0, extra_len = 0;
     Py_ssize_t spans = 0;
@@ -873,7 +873,7 @@ static int
 splice_resource_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *kept,
                       size_t *measured)
 {
-    field_t f;
+    field_t f = {0};
     const uint8_t *at;
     size_t size = 0, slot = 0, scope_size = 0;
     Py_ssize_t scopes = 0;
@@ -932,7 +932,7 @@ splice_resource_spans(splice_t *s, const uint8_t *p, const uint8_t *end, int *ke
 static int
 splice_request(splice_t *s, const uint8_t *p, const uint8_t *end, size_t *size)
 {
-    field_t f;
+    field_t f = {0};
     const uint8_t *at;
     size_t resource_size = 0;
     int kept, st;
