@@ -164,7 +164,7 @@ def drift_results(out: str) -> list[dict[str, Any]]:
 def test_the_baseline_built_by_eval(seeded: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["baseline", "list", "--baselines", str(seeded)], capsys)
     assert code == 0
-    assert out.splitlines()[1].split()[:3] == [KEY, "10", "no"]
+    assert out.splitlines()[1].split()[:4] == [KEY, "10", "-", "no"]
 
 
 def test_tool_drift_trips_the_gate_and_control_does_not(
