@@ -332,3 +332,24 @@ def child_environ() -> dict[str, str]:
         for k, v in os.environ.items()
         if k in kept or not k.startswith(("OTEL_", "TRACEHOUND_"))
     }
+
+
+class RecordingLane:
+    """What the sidecar's pipeline uses of a forwarding lane (a budget, put, offer,
+    retry_hint), keeping every payload it is handed with its item count."""
+
+    def __init__(self) -> None:
+        from tracehound.server._forward import Budget
+
+        self.budget = Budget(1 << 40)
+        self.payloads: list[tuple[bytes, int]] = []
+
+    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
+        self.payloads.append((data, items))
+
+    def offer(self, data: bytes, items: int) -> bool:
+        self.payloads.append((data, items))
+        return True
+
+    def retry_hint(self) -> float:
+        return 0.0

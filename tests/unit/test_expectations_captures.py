@@ -24,14 +24,13 @@ from _processor_rig import make_rig, results_from_events, results_from_json, sam
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
 from expectation_rules import CAPTURES, MANIFEST, agents, input_paths, rules_for
-from helpers import readable_spans_from_request
+from helpers import RecordingLane, readable_spans_from_request
 from tracehound import names
 from tracehound.cli import main
 from tracehound.config import ProcessorSettings
 from tracehound.engine import EngineConfig
 from tracehound.server import ServeSettings
 from tracehound.server._app import build_serve_evaluators
-from tracehound.server._forward import Budget
 from tracehound.server._otlp import LOGS, TRACES, decode_request
 from tracehound.server._pipeline import Pipeline
 from tracehound.spans import decode_any_value_proto
@@ -98,22 +97,6 @@ def test_truth_rules_pass_on_the_capture(capture: str, tmp_path: Path, capsys: A
         assert results["answer.answer_regex"]["label"] == "pass"
 
 
-class _Lane:
-    def __init__(self) -> None:
-        self.budget = Budget(1 << 40)
-        self.payloads: list[bytes] = []
-
-    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
-        self.payloads.append(data)
-
-    def offer(self, data: bytes, items: int) -> bool:
-        self.payloads.append(data)
-        return True
-
-    def retry_hint(self) -> float:
-        return 0.0
-
-
 def sidecar_keys(capture: str, config: Path) -> list[tuple[Any, ...]]:
     entry = MANIFEST[capture]
     settings = ServeSettings.resolve(
@@ -123,7 +106,7 @@ def sidecar_keys(capture: str, config: Path) -> list[tuple[Any, ...]]:
     )
     evaluators, _ = build_serve_evaluators(settings, open_store=False)  # drift left out
     assert evaluators[-1].name == "expectations"
-    lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+    lanes: dict[str, Any] = {name: RecordingLane() for name in ("traces", "logs", "metrics")}
     pipeline = Pipeline(settings, evaluators, lanes)
     now = [0.0]
     pipeline.engine._clock = lambda: now[0]
@@ -144,7 +127,7 @@ def sidecar_keys(capture: str, config: Path) -> list[tuple[Any, ...]]:
     pipeline._flush_outputs()
     assert pipeline.stats.internal_errors == 0
     out = []
-    for data in lanes["logs"].payloads:
+    for data, _ in lanes["logs"].payloads:
         for rl in ExportLogsServiceRequest.FromString(data).resource_logs:
             for sl in rl.scope_logs:
                 for record in sl.log_records:

@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
+from helpers import RecordingLane
 from tracehound import names
 from tracehound.cli import OFFLINE_CONFIG, run_engine, select_evaluators
 from tracehound.conventions.base import canonical_arguments
 from tracehound.engine import Engine, FinalizedTrace
 from tracehound.files import read_paths
 from tracehound.server import ServeSettings
-from tracehound.server._forward import Budget
 from tracehound.server._otlp import LOGS, TRACES, decode_request
 from tracehound.server._pipeline import Pipeline
 from tracehound.spans import decode_any_value_proto
@@ -164,24 +164,6 @@ def test_every_capture_has_its_truth_and_versions() -> None:
 # --- the sidecar gives what `tracehound eval` gives -----------------------------------------------
 
 
-class _Lane:
-    """What the sidecar's pipeline uses of a forwarding lane."""
-
-    def __init__(self) -> None:
-        self.budget = Budget(1 << 40)
-        self.payloads: list[bytes] = []
-
-    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
-        self.payloads.append(data)
-
-    def offer(self, data: bytes, items: int) -> bool:
-        self.payloads.append(data)
-        return True
-
-    def retry_hint(self) -> float:
-        return 0.0
-
-
 Fact = tuple[str, str, Any, Any]
 
 
@@ -216,7 +198,7 @@ def sidecar_results(capture: str, mode: str) -> list[Fact]:
         {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", "forward": "none", "mode": mode},
         environ={"TRACEHOUND_METRICS": "false"},
     )
-    lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+    lanes: dict[str, Any] = {name: RecordingLane() for name in ("traces", "logs", "metrics")}
     pipeline = Pipeline(settings, select_evaluators(None), lanes)
     now = [0.0]
     pipeline.engine._clock = lambda: now[0]
@@ -239,7 +221,7 @@ def sidecar_results(capture: str, mode: str) -> list[Fact]:
     pipeline._flush_outputs()
     assert pipeline.stats.internal_errors == 0
     out: list[Fact] = []
-    for data in lanes["logs"].payloads:
+    for data, _ in lanes["logs"].payloads:
         for rl in ExportLogsServiceRequest.FromString(data).resource_logs:
             for sl in rl.scope_logs:
                 for record in sl.log_records:

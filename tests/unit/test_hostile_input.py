@@ -33,11 +33,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from helpers import RecordingLane
 from tracehound.conventions import normalize
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings, Sidecar
-from tracehound.server._forward import Budget
 from tracehound.server._otlp import JSON, TRACES, BadRequest, decode_request
 from tracehound.server._pipeline import Pipeline
 from tracehound.spans import SpanView
@@ -251,22 +251,6 @@ def build(
     return request, valid
 
 
-class _Lane:
-    def __init__(self) -> None:
-        self.budget = Budget(1 << 40)
-        self.payloads: list[bytes] = []
-
-    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
-        self.payloads.append(data)
-
-    def offer(self, data: bytes, items: int) -> bool:
-        self.payloads.append(data)
-        return True
-
-    def retry_hint(self) -> float:
-        return 0.0
-
-
 class Rig:
     """A `Pipeline` with in-memory lanes, run synchronously on a fake clock."""
 
@@ -275,7 +259,9 @@ class Rig:
             {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", "forward": "none", "mode": mode},
             environ={"TRACEHOUND_METRICS": "false"},
         )
-        self.lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+        self.lanes: dict[str, Any] = {
+            name: RecordingLane() for name in ("traces", "logs", "metrics")
+        }
         self.pipeline = Pipeline(resolved, [EvidenceEvaluator(), LoopEvaluator()], self.lanes)
         self.now = [0.0]
         self.pipeline.engine._clock = lambda: self.now[0]
@@ -298,7 +284,7 @@ class Rig:
         pipeline._finalize(pipeline.engine.flush())
         pipeline._flush_outputs()
         forwarded: set[bytes] = set()
-        for data in self.lanes["traces"].payloads:
+        for data, _ in self.lanes["traces"].payloads:
             for rs in ExportTraceServiceRequest.FromString(data).resource_spans:
                 for ss in rs.scope_spans:
                     forwarded.update(bytes(s.trace_id) + bytes(s.span_id) for s in ss.spans)

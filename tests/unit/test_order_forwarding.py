@@ -23,7 +23,7 @@ from test_order_property import (
     per_span_results,
 )
 
-from helpers import readable_spans_from_request
+from helpers import RecordingLane, readable_spans_from_request
 from tracehound import _accel
 from tracehound import names as N
 from tracehound.emit import MetricsRecorder
@@ -31,28 +31,9 @@ from tracehound.engine import EngineConfig
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings
-from tracehound.server._forward import Budget
 from tracehound.server._otlp import TRACES, decode_request
 from tracehound.server._pipeline import Pipeline
 from tracehound.spans import decode_any_value_proto
-
-
-class _Lane:
-    """What the pipeline uses of a `Lane`."""
-
-    def __init__(self) -> None:
-        self.budget = Budget(1 << 40)
-        self.payloads: list[tuple[bytes, int]] = []
-
-    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
-        self.payloads.append((data, items))
-
-    def offer(self, data: bytes, items: int) -> bool:
-        self.payloads.append((data, items))
-        return True
-
-    def retry_hint(self) -> float:
-        return 0.0
 
 
 @pytest.fixture(params=["native", "pure-python"])
@@ -109,7 +90,7 @@ def run_pipeline(requests: Iterator[bytes], flags: dict[str, str]) -> tuple[Pipe
         {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", "forward": "none", **flags},
         environ={"TRACEHOUND_METRICS": "false"},
     )
-    lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+    lanes: dict[str, Any] = {name: RecordingLane() for name in ("traces", "logs", "metrics")}
     pipeline = Pipeline(settings, [EvidenceEvaluator(), LoopEvaluator()], lanes)
     now = [0.0]
     pipeline.engine._clock = lambda: now[0]  # still: only the spans' arrival moves things
@@ -190,7 +171,7 @@ def test_the_sidecar_forwards_a_span_whose_ancestors_never_come_after_the_delay(
         },
         environ={"TRACEHOUND_METRICS": "false"},
     )
-    lanes: dict[str, Any] = {n: _Lane() for n in ("traces", "logs", "metrics")}
+    lanes: dict[str, Any] = {n: RecordingLane() for n in ("traces", "logs", "metrics")}
     reader = InMemoryMetricReader()
     recorder = MetricsRecorder(MeterProvider(metric_readers=[reader]))
     pipeline = Pipeline(settings, [EvidenceEvaluator(), LoopEvaluator()], lanes, recorder=recorder)

@@ -13,33 +13,15 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_server_pipeline import agent_request, plain_request
 
+from helpers import RecordingLane
 from tracehound import _accel
 from tracehound.evaluators.evidence import EvidenceEvaluator
 from tracehound.evaluators.loops import LoopEvaluator
 from tracehound.server import ServeSettings
 from tracehound.server import _pipeline as pipeline_module
-from tracehound.server._forward import Budget
 from tracehound.server._pipeline import Pipeline
 
 pytestmark = pytest.mark.skipif(_accel._in_use is None, reason="needs the C accelerator")
-
-
-class _Lane:
-    """What the pipeline uses of a `Lane`: a budget, put, offer, retry_hint."""
-
-    def __init__(self) -> None:
-        self.budget = Budget(1 << 40)
-        self.payloads: list[tuple[bytes, int]] = []
-
-    def put(self, data: bytes, items: int, reserved: int = 0) -> None:
-        self.payloads.append((data, items))
-
-    def offer(self, data: bytes, items: int) -> bool:
-        self.payloads.append((data, items))
-        return True
-
-    def retry_hint(self) -> float:
-        return 0.0
 
 
 def _requests() -> list[bytes]:
@@ -65,7 +47,7 @@ def _run(requests: list[bytes], flags: dict[str, str]) -> tuple[list[Any], list[
         {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", "forward": "none", **flags},
         environ={"TRACEHOUND_METRICS": "false"},
     )
-    lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+    lanes: dict[str, Any] = {name: RecordingLane() for name in ("traces", "logs", "metrics")}
     pipeline = Pipeline(settings, [EvidenceEvaluator(), LoopEvaluator()], lanes)
     now = [0.0]
     pipeline.engine._clock = lambda: now[0]
@@ -160,7 +142,7 @@ def test_a_failure_on_the_wire_path_forwards_the_request_as_received(
         {"otlp_grpc": "none", "otlp_http": "127.0.0.1:0", "forward": "none"},
         environ={"TRACEHOUND_METRICS": "false"},
     )
-    lanes: dict[str, Any] = {name: _Lane() for name in ("traces", "logs", "metrics")}
+    lanes: dict[str, Any] = {name: RecordingLane() for name in ("traces", "logs", "metrics")}
     pipeline = Pipeline(settings, [LoopEvaluator()], lanes)
     monkeypatch.setattr(pipeline_module, "splice_trace_request", broken)
     pipeline.submit_traces(None, requests[0], len(requests[0]))
