@@ -22,7 +22,13 @@ from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
 from tracehound.files import InputError, Telemetry, read_paths, read_stdin
 from tracehound.importers import UnknownFormatError, import_document
-from tracehound.report import FailRule, TraceReport, parse_fail_rule, result_status
+from tracehound.report import (
+    FailRule,
+    TraceReport,
+    parse_fail_rule,
+    result_prefix,
+    result_status,
+)
 from tracehound.steps import Step, Trajectory
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -403,14 +409,12 @@ def write_summary(report: TraceReport, out: TextIO, width: int) -> None:
         label = result.score_label or result.error_type or ""
         why = _clip(result.explanation, width)
         out.write(
-            f"      {result_status(result):<4} {result.evaluator:<9} "
-            f"{result.name} = {score} {label}"
-            f"{' — ' + why if why else ''}\n"
+            f"{result_prefix(result)}{result.name} = {score} {label}{' — ' + why if why else ''}\n"
         )
     for result in report.span_results:
         if result_status(result) != "PASS":
             out.write(
-                f"      {result_status(result):<4} {result.evaluator:<9} span {result.span_id}: "
+                f"{result_prefix(result)}span {result.span_id}: "
                 f"{_clip(result.explanation, width)}\n"
             )
 

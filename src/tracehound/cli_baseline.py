@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from tracehound import names
 from tracehound.files import InputError
-from tracehound.report import result_status
+from tracehound.report import result_prefix
 
 if TYPE_CHECKING:
     from tracehound.baselines import BaselineInfo, BaselineStore, ImportMode
@@ -647,7 +647,7 @@ def result_line(result: EvaluationResult, width: int) -> str | None:
         body = _golden_text(result, width)
     else:
         return None
-    return f"      {result_status(result):<4} {result.evaluator:<9} {body}\n"
+    return f"{result_prefix(result)}{body}\n"
 
 
 def _drift_text(result: EvaluationResult, width: int) -> str:

@@ -178,7 +178,9 @@ def test_tool_drift_trips_the_gate_and_control_does_not(
     assert code == 0, err
     lines = [line for line in out.splitlines() if " drift " in line]
     assert len(lines) == 5
-    assert all(f"PASS drift     {KEY}: drift 0." in line and " none · " in line for line in lines)
+    assert all(
+        f"PASS drift        {KEY}: drift 0." in line and " none · " in line for line in lines
+    )
     assert all("confidence high (10 run(s))" in line and "not added" in line for line in lines)
 
     code, out, err = run(["eval", str(traces["tool"]), *gate, "--fail-on", "drift>=alert"], capsys)
@@ -418,7 +420,7 @@ def test_the_gate_in_a_subprocess(db: Path, traces: dict[str, Path]) -> None:
         [*command, str(traces["tool"])], check=False, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 1, done.stderr
-    assert f"drift     {KEY}: drift 0." in done.stdout
+    assert f"drift        {KEY}: drift 0." in done.stdout
     assert "--fail-on drift>=alert: tripped by" in done.stderr
     done = subprocess.run(
         [*command, str(traces["control"])], check=False, capture_output=True, text=True, timeout=120

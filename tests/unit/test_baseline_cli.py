@@ -358,16 +358,17 @@ def drift_result(
 def test_drift_summary_lines() -> None:
     line = result_line(drift_result("svc/planner", 0.6543, "alert"), 200)
     assert line == (
-        "      FAIL drift     svc/planner: drift 0.65 alert · confidence high (12 run(s)) · "
+        "      FAIL drift        svc/planner: drift 0.65 alert · confidence high (12 run(s)) · "
         "driver tool_mix · not added — Tools: appeared db_query. Complexity: within one "
         "standard deviation.\n"
     )
     line = result_line(drift_result("svc/planner", 0.1, "none"), 200)
-    assert line is not None and line.startswith("      PASS drift     svc/planner: drift 0.10 none")
+    assert line is not None
+    assert line.startswith("      PASS drift        svc/planner: drift 0.10 none")
     assert "· baseline updated —" in line
     line = result_line(drift_result("svc/new", None, None), 200)
     assert line == (
-        "      PASS drift     svc/new: initializing (no baseline yet) · baseline updated\n"
+        "      PASS drift        svc/new: initializing (no baseline yet) · baseline updated\n"
     )
     failed = EvaluationResult(
         name=N.EVAL_DRIFT,
@@ -378,7 +379,7 @@ def test_drift_summary_lines() -> None:
         attributes={N.ATTR_DRIFT_AGENT: "svc/a"},
     )
     assert result_line(failed, 200) == (
-        "      WARN drift     svc/a: not evaluated (BaselineMismatchError) — drift of 'svc/a' "
+        "      WARN drift        svc/a: not evaluated (BaselineMismatchError) — drift of 'svc/a' "
         "not evaluated: embedder mismatch\n"
     )
     other = EvaluationResult(name="x", evaluator="e", evaluator_version="1")

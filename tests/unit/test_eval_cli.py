@@ -122,24 +122,24 @@ def test_text_summary_of_the_examples(capsys: pytest.CaptureFixture[str]) -> Non
     assert f"FAIL  trace {PYDANTIC_ERROR}  research_agent · pydantic_ai · 7 step(s)" in lines
     block = out[out.index(PYDANTIC) :].split("\n", 1)[1].split("PASS  trace", 1)[0]
     assert block.startswith(
-        "      PASS evidence  tracehound.evidence.survival = 0.50 reused — 2 of 4 evidence units "
-        "reused (50%); the final answer uses 2 (50%)\n"
-        "      PASS evidence  tracehound.evidence.final_survival = 0.50 grounded — final answer "
+        "      PASS evidence     tracehound.evidence.survival = 0.50 reused — 2 of 4 evidence "
+        "units reused (50%); the final answer uses 2 (50%)\n"
+        "      PASS evidence     tracehound.evidence.final_survival = 0.50 grounded — final answer "
         "reuses 50% of the evidence units (threshold 20%)\n"
-        "      PASS loops     tracehound.loops = 1.00 pass — "
+        "      PASS loops        tracehound.loops = 1.00 pass — "
     )
     failing = out[out.index(PYDANTIC_ERROR) :].split("\n")[1:]
     assert failing[0] == (
-        "      PASS evidence  tracehound.evidence.survival = - no_evidence — no tool result or "
+        "      PASS evidence     tracehound.evidence.survival = - no_evidence — no tool result or "
         "retrieved document with text in this trace"
     )
     # (the loop evaluator's own wording is its business: only the shape is checked here)
     assert any(
-        line.startswith("      FAIL loops     tracehound.failure_modes = 0.00 fail — ")
+        line.startswith("      FAIL loops        tracehound.failure_modes = 0.00 fail — ")
         and "tool_call_error" in line
         for line in failing
     )
-    assert any(line.startswith("      WARN loops     span ") for line in failing)
+    assert any(line.startswith("      WARN loops        span ") for line in failing)
     assert (
         err.splitlines()[-1]
         == "3 trace(s): 2 PASS, 0 WARN, 1 FAIL (12 span(s), 0 evaluator error(s))"
@@ -167,21 +167,21 @@ def test_text_summary_warn_fail_and_reasons(
     }
     assert f"WARN  trace {steps_trace_id}  imported · otel_genai · 10 step(s)" in headers
     assert (
-        "      PASS evidence  tracehound.evidence.survival = 0.67 reused — 2 of 3 evidence units "
-        "reused (67%); the final answer uses 1 (33%); unused sources: doc-bananas"
+        "      PASS evidence     tracehound.evidence.survival = 0.67 reused — 2 of 3 evidence "
+        "units reused (67%); the final answer uses 1 (33%); unused sources: doc-bananas"
     ) in lines
     assert (
-        "      WARN boom      boom = - RuntimeError — evaluator failed in finish_trace: kaboom"
+        "      WARN boom         boom = - RuntimeError — evaluator failed in finish_trace: kaboom"
     ) in lines
     assert any(
-        line.startswith("      WARN spanboom  span ")
+        line.startswith("      WARN spanboom     span ")
         and line.endswith(": evaluator failed in on_span: bad span")
         for line in lines
     )
     loop_block = out[out.index(f"trace {LOOPING}") :]
-    assert "      FAIL loops     tracehound.loops = " in loop_block
+    assert "      FAIL loops        tracehound.loops = " in loop_block
     assert any(
-        line.startswith("      WARN loops     span ") and "search" in line
+        line.startswith("      WARN loops        span ") and "search" in line
         for line in loop_block.splitlines()
     )
     assert "4 trace(s): 0 PASS, 2 WARN, 2 FAIL" in err

@@ -425,12 +425,12 @@ def test_eval_against_prints_verdicts_and_gates(
 
     code, out, err = run([*base, str(same), "--fail-on", "drifted"], capsys)
     assert code == 0, err
-    assert f"PASS golden    {KEY}: unchanged (golden {1:032x}) — same path" in out
+    assert f"PASS golden       {KEY}: unchanged (golden {1:032x}) — same path" in out
     assert f"golden comparison against {golden_dir}: 1 agent(s): 1 unchanged" in out
 
     code, out, err = run([*base, str(same), str(more), "--fail-on", "regressed"], capsys)
     assert code == 0, err
-    assert f"WARN golden    {KEY}: drifted" in out and "tool:search 1→2" in out
+    assert f"WARN golden       {KEY}: drifted" in out and "tool:search 1→2" in out
     code, out, err = run([*base, str(same), str(more), "--fail-on", "drifted"], capsys)
     assert code == 1 and "--fail-on drifted: tripped by 1 trace(s)" in err
 

@@ -59,6 +59,15 @@ def result_status(result: EvaluationResult) -> Status:
     return "PASS"
 
 
+EVALUATOR_COLUMN = len("expectations")
+"""Width of the evaluator column in `eval`'s text lines: the longest built-in evaluator name."""
+
+
+def result_prefix(result: EvaluationResult) -> str:
+    """The indented status and evaluator columns that start each result line of `eval`."""
+    return f"      {result_status(result):<4} {result.evaluator:<{EVALUATOR_COLUMN}} "
+
+
 @dataclass(frozen=True, slots=True)
 class TraceReport:
     trace: FinalizedTrace
