@@ -3,6 +3,7 @@ on, off, and with one group of kernels turned off at a time.
 
     python benchmarks/kernel_cost.py                  # CPU time per span, 3 reps per setting
     python benchmarks/kernel_cost.py --callgrind      # instructions per span (valgrind), exact
+    python benchmarks/kernel_cost.py --callgrind --only "drift vectors"   # one group against all on
 
 The work is `tracehound serve`'s pipeline without its sockets: each request of the
 `sidecar_throughput.py` GenAI workload (agent traces of 8 spans, 512 spans per request) is
@@ -135,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(GROUPS),
+        help="measure only this group against all kernels on (repeatable; skips the pure run)",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -142,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     unit = "instructions/span" if args.callgrind else "µs/span (CPU)"
     rows: dict[str, float] = {"all kernels (accelerator on)": measure("", args)}
-    rows["none (TRACEHOUND_PURE_PYTHON=1)"] = measure("1", args)
+    if not args.only:
+        rows["none (TRACEHOUND_PURE_PYTHON=1)"] = measure("1", args)
     for group, kernels in GROUPS.items():
-        rows[f"without {group}"] = measure(",".join(kernels), args)
+        if not args.only or group in args.only:
+            rows[f"without {group}"] = measure(",".join(kernels), args)
     base = rows["all kernels (accelerator on)"]
     if args.json:
         print(json.dumps({"unit": unit, "rows": rows}))
