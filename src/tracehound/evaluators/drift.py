@@ -134,7 +134,9 @@ class DriftEvaluator(Evaluator):
             # the scorer only reads the baseline: a store that can lend it saves the copy
             get_shared = getattr(self.store, "get_shared", None)
             baseline = self.store.get(key) if get_shared is None else get_shared(key)
-            score, text = self.scorer.score_text(features, baseline, embedder=embedder)
+            score, text, explained = self.scorer.score_explained(
+                features, baseline, embedder=embedder
+            )
             updated = False
             episode: Baseline | None = None
             episode_key = key + names.DRIFT_EPISODE_SUFFIX
@@ -190,7 +192,7 @@ class DriftEvaluator(Evaluator):
                 key, score, updated, baseline is not None and baseline.pinned, episode
             ),
             # the structured explanation, for the run history (`tracehound runs explain`)
-            detail={} if score.explanation is None else score.explanation.to_dict(),
+            detail={} if explained is None else explained.to_dict(),
         )
 
     def _read(self, key: str) -> Baseline | None:
