@@ -17,6 +17,7 @@ from typing import TextIO
 
 from tracehound import __version__
 from tracehound.cli_baseline import EvalExtras, add_baseline_parser, add_eval_arguments, result_line
+from tracehound.cli_runs import add_runs_parser
 from tracehound.config import EXPECTATIONS
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
@@ -349,6 +350,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with extras.evaluators() as more:
         engine = Engine([*evaluators, *more], config=OFFLINE_CONFIG)
         traces, span_results = run_engine(telemetry, engine, err)
+        extras.record_history(traces)
     reports = [
         TraceReport(t, tuple(span_results.get(t.trace_id, ())))
         for t in traces
@@ -507,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
     add_baseline_parser(sub)
+    add_runs_parser(sub)
     from tracehound.server.cli import add_serve_parser  # the sidecar's own module
 
     add_serve_parser(sub)

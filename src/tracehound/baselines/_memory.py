@@ -5,10 +5,12 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from collections.abc import Mapping
+from bisect import bisect_left, insort
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracehound.baselines._base import (
+    DRIFT_EPISODE_SUFFIX,
     BaselineInfo,
     ImportMode,
     UpdateResult,
@@ -17,8 +19,11 @@ from tracehound.baselines._base import (
     export_document,
     info_of,
     parse_import,
+    without_runs,
 )
 from tracehound.drift import Baseline
+from tracehound.history._record import RunQuery, RunRecord, record_key
+from tracehound.history._store import Retention
 
 __all__ = ["MemoryStore"]
 
@@ -27,11 +32,14 @@ class MemoryStore:
     """A `BaselineStore` in process memory; thread-safe; copies in and out (`get_shared`
     lends the stored baseline to a reader instead)."""
 
-    __slots__ = ("_baselines", "_lock", "_updated")
+    __slots__ = ("_baselines", "_by_recorded", "_lock", "_runs", "_updated")
 
     def __init__(self) -> None:
         self._baselines: dict[str, Baseline] = {}
         self._updated: dict[str, float] = {}
+        self._runs: dict[str, RunRecord] = {}
+        # (write time, key) of every record, sorted: retention drops from the front
+        self._by_recorded: builtins.list[tuple[float, str]] = []
         self._lock = threading.Lock()
 
     @property
@@ -104,6 +112,65 @@ class MemoryStore:
 
     def close(self) -> None:
         return None
+
+    # --- run history ---------------------------------------------------------------------------
+
+    def add_runs(self, records: Sequence[RunRecord], retention: Retention) -> int:
+        with self._lock:
+            for record in records:
+                key = record.key
+                self._drop(key)  # a record written again replaces the first one
+                self._runs[key] = record
+                insort(self._by_recorded, (record.recorded_at, key))
+            return self._prune(retention, time.time())
+
+    def query_runs(self, query: RunQuery) -> builtins.list[RunRecord]:
+        with self._lock:
+            records = builtins.list(self._runs.values())
+        return query.select(records)
+
+    def delete_runs(self, keys: Sequence[tuple[str, str]]) -> int:
+        with self._lock:
+            return sum(self._drop(record_key(t, r)) for t, r in keys)
+
+    def prune_runs(self, retention: Retention, *, now: float | None = None) -> int:
+        with self._lock:
+            return self._prune(retention, time.time() if now is None else now)
+
+    def count_runs(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def forget_recent(self, agent: str, keys: Sequence[tuple[str, str]]) -> int:
+        gone = set(keys)
+        removed = 0
+        with self._lock:
+            for key in (check_key(agent), agent + DRIFT_EPISODE_SUFFIX):
+                stored = self._baselines.get(key)
+                kept = None if stored is None else without_runs(stored, gone)
+                if stored is not None and kept is not None:
+                    removed += len(stored.recent) - len(kept.recent)
+                    self._set(key, kept)
+        return removed
+
+    def _drop(self, key: str) -> bool:
+        record = self._runs.pop(key, None)
+        if record is None:
+            return False
+        order = self._by_recorded
+        del order[bisect_left(order, (record.recorded_at, key))]
+        return True
+
+    def _prune(self, retention: Retention, now: float) -> int:
+        """Drop the records written before the age bound, then the oldest past the count."""
+        order = self._by_recorded
+        stale = bisect_left(order, (now - retention.max_age, ""))
+        excess = max(0, len(order) - stale - retention.max_runs)
+        gone = stale + excess
+        for _, key in order[:gone]:
+            del self._runs[key]
+        del order[:gone]
+        return gone
 
     def _set(self, key: str, baseline: Baseline) -> None:
         self._baselines[key] = baseline
