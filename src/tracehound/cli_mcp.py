@@ -8,6 +8,7 @@ on stderr, since stdout carries the protocol.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 from typing import Any, TextIO
 
@@ -46,11 +47,12 @@ def cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             check_location(location)
         except BaselineStoreError as exc:
             raise InputError(f"--baselines: {exc}") from None
+    if importlib.util.find_spec("mcp") is None:
+        raise InputError(INSTALL_HINT)
     try:
         from tracehound.mcp_server import serve
-    except ImportError as exc:  # not installed; or an SDK too old or broken: add the reason
-        missing = exc.name == "mcp"
-        raise InputError(INSTALL_HINT if missing else f"{INSTALL_HINT} ({exc})") from None
+    except ImportError as exc:  # an SDK too old (1.x) or broken: the hint and the reason
+        raise InputError(f"{INSTALL_HINT} ({exc})") from None
     # stdout is the protocol: every log line goes to stderr, and only warnings and errors
     logging.basicConfig(
         stream=err, level=logging.WARNING, format="tracehound mcp: %(levelname)s %(message)s"
