@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from tracehound.drift import Baseline, BaselineFormatError
+from tracehound.names import DRIFT_EPISODE_SUFFIX
 
 __all__ = [
+    "DRIFT_EPISODE_SUFFIX",
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "MAX_KEY_LENGTH",
@@ -39,6 +41,7 @@ __all__ = [
     "info_of",
     "parse_export",
     "parse_import",
+    "without_runs",
 ]
 
 EXPORT_FORMAT = "tracehound.baselines"
@@ -272,4 +275,15 @@ def parse_export(document: Any) -> dict[str, Baseline]:
             out[key] = Baseline.from_dict(data)
         except BaselineFormatError as exc:
             raise ValueError(f"baseline {key!r}: {exc}") from exc
+    return out
+
+
+def without_runs(baseline: Baseline, keys: set[tuple[str, str]]) -> Baseline | None:
+    """A copy of `baseline` without these (trace id, run id) in its recent-runs ring; None when
+    none of them is there. The sums the runs were merged into are not touched."""
+    kept = tuple(r for r in baseline.recent if (r.trace_id, r.run_id) not in keys)
+    if len(kept) == len(baseline.recent):
+        return None
+    out = baseline.copy()
+    out.recent = kept
     return out

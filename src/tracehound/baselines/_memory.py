@@ -5,10 +5,12 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tracehound.baselines._base import (
+    DRIFT_EPISODE_SUFFIX,
     BaselineInfo,
     ImportMode,
     UpdateResult,
@@ -17,8 +19,11 @@ from tracehound.baselines._base import (
     export_document,
     info_of,
     parse_import,
+    without_runs,
 )
 from tracehound.drift import Baseline
+from tracehound.history._record import RunQuery, RunRecord, record_key
+from tracehound.history._store import Retention
 
 __all__ = ["MemoryStore"]
 
@@ -27,11 +32,13 @@ class MemoryStore:
     """A `BaselineStore` in process memory; thread-safe; copies in and out (`get_shared`
     lends the stored baseline to a reader instead)."""
 
-    __slots__ = ("_baselines", "_lock", "_updated")
+    __slots__ = ("_baselines", "_lock", "_runs", "_updated")
 
     def __init__(self) -> None:
         self._baselines: dict[str, Baseline] = {}
         self._updated: dict[str, float] = {}
+        # run records by key, in the order written (oldest first: what retention drops first)
+        self._runs: OrderedDict[str, RunRecord] = OrderedDict()
         self._lock = threading.Lock()
 
     @property
@@ -104,6 +111,65 @@ class MemoryStore:
 
     def close(self) -> None:
         return None
+
+    # --- run history ---------------------------------------------------------------------------
+
+    def add_runs(self, records: Sequence[RunRecord], retention: Retention) -> int:
+        with self._lock:
+            runs = self._runs
+            for record in records:
+                key = record.key
+                runs.pop(key, None)  # a rewrite moves to the end, as it is newly recorded
+                runs[key] = record
+            return self._prune(retention, time.time())
+
+    def query_runs(self, query: RunQuery) -> builtins.list[RunRecord]:
+        with self._lock:
+            records = builtins.list(self._runs.values())
+        return query.select(records)
+
+    def delete_runs(self, keys: Sequence[tuple[str, str]]) -> int:
+        with self._lock:
+            return sum(self._runs.pop(record_key(t, r), None) is not None for t, r in keys)
+
+    def prune_runs(self, retention: Retention, *, now: float | None = None) -> int:
+        with self._lock:
+            return self._prune(retention, time.time() if now is None else now)
+
+    def count_runs(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def forget_recent(self, agent: str, keys: Sequence[tuple[str, str]]) -> int:
+        gone = set(keys)
+        removed = 0
+        with self._lock:
+            for key in (check_key(agent), agent + DRIFT_EPISODE_SUFFIX):
+                stored = self._baselines.get(key)
+                if stored is None:
+                    continue
+                kept = without_runs(stored, gone)
+                if kept is not None:
+                    removed += len(stored.recent) - len(kept.recent)
+                    self._set(key, kept)
+        return removed
+
+    def _prune(self, retention: Retention, now: float) -> int:
+        runs = self._runs
+        cutoff = now - retention.max_age
+        removed = 0
+        # the oldest first; a record written late with an old clock is caught by the next scan
+        while runs and (
+            len(runs) > retention.max_runs or next(iter(runs.values())).recorded_at < cutoff
+        ):
+            runs.popitem(last=False)
+            removed += 1
+        if removed or not runs:
+            return removed
+        stale = [k for k, r in runs.items() if r.recorded_at < cutoff]
+        for key in stale:
+            del runs[key]
+        return len(stale)
 
     def _set(self, key: str, baseline: Baseline) -> None:
         self._baselines[key] = baseline

@@ -11,7 +11,10 @@ Layout (schema version in table `tracehound_meta`, plus `PRAGMA application_id`)
 
 - version 1: `baselines(agent_key PRIMARY KEY, data)` — the baseline as JSON;
 - version 2: adds `pinned`, `runs`, `embedder`, `dim`, `first_ns`, `last_ns`, `updated_at`
-  columns, so that `list()` reads no JSON.
+  columns, so that `list()` reads no JSON;
+- version 3: adds the run history, `runs(record_key PRIMARY KEY, trace_id, agent, end_ns,
+  recorded_at, data)` — the record as JSON, indexed by trace id, end time and write time —
+  and its row count in `tracehound_meta` (`run_count`), so that the count bound costs no scan.
 
 Opening migrates an older schema in one transaction. A file that is not SQLite, an SQLite
 database of another application, a schema newer than this tracehound, or a damaged file raises
@@ -26,12 +29,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tracehound.baselines._base import (
+    DRIFT_EPISODE_SUFFIX,
     BaselineInfo,
     BaselineStoreError,
     ImportMode,
@@ -40,8 +44,11 @@ from tracehound.baselines._base import (
     check_key,
     export_document,
     parse_import,
+    without_runs,
 )
 from tracehound.drift import Baseline, BaselineFormatError
+from tracehound.history._record import RunQuery, RunRecord, record_key
+from tracehound.history._store import Retention
 
 __all__ = [
     "APPLICATION_ID",
@@ -56,7 +63,7 @@ ENV_BASELINES = "TRACEHOUND_BASELINES"
 
 APPLICATION_ID = 0x54484244  # "THBD"
 """`PRAGMA application_id` of a tracehound baseline store."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _FORMAT = "tracehound.baselines"
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -112,7 +119,22 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         )
 
 
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_1_to_2}
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE runs (record_key TEXT PRIMARY KEY, trace_id TEXT NOT NULL, "
+        "agent TEXT NOT NULL, end_ns INTEGER NOT NULL, recorded_at REAL NOT NULL, "
+        "data TEXT NOT NULL)"
+    )
+    conn.execute("CREATE INDEX runs_by_trace ON runs (trace_id)")
+    conn.execute("CREATE INDEX runs_by_end ON runs (end_ns)")
+    conn.execute("CREATE INDEX runs_by_recorded ON runs (recorded_at)")
+    conn.execute("INSERT INTO tracehound_meta (key, value) VALUES ('run_count', '0')")
+
+
+_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _migrate_1_to_2,
+    2: _migrate_2_to_3,
+}
 """version → the function that brings a store from that version to the next."""
 
 
@@ -395,6 +417,108 @@ class SQLiteStore:
 
         return self._run(write, write=True)
 
+    # --- run history ---------------------------------------------------------------------------
+
+    def add_runs(self, records: Sequence[RunRecord], retention: Retention) -> int:
+        rows = [
+            (r.key, r.trace_id, r.agent, r.end_ns, r.recorded_at, r.to_json()) for r in records
+        ]
+
+        def write(conn: sqlite3.Connection) -> int:
+            added = 0
+            for row in rows:
+                exists = conn.execute(
+                    "SELECT 1 FROM runs WHERE record_key = ?", (row[0],)
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO runs (record_key, trace_id, agent, end_ns, recorded_at, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(record_key) DO UPDATE SET "
+                    "trace_id = excluded.trace_id, agent = excluded.agent, "
+                    "end_ns = excluded.end_ns, recorded_at = excluded.recorded_at, "
+                    "data = excluded.data",
+                    row,
+                )
+                added += exists is None
+            _add_count(conn, added)
+            return _prune(conn, retention, time.time())
+
+        return self._run(write, write=True)
+
+    def query_runs(self, query: RunQuery) -> builtins.list[RunRecord]:
+        # the indexed filters narrow in SQL; `query.select` applies every filter and the order
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if query.trace_id is not None:
+            where.append("trace_id = ?")
+            params.append(query.trace_id)
+        if query.since_ns is not None:
+            where.append("end_ns >= ?")
+            params.append(query.since_ns)
+        if query.until_ns is not None:
+            where.append("end_ns < ?")
+            params.append(query.until_ns)
+        sql = "SELECT record_key, end_ns, data FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY end_ns DESC"
+        selected: builtins.list[RunRecord] = []
+        limit = query.limit
+        if limit == 0:
+            return []
+
+        def read(conn: sqlite3.Connection) -> None:
+            for key, end_ns, data in conn.execute(sql, params):
+                # past the limit, only the rows ending with the last one (ties sort by id)
+                if limit is not None and len(selected) >= limit and end_ns != selected[-1].end_ns:
+                    break
+                record = self._record(key, data)
+                if query.matches(record):
+                    selected.append(record)
+
+        self._run(read)
+        return query.select(selected)
+
+    def _record(self, key: str, data: str) -> RunRecord:
+        try:
+            return RunRecord.from_json(data)
+        except ValueError as exc:
+            raise BaselineStoreError(f"{self.path}: run {key!r} is unreadable ({exc})") from None
+
+    def delete_runs(self, keys: Sequence[tuple[str, str]]) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            gone = 0
+            for trace_id, run_id in keys:
+                gone += conn.execute(
+                    "DELETE FROM runs WHERE record_key = ?", (record_key(trace_id, run_id),)
+                ).rowcount
+            _add_count(conn, -gone)
+            return gone
+
+        return self._run(write, write=True)
+
+    def prune_runs(self, retention: Retention, *, now: float | None = None) -> int:
+        at = time.time() if now is None else now
+        return self._run(lambda c: _prune(c, retention, at), write=True)
+
+    def count_runs(self) -> int:
+        return self._run(lambda c: int(c.execute("SELECT count(*) FROM runs").fetchone()[0]))
+
+    def forget_recent(self, agent: str, keys: Sequence[tuple[str, str]]) -> int:
+        check_key(agent)
+        gone = set(keys)
+
+        def write(conn: sqlite3.Connection) -> int:
+            removed = 0
+            for key in (agent, agent + DRIFT_EPISODE_SUFFIX):
+                stored = self._load(conn, key)
+                kept = None if stored is None else without_runs(stored, gone)
+                if stored is not None and kept is not None:
+                    removed += len(stored.recent) - len(kept.recent)
+                    self._store(conn, key, kept)
+            return removed
+
+        return self._run(write, write=True)
+
     def integrity_check(self) -> str:
         """SQLite's `PRAGMA integrity_check` result (`ok` for a sound file)."""
         return self._run(lambda c: str(c.execute("PRAGMA integrity_check").fetchone()[0]))
@@ -439,6 +563,35 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
             conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _add_count(conn: sqlite3.Connection, delta: int) -> None:
+    if delta:
+        conn.execute(
+            "UPDATE tracehound_meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'run_count'",
+            (delta,),
+        )
+
+
+def _prune(conn: sqlite3.Connection, retention: Retention, now: float) -> int:
+    """Trim the run history to `retention` (in the caller's transaction); how many went."""
+    removed = conn.execute(
+        "DELETE FROM runs WHERE recorded_at < ?", (now - retention.max_age,)
+    ).rowcount
+    _add_count(conn, -removed)
+    count = int(
+        conn.execute("SELECT value FROM tracehound_meta WHERE key = 'run_count'").fetchone()[0]
+    )
+    excess = count - retention.max_runs
+    if excess > 0:
+        gone = conn.execute(
+            "DELETE FROM runs WHERE record_key IN (SELECT record_key FROM runs "
+            "ORDER BY recorded_at, record_key LIMIT ?)",
+            (excess,),
+        ).rowcount
+        _add_count(conn, -gone)
+        removed += gone
+    return removed
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -532,12 +532,21 @@ class DriftScorer:
         """`score(features, baseline, embedder=embedder, explain=False)` and the text of the
         explanation `score(features, baseline, embedder=embedder)` would give
         (`explanation_text()`): what the drift evaluator reports."""
+        score, text, _ = self.score_explained(features, baseline, embedder=embedder)
+        return score, text
+
+    def score_explained(
+        self, features: RunFeatures, baseline: Baseline | None, *, embedder: Embedder | None = None
+    ) -> tuple[DriftScore, str, DriftExplanation | None]:
+        """`score_text`'s answer and the explanation itself (None: not scored), which the
+        drift evaluator keeps for the run history."""
         explained = self.score(features, baseline, embedder=embedder)
         if not explained.scored:
-            return explained, explained.explanation_text()
+            return explained, explained.explanation_text(), None
         return (
             replace(explained, semantic_typical=None, explanation=None),
             explained.explanation_text(),
+            explained.explanation,
         )
 
     # --- components --------------------------------------------------------------------------

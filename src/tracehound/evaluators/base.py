@@ -37,6 +37,7 @@ __all__ = [
     "PLUGIN_GROUP",
     "PLUGIN_TIME_BUDGET",
     "BudgetedEvaluator",
+    "DetailedResult",
     "EvaluationResult",
     "Evaluator",
     "EvaluatorTimeout",
@@ -71,6 +72,15 @@ class EvaluationResult:
     explanation: str | None = None
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
     error_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DetailedResult(EvaluationResult):
+    """An `EvaluationResult` that also carries its evaluator's structured findings (`detail`,
+    JSON-able) for the run history (`tracehound.history`). `detail` is never emitted and takes
+    no part in equality: the result is the same event with or without it."""
+
+    detail: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(slots=True)

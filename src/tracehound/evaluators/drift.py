@@ -38,7 +38,6 @@ from typing import Any
 
 from tracehound import names
 from tracehound.baselines import BaselineStore, BaselineStoreError, MemoryStore
-from tracehound.conventions.base import fields_maker
 from tracehound.drift import (
     Baseline,
     BaselineMismatchError,
@@ -50,7 +49,7 @@ from tracehound.drift import (
     run_features,
     severity_rank,
 )
-from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
+from tracehound.evaluators.base import DetailedResult, EvaluationResult, Evaluator, TraceInfo
 from tracehound.spans import AttributeValue
 from tracehound.steps import Run, Trajectory
 
@@ -135,7 +134,9 @@ class DriftEvaluator(Evaluator):
             # the scorer only reads the baseline: a store that can lend it saves the copy
             get_shared = getattr(self.store, "get_shared", None)
             baseline = self.store.get(key) if get_shared is None else get_shared(key)
-            score, text = self.scorer.score_text(features, baseline, embedder=embedder)
+            score, text, explained = self.scorer.score_explained(
+                features, baseline, embedder=embedder
+            )
             updated = False
             episode: Baseline | None = None
             episode_key = key + names.DRIFT_EPISODE_SUFFIX
@@ -179,18 +180,19 @@ class DriftEvaluator(Evaluator):
                 explanation=f"drift of {key!r} not evaluated: {exc}"[:1000],
                 attributes={names.ATTR_DRIFT_AGENT: key},
             )
-        return _new_result(
-            names.EVAL_DRIFT,
-            self.name,
-            self.version,
-            span_id,
-            score.composite,
-            score.severity or "initializing",
-            text,
-            drift_attributes(
+        return DetailedResult(
+            name=names.EVAL_DRIFT,
+            evaluator=self.name,
+            evaluator_version=self.version,
+            span_id=span_id,
+            score_value=score.composite,
+            score_label=score.severity or "initializing",
+            explanation=text,
+            attributes=drift_attributes(
                 key, score, updated, baseline is not None and baseline.pinned, episode
             ),
-            None,
+            # the structured explanation, for the run history (`tracehound runs explain`)
+            detail={} if explained is None else explained.to_dict(),
         )
 
     def _read(self, key: str) -> Baseline | None:
@@ -215,10 +217,6 @@ class DriftEvaluator(Evaluator):
         if baseline.runs < config.settle_runs:
             return rank >= max(_ALERT, severity_rank(config.no_update_at))
         return rank >= severity_rank(config.no_update_at)
-
-
-# results are made for every run: without the frozen dataclass's __init__
-_new_result = fields_maker(EvaluationResult)
 
 
 _ALERT = severity_rank("alert")

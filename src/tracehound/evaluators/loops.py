@@ -76,7 +76,7 @@ from typing import Any, Literal, get_args
 from tracehound import names
 from tracehound.conventions import NormalizedSpan
 from tracehound.conventions.base import fields_maker
-from tracehound.evaluators.base import EvaluationResult, Evaluator, TraceInfo
+from tracehound.evaluators.base import DetailedResult, EvaluationResult, Evaluator, TraceInfo
 from tracehound.spans import AttributeValue
 from tracehound.steps import Step, Trajectory
 
@@ -1852,14 +1852,39 @@ class LoopEvaluator(Evaluator):
             )
         else:
             explanation = f"no loop in {report.steps} tool call(s) and output(s)"
+        if not report.loops:  # the same result as `_clean_results`'
+            return [
+                self._result(
+                    names.EVAL_LOOPS,
+                    None,
+                    score_value=report.score,
+                    score_label="pass",
+                    explanation=explanation,
+                    attributes=attributes,
+                ),
+                self._failure_modes_result(list(report.failure_modes)),
+            ]
         return [
-            self._result(
-                names.EVAL_LOOPS,
-                None,
+            DetailedResult(
+                name=names.EVAL_LOOPS,
+                evaluator=self.name,
+                evaluator_version=self.version,
                 score_value=report.score,
-                score_label="fail" if report.loops else "pass",
+                score_label="fail",
                 explanation=explanation,
                 attributes=attributes,
+                # which run looped on which tool, for the run history (not emitted)
+                detail={
+                    "loops": [
+                        {
+                            "kind": loop.kind,
+                            "run_id": loop.run_id,
+                            "tool": loop.tool,
+                            "count": loop.count,
+                        }
+                        for loop in report.loops
+                    ]
+                },
             ),
             self._failure_modes_result(list(report.failure_modes)),
         ]
