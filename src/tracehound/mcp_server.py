@@ -22,7 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from tracehound import __version__
+from tracehound import __version__, history, names
 from tracehound.cli_baseline import (
     BaselineDetail,
     BaselineList,
@@ -30,6 +30,7 @@ from tracehound.cli_baseline import (
     DriftAcceptance,
     PinChange,
     accept_baseline,
+    baseline_store,
     get_baseline,
     list_baselines,
     reset_baseline,
@@ -46,6 +47,9 @@ _INSTRUCTIONS = (
     "and the per-agent drift baselines (list, show, pin, unpin, reset, accept). Times are "
     "nanoseconds since the Unix epoch (UTC); agent keys are as `list_baselines` shows them."
 )
+
+MAX_LIMIT = 1000
+"""The most runs one listing returns: a reply must fit a model's context."""
 
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _PIN = ToolAnnotations(
@@ -64,16 +68,99 @@ Agent = Annotated[
     ),
 ]
 
+# The run filters, as `tracehound runs list` takes them; the history layer checks the values
+# (its one-line ValueError comes back as the tool error), the schema only advertises them.
+AgentGlob = Annotated[
+    str | None,
+    Field(
+        description="Agent filter, a glob (case-sensitive) on the agent key 'service/agent' "
+        "or on the bare agent name, e.g. 'support_agent' or 'support-service/*'"
+    ),
+]
+Severity = Annotated[
+    str | None,
+    Field(
+        description="Minimum drift severity: runs scored at this level or worse; unscored runs "
+        "never match",
+        json_schema_extra={"enum": [*names.DRIFT_SEVERITIES, None]},
+    ),
+]
+MinDrift = Annotated[
+    float | None, Field(description="Runs with a drift score of at least this (0 to 1)")
+]
+MaxDrift = Annotated[
+    float | None, Field(description="Runs with a drift score of at most this (0 to 1)")
+]
+ToolGlob = Annotated[
+    str | None, Field(description="Runs that called this tool, a glob, e.g. 'get_order*'")
+]
+LoopKind = Annotated[
+    str | None,
+    Field(
+        description="Runs with a loop of this kind, or 'any' for any loop",
+        json_schema_extra={"enum": [*names.LOOP_KINDS, "any", None]},
+    ),
+]
+Since = Annotated[
+    str | None,
+    Field(
+        description="Runs that ended at or after this: an ISO date or date-time (UTC unless it "
+        "says), e.g. '2026-01-31', or a time ago, e.g. '7d', '24h', '30m', '2w'"
+    ),
+]
+Until = Annotated[
+    str | None,
+    Field(description="Runs that ended before this (the same forms as `since`)"),
+]
+Verdict = Annotated[
+    str | None,
+    Field(
+        description="Runs with this overall verdict",
+        json_schema_extra={"enum": [*history.VERDICTS, None]},
+    ),
+]
+Limit = Annotated[
+    int,
+    Field(description="At most this many runs, newest first", ge=1, le=MAX_LIMIT),
+]
+TraceId = Annotated[
+    str,
+    Field(
+        description="The trace id (32 hex digits) of a recorded run, as the listings give it; "
+        "'TRACE/RUN' names one run of it",
+        min_length=1,
+        max_length=256,
+    ),
+]
+RunId = Annotated[
+    str | None,
+    Field(
+        description="One run of the trace (its run id); default: every run of the trace "
+        "(explain_run: the run with the highest drift score)",
+        max_length=256,
+    ),
+]
+
 T = TypeVar("T")
 
 
 def _answer(query: Callable[[], T]) -> T:
-    """Run one query; its one-line `InputError` (unknown agent, bad value, unusable store)
-    becomes a tool error, which the client shows to the model as the result of the call."""
+    """Run one query; its one-line error (unknown agent or run, bad filter value, unusable
+    store) becomes a tool error, which the client shows to the model as the call's result."""
     try:
         return query()
-    except InputError as exc:
+    except (InputError, ValueError, LookupError) as exc:
         raise ToolError(str(exc)) from None
+
+
+def _on_history(location: str | None, query: Callable[[Any], T]) -> T:
+    """`query` over the store's run history, the store open for the call only."""
+
+    def run() -> T:
+        with baseline_store(location) as (store, _):
+            return query(store)
+
+    return _answer(run)
 
 
 class _Server(MCPServer[Any]):
@@ -108,6 +195,173 @@ def build_server(location: str | None) -> MCPServer[Any]:
         version=__version__,
         log_level="WARNING",
     )
+
+    # --- runs -----------------------------------------------------------------------------------
+
+    @server.tool(name="list_runs", annotations=_READ)
+    def list_runs_tool(
+        *,
+        agent: AgentGlob = None,
+        severity: Severity = None,
+        min_drift: MinDrift = None,
+        max_drift: MaxDrift = None,
+        tool: ToolGlob = None,
+        loop_kind: LoopKind = None,
+        since: Since = None,
+        until: Until = None,
+        verdict: Verdict = None,
+        limit: Limit = 50,
+    ) -> dict[str, Any]:
+        """List evaluated runs matching every filter given, newest first: per run its trace and
+        run ids, agent, end time, verdict (pass / warn / fail), drift score, severity and
+        primary driver, loop kinds, tool call counts, failed expectations and errors. E.g.
+        the runs of support_agent that drifted this week: agent='support_agent',
+        severity='warning', since='7d'. Same as `tracehound runs list --format json`."""
+        return _on_history(
+            location,
+            lambda store: history.list_runs(
+                store,
+                agent=agent,
+                severity=severity,
+                min_drift=min_drift,
+                max_drift=max_drift,
+                tool=tool,
+                loop_kind=loop_kind,
+                since=since,
+                until=until,
+                verdict=verdict,
+                limit=limit,
+            ),
+        )
+
+    @server.tool(name="search_runs", annotations=_READ)
+    def search_runs_tool(
+        *,
+        keyword: Annotated[
+            str,
+            Field(
+                description="A word or phrase (case-insensitive) looked for in the run's ids, "
+                "agent, tools, findings (loop kinds and tools, failure modes, failed "
+                "expectations, drift driver and recommendation), models and kept content",
+                min_length=1,
+                max_length=1024,
+            ),
+        ],
+        agent: AgentGlob = None,
+        severity: Severity = None,
+        min_drift: MinDrift = None,
+        max_drift: MaxDrift = None,
+        tool: ToolGlob = None,
+        loop_kind: LoopKind = None,
+        since: Since = None,
+        until: Until = None,
+        verdict: Verdict = None,
+        limit: Limit = 50,
+    ) -> dict[str, Any]:
+        """Search the evaluated runs for a keyword, with the filters of `list_runs`; the same
+        rows, newest first. E.g. the traces where get_order looped: keyword='get_order',
+        loop_kind='any'. Same as `tracehound runs search KEYWORD --format json`."""
+        return _on_history(
+            location,
+            lambda store: history.search_runs(
+                store,
+                keyword,
+                agent=agent,
+                severity=severity,
+                min_drift=min_drift,
+                max_drift=max_drift,
+                tool=tool,
+                loop_kind=loop_kind,
+                since=since,
+                until=until,
+                verdict=verdict,
+                limit=limit,
+            ),
+        )
+
+    @server.tool(name="get_run", annotations=_READ)
+    def get_run_tool(trace_id: TraceId, run_id: RunId = None) -> dict[str, Any]:
+        """The full records of a trace's runs (or of one run): times, verdict, drift (score,
+        severity, components, baseline), loops, failure modes, evidence, expectations, tool
+        calls, models. Same as `tracehound runs show TRACE --format json`."""
+        return _on_history(location, lambda store: history.get_run(store, trace_id, run_id))
+
+    @server.tool(name="explain_run", annotations=_READ)
+    def explain_run_tool(trace_id: TraceId, run_id: RunId = None) -> dict[str, Any]:
+        """Why a run scored as it did: its drift breakdown (tool mix: tools that appeared,
+        disappeared or shifted; semantic distance with a sample; complexity dimensions that
+        moved), the baseline runs it diverged from, its other findings (loops, failure modes,
+        failed expectations, evidence) and what to do about it. Same as
+        `tracehound runs explain TRACE --format json`."""
+        return _on_history(location, lambda store: history.explain_run(store, trace_id, run_id))
+
+    @server.tool(name="delete_runs", annotations=_DESTROY)
+    def delete_runs_tool(
+        *,
+        runs: Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=512)]],
+            Field(
+                description="Runs to delete by id: 'TRACE' (all its runs) or 'TRACE/RUN'; "
+                "with filters too, only the named runs that match them",
+                max_length=MAX_LIMIT,
+            ),
+        ] = [],  # noqa: B006 (pydantic copies defaults)
+        agent: AgentGlob = None,
+        severity: Severity = None,
+        min_drift: MinDrift = None,
+        max_drift: MaxDrift = None,
+        tool: ToolGlob = None,
+        loop_kind: LoopKind = None,
+        since: Since = None,
+        until: Until = None,
+        verdict: Verdict = None,
+        forget_baseline: Annotated[
+            bool,
+            Field(
+                description="Also remove the runs from their agent's recent-runs ring in the "
+                "baseline (what they added to the baseline's sums stays)"
+            ),
+        ] = True,
+    ) -> dict[str, Any]:
+        """Delete runs from the run history: those named in `runs` and/or every run matching
+        the filters. Needs ids or at least one filter: it never deletes everything by
+        accident. Returns what was deleted and what cannot be undone. Same as
+        `tracehound runs delete --format json`."""
+        return _on_history(
+            location,
+            lambda store: history.delete_runs(
+                store,
+                runs=runs,
+                agent=agent,
+                severity=severity,
+                min_drift=min_drift,
+                max_drift=max_drift,
+                tool=tool,
+                loop_kind=loop_kind,
+                since=since,
+                until=until,
+                verdict=verdict,
+                forget_baseline=forget_baseline,
+            ),
+        )
+
+    @server.tool(name="recent_findings", annotations=_READ)
+    def recent_findings_tool(
+        agent: AgentGlob = None,
+        since: Annotated[
+            str, Field(description="Since when (the forms of list_runs' `since`)")
+        ] = "7d",
+        limit: Annotated[
+            int, Field(description="At most this many entries per list", ge=1, le=MAX_LIMIT)
+        ] = 10,
+    ) -> dict[str, Any]:
+        """What went wrong lately, for one agent (a glob) or every agent: verdict counts, the
+        drifted runs (newest first), loops by tool, failed expectations and failure modes,
+        each list sorted by how many runs. Same as `tracehound runs findings --format json`."""
+        return _on_history(
+            location,
+            lambda store: history.recent_findings(store, agent, since=since, limit=limit),
+        )
 
     # --- baselines ------------------------------------------------------------------------------
 
