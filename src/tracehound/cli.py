@@ -343,6 +343,7 @@ def cmd_eval(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     with extras.evaluators() as more:
         engine = Engine([*evaluators, *more], config=OFFLINE_CONFIG)
         traces, span_results = run_engine(telemetry, engine, err)
+        extras.record_history(traces)
     reports = [
         TraceReport(t, tuple(span_results.get(t.trace_id, ())))
         for t in traces

@@ -21,6 +21,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -32,6 +33,8 @@ from tracehound.report import result_status
 
 if TYPE_CHECKING:
     from tracehound.baselines import BaselineInfo, BaselineStore, ImportMode
+    from tracehound.engine import FinalizedTrace
+    from tracehound.history import HistoryWriter
     from tracehound.drift import Embedder
     from tracehound.evaluators.base import EvaluationResult, Evaluator
     from tracehound.evaluators.drift import DriftEvaluator
@@ -600,6 +603,19 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --baselines: score only, leave the baselines unchanged (a CI gate)",
     )
     group.add_argument(
+        "--history",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="with --baselines: record each evaluated run in the store's run history "
+        "(`tracehound runs`); default on ($TRACEHOUND_HISTORY); never with --no-update",
+    )
+    group.add_argument(
+        "--history-content",
+        action="store_true",
+        default=None,
+        help="also keep message content in the run records ($TRACEHOUND_HISTORY_CONTENT)",
+    )
+    group.add_argument(
         "--embedding-model",
         metavar="DIR",
         help="with --baselines: a local sentence-transformers model directory for the semantic "
@@ -662,6 +678,20 @@ class EvalExtras:
                 f"--baselines {self.baselines}: no such store (with --no-update there is nothing "
                 "to score against: build the baselines first, without --no-update)"
             )
+        from tracehound.config import ConfigError, history_from_env
+
+        try:
+            history = history_from_env()
+        except ConfigError as exc:
+            raise InputError(str(exc)) from None
+        enabled = getattr(args, "history", None)
+        content = getattr(args, "history_content", None)
+        self.history = replace(
+            history,
+            enabled=(history.enabled if enabled is None else enabled) and self.update,
+            content=history.content if content is None else content,
+        )
+        self.history_writer: HistoryWriter | None = None
         self.embedder: Embedder | None = _embedder(model) if self.baselines is not None else None
         self.drift: DriftEvaluator | None = None
         self.golden: GoldenSet | None = load_golden(against, self.err) if against else None
@@ -688,6 +718,13 @@ class EvalExtras:
                 store, embedder=self.embedder, config=DriftEvaluatorConfig(update=self.update)
             )
             out.append(self.drift)
+            if self.history.enabled:
+                from tracehound.history import HistoryWriter, history_store_of
+
+                kept = history_store_of([self.drift])
+                self.history_writer = HistoryWriter(
+                    lambda: kept, retention=self.history.retention, content=self.history.content
+                )
         if self.golden_evaluator is not None:
             out.append(self.golden_evaluator)
         try:
@@ -695,6 +732,20 @@ class EvalExtras:
         finally:
             if store is not None:
                 store.close()
+
+    def record_history(self, traces: Sequence[FinalizedTrace]) -> None:
+        """Write the traces' runs to the run history (while `evaluators()` holds the store)."""
+        writer = self.history_writer
+        if writer is None:
+            return
+        for trace in traces:
+            writer.write(trace)
+        if writer.errors:
+            print(
+                f"warning: run history of {self.baselines}: {writer.errors} trace(s) not "
+                "recorded (the store failed; see the log)",
+                file=self.err,
+            )
 
     def summaries(self) -> list[AgentSummary]:
         from tracehound.golden import summarize

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from tracehound.engine import EngineConfig
 from tracehound.evaluators.base import Evaluator, PluginError
+from tracehound.history import HistorySettings, Retention, parse_duration
 
 if TYPE_CHECKING:
     from tracehound.baselines import BaselineStore
@@ -36,6 +37,10 @@ __all__ = [
     "TRACEHOUND_EVALUATORS",
     "TRACEHOUND_EVENTS",
     "TRACEHOUND_FORWARDING",
+    "TRACEHOUND_HISTORY",
+    "TRACEHOUND_HISTORY_CONTENT",
+    "TRACEHOUND_HISTORY_MAX_AGE",
+    "TRACEHOUND_HISTORY_MAX_RUNS",
     "TRACEHOUND_MAX_SPANS_PER_TRACE",
     "TRACEHOUND_MAX_TEXT_BYTES_PER_TRACE",
     "TRACEHOUND_MAX_TRACES",
@@ -52,6 +57,7 @@ __all__ = [
     "Mode",
     "ProcessorSettings",
     "build_evaluators",
+    "history_from_env",
     "configured_expectations",
     "open_evaluators",
     "reopen_baselines",
@@ -109,6 +115,17 @@ TRACEHOUND_EVENTS = "TRACEHOUND_EVENTS"
 """`true` (default) / `false`: emit `gen_ai.evaluation.result` log records (OTel Logs SDK)."""
 TRACEHOUND_METRICS = "TRACEHOUND_METRICS"
 """`true` (default) / `false`: record tracehound's metrics (OTel Metrics SDK)."""
+
+TRACEHOUND_HISTORY = "TRACEHOUND_HISTORY"
+"""`true` (default) / `false`: record each evaluated run in the run history of the baseline
+store (when there is one: `drift` is on), for `tracehound runs`."""
+TRACEHOUND_HISTORY_MAX_RUNS = "TRACEHOUND_HISTORY_MAX_RUNS"
+"""Run records the store keeps at most, over all agents (the oldest go first). Default 10000."""
+TRACEHOUND_HISTORY_MAX_AGE = "TRACEHOUND_HISTORY_MAX_AGE"
+"""How long a run record is kept: a duration (`30d`, `12h`, `90m`) or seconds. Default 30d."""
+TRACEHOUND_HISTORY_CONTENT = "TRACEHOUND_HISTORY_CONTENT"
+"""`true` / `false` (default): also keep message content in run records (the run's final answer
+and drift's text samples, clipped). Off: records hold ids, names, numbers and findings only."""
 
 # The queue and batching use the standard OTEL_BSP_* variables (same names as the SDK's
 # opentelemetry.sdk.environment_variables, spelled here to keep this module import-light).
@@ -270,6 +287,7 @@ class ProcessorSettings:
     span_events: bool = False
     events: bool = True
     metrics: bool = True
+    history: HistorySettings = field(default_factory=HistorySettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessorSettings:
@@ -318,7 +336,37 @@ class ProcessorSettings:
             span_events=env_bool(env, TRACEHOUND_SPAN_EVENTS, False),
             events=env_bool(env, TRACEHOUND_EVENTS, True),
             metrics=env_bool(env, TRACEHOUND_METRICS, True),
+            history=history_from_env(env),
         )
+
+
+def history_from_env(environ: Mapping[str, str] | None = None) -> HistorySettings:
+    """The run-history settings of `TRACEHOUND_HISTORY*` (see their docstrings)."""
+    env = os.environ if environ is None else environ
+    default = Retention()
+    max_age = default.max_age
+    raw_age = _raw(env, TRACEHOUND_HISTORY_MAX_AGE)
+    if raw_age is not None:
+        try:
+            max_age = float(raw_age) if raw_age.replace(".", "", 1).isdigit() else parse_duration(raw_age)
+        except ValueError:
+            _logger.warning(
+                "Unable to parse value for %s as a duration: %r. Defaulting to 30d.",
+                TRACEHOUND_HISTORY_MAX_AGE,
+                raw_age,
+            )
+    max_runs = env_int(env, TRACEHOUND_HISTORY_MAX_RUNS, default.max_runs)
+    try:
+        retention = Retention(max_runs=max_runs, max_age=max_age)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{exc} (from env {TRACEHOUND_HISTORY_MAX_RUNS} / {TRACEHOUND_HISTORY_MAX_AGE})"
+        ) from None
+    return HistorySettings(
+        enabled=env_bool(env, TRACEHOUND_HISTORY, True),
+        retention=retention,
+        content=env_bool(env, TRACEHOUND_HISTORY_CONTENT, False),
+    )
 
 
 DRIFT = "drift"

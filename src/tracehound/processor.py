@@ -88,6 +88,7 @@ from tracehound.engine import (
     FinalizedTrace,
 )
 from tracehound.evaluators.base import EvaluationResult, Evaluator
+from tracehound.history import HistoryWriter, history_store_of
 from tracehound.spans import AttributeValue, LogView, SpanView
 
 if TYPE_CHECKING:
@@ -122,6 +123,10 @@ class ProcessorStats:
     and got them."""
     spans_reorder_expired: int = 0
     """GenAI spans that waited for their ancestors and were evaluated without them."""
+    runs_recorded: int = 0
+    """Run records written to the run history of the drift evaluator's store."""
+    history_errors: int = 0
+    """Run-history writes that failed (the store was unusable); evaluation went on."""
 
 
 class _FlushRequest:
@@ -319,6 +324,17 @@ class TracehoundSpanProcessor(SpanProcessor):
                 settings.evaluators, self._baselines, settings.config_file
             )
         self._poll_interval = self._engine_config.poll_interval
+        history = settings.history
+        # the run history lives in the drift evaluator's store (none without drift)
+        self._history = (
+            HistoryWriter(
+                lambda: history_store_of(self._evaluators),
+                retention=history.retention,
+                content=history.content,
+            )
+            if history.enabled
+            else None
+        )
         self._emitter = EventEmitter(logger_provider)
         use_metrics = settings.metrics if emit_metrics is None else emit_metrics
         self._metrics = MetricsRecorder(meter_provider) if use_metrics else None
@@ -428,6 +444,8 @@ class TracehoundSpanProcessor(SpanProcessor):
             active_traces=self._engine.active_traces,
             spans_reordered=self._engine.stats.spans_reordered,
             spans_reorder_expired=self._engine.stats.spans_reorder_expired,
+            runs_recorded=0 if self._history is None else self._history.written,
+            history_errors=0 if self._history is None else self._history.errors,
         )
 
     # --- the application's thread ----------------------------------------------------------------
@@ -773,6 +791,8 @@ class TracehoundSpanProcessor(SpanProcessor):
             agent = trace_agent(trace)
             for result in trace.results:
                 self._emit(result, trace_id, result.span_id or trace.root_span_id, agent)
+            if self._history is not None:
+                self._history.write(trace)  # never raises: failures are counted
         for span, results in held:
             span_id = format(span.context.span_id, "016x") if span.context else ""
             if genai and span_id == trace.root_span_id:

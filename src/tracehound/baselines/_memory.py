@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from collections import OrderedDict
+from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,13 +32,14 @@ class MemoryStore:
     """A `BaselineStore` in process memory; thread-safe; copies in and out (`get_shared`
     lends the stored baseline to a reader instead)."""
 
-    __slots__ = ("_baselines", "_lock", "_runs", "_updated")
+    __slots__ = ("_baselines", "_by_recorded", "_lock", "_runs", "_updated")
 
     def __init__(self) -> None:
         self._baselines: dict[str, Baseline] = {}
         self._updated: dict[str, float] = {}
-        # run records by key, in the order written (oldest first: what retention drops first)
-        self._runs: OrderedDict[str, RunRecord] = OrderedDict()
+        self._runs: dict[str, RunRecord] = {}
+        # (write time, key) of every record, sorted: retention drops from the front
+        self._by_recorded: builtins.list[tuple[float, str]] = []
         self._lock = threading.Lock()
 
     @property
@@ -116,11 +117,11 @@ class MemoryStore:
 
     def add_runs(self, records: Sequence[RunRecord], retention: Retention) -> int:
         with self._lock:
-            runs = self._runs
             for record in records:
                 key = record.key
-                runs.pop(key, None)  # a rewrite moves to the end, as it is newly recorded
-                runs[key] = record
+                self._drop(key)  # a record written again replaces the first one
+                self._runs[key] = record
+                insort(self._by_recorded, (record.recorded_at, key))
             return self._prune(retention, time.time())
 
     def query_runs(self, query: RunQuery) -> builtins.list[RunRecord]:
@@ -130,7 +131,7 @@ class MemoryStore:
 
     def delete_runs(self, keys: Sequence[tuple[str, str]]) -> int:
         with self._lock:
-            return sum(self._runs.pop(record_key(t, r), None) is not None for t, r in keys)
+            return sum(self._drop(record_key(t, r)) for t, r in keys)
 
     def prune_runs(self, retention: Retention, *, now: float | None = None) -> int:
         with self._lock:
@@ -146,30 +147,30 @@ class MemoryStore:
         with self._lock:
             for key in (check_key(agent), agent + DRIFT_EPISODE_SUFFIX):
                 stored = self._baselines.get(key)
-                if stored is None:
-                    continue
-                kept = without_runs(stored, gone)
-                if kept is not None:
+                kept = None if stored is None else without_runs(stored, gone)
+                if stored is not None and kept is not None:
                     removed += len(stored.recent) - len(kept.recent)
                     self._set(key, kept)
         return removed
 
+    def _drop(self, key: str) -> bool:
+        record = self._runs.pop(key, None)
+        if record is None:
+            return False
+        order = self._by_recorded
+        del order[bisect_left(order, (record.recorded_at, key))]
+        return True
+
     def _prune(self, retention: Retention, now: float) -> int:
-        runs = self._runs
-        cutoff = now - retention.max_age
-        removed = 0
-        # the oldest first; a record written late with an old clock is caught by the next scan
-        while runs and (
-            len(runs) > retention.max_runs or next(iter(runs.values())).recorded_at < cutoff
-        ):
-            runs.popitem(last=False)
-            removed += 1
-        if removed or not runs:
-            return removed
-        stale = [k for k, r in runs.items() if r.recorded_at < cutoff]
-        for key in stale:
-            del runs[key]
-        return len(stale)
+        """Drop the records written before the age bound, then the oldest past the count."""
+        order = self._by_recorded
+        stale = bisect_left(order, (now - retention.max_age, ""))
+        excess = max(0, len(order) - stale - retention.max_runs)
+        gone = stale + excess
+        for _, key in order[:gone]:
+            del self._runs[key]
+        del order[:gone]
+        return gone
 
     def _set(self, key: str, baseline: Baseline) -> None:
         self._baselines[key] = baseline

@@ -28,6 +28,14 @@ flush id; the script records it (`{prefix}:flush:{<agent key>}:<id>`, expiring a
 `flush_ttl` seconds) and a retry of an already-applied flush — the client re-sends a command
 whose reply was lost to a timeout — returns the recorded outcome instead of merging twice.
 
+Run history (`add_runs`, `query_runs`, …): three keys under one hash tag,
+`{prefix}:runs:{history}:data` (a hash, record key → the record as JSON), `…:by_end` (a sorted
+set by run end, in microseconds) and `…:by_recorded` (by write time, what retention trims). Each
+`add_runs` is one script that writes the records and trims to the retention bounds, so the
+bounds hold after every write whatever the number of writers. Deleting runs from a baseline's
+recent-runs ring (`forget_recent`) edits the hash's `recent` field under WATCH (a rare, manual
+operation: optimistic concurrency suffices).
+
 Reads: `get` is one `HGETALL`; `list` and `export_baselines` `SCAN` the prefix (each baseline is
 read atomically, the set of baselines is not a snapshot). Server unreachable, timeouts, refused
 authentication and unreadable values raise `BaselineStoreError` naming the (password-redacted)
@@ -53,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qsl, urlencode
 
 from tracehound.baselines._base import (
+    DRIFT_EPISODE_SUFFIX,
     BaselineInfo,
     BaselineStoreError,
     ImportMode,
@@ -68,6 +77,8 @@ from tracehound.drift import (
     BaselineFormatError,
     BaselineMismatchError,
 )
+from tracehound.history._record import RunQuery, RunRecord, record_key
+from tracehound.history._store import Retention
 
 if TYPE_CHECKING:
     import redis
@@ -488,6 +499,56 @@ return run(main)
 """
 
 
+_LUA_RUNS_ADD = """
+-- KEYS: data, by_end, by_recorded
+-- ARGV: max_runs, cutoff (write time below which records go), n, then n x (key, end_us,
+--       recorded_at, json). Reply: how many records the trim removed.
+local n = tonumber(ARGV[3])
+for i = 0, n - 1 do
+  local base = 4 + i * 4
+  local key = ARGV[base]
+  redis.call('HSET', KEYS[1], key, ARGV[base + 3])
+  redis.call('ZADD', KEYS[2], ARGV[base + 1], key)
+  redis.call('ZADD', KEYS[3], ARGV[base + 2], key)
+end
+local removed = 0
+local function drop(list)
+  for first = 1, #list, 500 do
+    local chunk = {}
+    for j = first, math.min(first + 499, #list) do chunk[#chunk + 1] = list[j] end
+    redis.call('HDEL', KEYS[1], unpack(chunk))
+    redis.call('ZREM', KEYS[2], unpack(chunk))
+    redis.call('ZREM', KEYS[3], unpack(chunk))
+    removed = removed + #chunk
+  end
+end
+drop(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2]))
+local excess = redis.call('ZCARD', KEYS[3]) - tonumber(ARGV[1])
+if excess > 0 then drop(redis.call('ZRANGE', KEYS[3], 0, excess - 1)) end
+return removed
+"""
+
+_RUNS_PAGE = 500
+
+
+def _ring_without(data: bytes, keys: set[tuple[str, str]]) -> tuple[bytes, int]:
+    """The `recent` field without the entries of these (trace id, run id); how many went."""
+    kept: list[bytes] = []
+    removed = 0
+    offset = 0
+    while offset < len(data):
+        start = offset
+        trace_id, offset = _unpack_strings(data, offset)
+        run_id, offset = _unpack_strings(data, offset)
+        _, offset = _unpack_strings(data, offset)
+        _, offset = _unpack_strings(data, offset + _DOUBLE.size)
+        if (_text(trace_id), _text(run_id)) in keys:
+            removed += 1
+        else:
+            kept.append(data[start:offset])
+    return b"".join(kept), removed
+
+
 def _library() -> str:
     return (
         _LUA_LIBRARY.replace("@FORMAT@", _FORMAT)
@@ -727,10 +788,13 @@ class RedisStore:
         self._update: Script = self._client.register_script(library + _LUA_UPDATE)
         self._write: Script = self._client.register_script(library + _LUA_WRITE)
         self._pin: Script = self._client.register_script(library + _LUA_PIN)
+        self._runs_add: Script = self._client.register_script(_LUA_RUNS_ADD)
+        runs = self._prefix + b":runs:{history}:"
+        self._runs_keys = [runs + b"data", runs + b"by_end", runs + b"by_recorded"]
         try:
             with self._redis_errors():
                 self._client.ping()
-                for script in (self._update, self._write, self._pin):
+                for script in (self._update, self._write, self._pin, self._runs_add):
                     self._client.script_load(script.script)
         except BaselineStoreError:
             self._client.close()
@@ -977,6 +1041,139 @@ class RedisStore:
             raise _mismatch(reply[2:6], baselines[agent])
         if head == "error":
             raise self._script_error(agents[0] if len(agents) == 1 else "(import)", reply)
+
+    # --- run history ---------------------------------------------------------------------------
+
+    def add_runs(self, records: Sequence[RunRecord], retention: Retention) -> int:
+        return self._trim(records, retention, time.time())
+
+    def _trim(self, records: Sequence[RunRecord], retention: Retention, now: float) -> int:
+        args: builtins.list[bytes | str | int | float] = [
+            retention.max_runs,
+            _float_text(now - retention.max_age),
+            len(records),
+        ]
+        for record in records:
+            args += [
+                _utf8(record.key),
+                str(record.end_ns // 1000),
+                _float_text(record.recorded_at),
+                _utf8(record.to_json()),
+            ]
+        with self._redis_errors():
+            return int(self._runs_add(keys=self._runs_keys, args=args))
+
+    def prune_runs(self, retention: Retention, *, now: float | None = None) -> int:
+        return self._trim((), retention, time.time() if now is None else now)
+
+    def count_runs(self) -> int:
+        with self._redis_errors():
+            return int(self._client.zcard(self._runs_keys[2]))
+
+    def _records(self, pairs: Sequence[tuple[bytes, bytes | None]]) -> builtins.list[RunRecord]:
+        out: builtins.list[RunRecord] = []
+        for key, data in pairs:
+            if data is None:
+                continue  # deleted between the index read and the data read
+            try:
+                out.append(RunRecord.from_json(data))
+            except ValueError as exc:
+                raise BaselineStoreError(
+                    f"{self.location}: run {_text(key)!r} is unreadable ({exc})"
+                ) from None
+        return out
+
+    def query_runs(self, query: RunQuery) -> builtins.list[RunRecord]:
+        data_key, by_end, _ = self._runs_keys
+        limit = query.limit
+        if limit == 0:
+            return []
+        if query.trace_id is not None:  # the trace's records: a match on the hash's keys
+            pattern = _glob_escape(_utf8(query.trace_id)) + b"/*"
+            with self._redis_errors():
+                found = builtins.list(self._client.hscan_iter(data_key, match=pattern, count=500))
+            return query.select(self._records(found))
+        high = "+inf" if query.until_ns is None else f"({query.until_ns // 1000}"
+        low = "-inf" if query.since_ns is None else str(-(-query.since_ns // 1000))
+        selected: builtins.list[RunRecord] = []
+        offset = 0
+        while True:
+            with self._redis_errors():
+                keys = self._client.zrevrangebyscore(
+                    by_end, high, low, start=offset, num=_RUNS_PAGE
+                )
+                values = self._client.hmget(data_key, keys) if keys else []
+            offset += len(keys)
+            done = False
+            for record in self._records(builtins.list(zip(keys, values, strict=True))):
+                # past the limit, only the records ending with the last one (ties sort by id)
+                if limit is not None and len(selected) >= limit:
+                    if record.end_ns // 1000 != selected[-1].end_ns // 1000:
+                        done = True
+                        break
+                if query.matches(record):
+                    selected.append(record)
+            if done or len(keys) < _RUNS_PAGE:
+                break
+        return query.select(selected)
+
+    def delete_runs(self, keys: Sequence[tuple[str, str]]) -> int:
+        if not keys:
+            return 0
+        members = [_utf8(record_key(t, r)) for t, r in keys]
+        data_key, by_end, by_recorded = self._runs_keys
+        with self._redis_errors():
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hdel(data_key, *members)
+            pipe.zrem(by_end, *members)
+            pipe.zrem(by_recorded, *members)
+            deleted, _, _ = pipe.execute()
+        return int(deleted)
+
+    def forget_recent(self, agent: str, keys: Sequence[tuple[str, str]]) -> int:
+        check_key(agent)
+        gone = set(keys)
+        removed = 0
+        for name in (agent, agent + DRIFT_EPISODE_SUFFIX):
+            removed += self._forget_in(name, gone)
+        return removed
+
+    def _forget_in(self, agent: str, gone: set[tuple[str, str]]) -> int:
+        redis_key = self._key(agent)
+        errors = self._errors
+        with self._redis_errors():
+            for _ in range(10):  # optimistic: retried while a replica writes the baseline
+                with self._client.pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(redis_key)
+                        fields = dict(
+                            zip(
+                                ("format", "version", "recent"),
+                                pipe.hmget(redis_key, ["format", "version", "recent"]),
+                                strict=True,
+                            )
+                        )
+                        if fields["format"] is None:
+                            return 0
+                        self._check_layout(agent, fields)
+                        try:
+                            ring, removed = _ring_without(fields["recent"] or b"", gone)
+                        except (struct.error, BaselineFormatError) as exc:
+                            raise self._unreadable(agent, exc) from None
+                        if not removed:
+                            return 0
+                        pipe.multi()
+                        pipe.hset(
+                            redis_key,
+                            mapping={"recent": ring, "updated_at": _float_text(time.time())},
+                        )
+                        pipe.execute()
+                        return removed
+                    except errors.WatchError:
+                        continue
+        raise BaselineStoreError(
+            f"{self.location}: baseline {agent!r} kept changing; its recent runs were not edited"
+        )
 
     def close(self) -> None:
         if not self._closed:

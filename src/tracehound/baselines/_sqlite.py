@@ -127,7 +127,7 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
     )
     conn.execute("CREATE INDEX runs_by_trace ON runs (trace_id)")
     conn.execute("CREATE INDEX runs_by_end ON runs (end_ns)")
-    conn.execute("CREATE INDEX runs_by_recorded ON runs (recorded_at)")
+    conn.execute("CREATE INDEX runs_by_recorded ON runs (recorded_at, record_key)")
     conn.execute("INSERT INTO tracehound_meta (key, value) VALUES ('run_count', '0')")
 
 

@@ -40,6 +40,7 @@ from tracehound.history._record import (
 from tracehound.history._store import (
     DEFAULT_MAX_AGE,
     DEFAULT_MAX_RUNS,
+    HistorySettings,
     Retention,
     RunHistoryStore,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "RECORD_FORMAT",
     "ROW_KEYS",
     "VERDICTS",
+    "HistorySettings",
     "HistoryWriter",
     "Retention",
     "RunHistoryStore",

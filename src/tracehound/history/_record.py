@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
@@ -375,10 +375,12 @@ def parse_moment(text: str, now: float | None = None) -> int:
 
 
 def _iso(seconds: float) -> str:
+    """ISO-8601 UTC with milliseconds (`2026-01-31T12:00:00.250Z`); empty for no time."""
     if seconds <= 0:
         return ""
-    moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    whole = math.floor(seconds)
+    millis = min(999, int((seconds - whole) * 1000))
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
 
 
 # --- building records ----------------------------------------------------------------------------

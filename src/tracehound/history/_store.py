@@ -19,6 +19,7 @@ from tracehound.history._record import RunQuery, RunRecord
 __all__ = [
     "DEFAULT_MAX_AGE",
     "DEFAULT_MAX_RUNS",
+    "HistorySettings",
     "Retention",
     "RunHistoryStore",
 ]
@@ -44,6 +45,17 @@ class Retention:
             raise ValueError("max_runs must be >= 1")
         if not (math.isfinite(self.max_age) and self.max_age > 0):
             raise ValueError("max_age must be a number of seconds > 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistorySettings:
+    """Whether and how the shapes record runs (`history`, `history_max_runs`,
+    `history_max_age`, `history_content`)."""
+
+    enabled: bool = True
+    retention: Retention = Retention()
+    content: bool = False
+    """Keep message content (the final answer, drift's text samples): off by default."""
 
 
 @runtime_checkable

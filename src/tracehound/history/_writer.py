@@ -9,6 +9,7 @@ baseline errors become results rather than exceptions.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,10 @@ _logger = logging.getLogger(__name__)
 
 def history_store_of(evaluators: Any) -> RunHistoryStore | None:
     """The store of the first drift evaluator among `evaluators`, if it keeps run history."""
-    from tracehound.evaluators.drift import DriftEvaluator
+    module = sys.modules.get("tracehound.evaluators.drift")
+    if module is None:  # never imported: no drift evaluator (and no numpy import for nothing)
+        return None
+    DriftEvaluator = module.DriftEvaluator  # noqa: N806 - a class
 
     for evaluator in evaluators:
         inner = getattr(evaluator, "inner", evaluator)  # a `SafeEvaluator` wraps it

@@ -85,6 +85,7 @@ from tracehound.engine import (
     SpanOutcome,
 )
 from tracehound.evaluators.base import EvaluationResult, Evaluator
+from tracehound.history import HistoryWriter, history_store_of
 from tracehound.server._forward import Lane
 from tracehound.server._otlp import (
     LOGS,
@@ -142,6 +143,8 @@ class PipelineStats:
     events_dropped: int = 0
     traces_finalized: int = 0
     internal_errors: int = 0
+    runs_recorded: int = 0
+    history_errors: int = 0
 
 
 @dataclass(slots=True)
@@ -235,6 +238,14 @@ class Pipeline:
     ) -> None:
         self.settings = settings
         self.engine = Engine(evaluators, settings.engine)
+        history = settings.history
+        # the run history lives in the drift evaluator's store (none without drift)
+        store = history_store_of(evaluators) if history.enabled else None
+        self._history = (
+            HistoryWriter(lambda: store, retention=history.retention, content=history.content)
+            if store is not None
+            else None
+        )
         self.lanes = lanes
         self.stats = PipelineStats()
         self._recorder = recorder
@@ -1147,6 +1158,11 @@ class Pipeline:
                     )
                     if trace.reason == "max_traces":
                         recorder.add(names.METRIC_TRACES_FINALIZED_EARLY, 1)
+                if genai and self._history is not None:
+                    stats = self.stats
+                    if self._history.write(trace):  # never raises: failures are counted
+                        stats.runs_recorded = self._history.written
+                    stats.history_errors = self._history.errors
                 if genai:
                     if recorder is not None:  # the agent: a metric attribute
                         agent = trace_agent(trace)

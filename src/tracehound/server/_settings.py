@@ -30,6 +30,7 @@ from opentelemetry.util.re import parse_env_headers
 
 from tracehound.config import ConfigError
 from tracehound.engine import EngineConfig
+from tracehound.history import HistorySettings, Retention
 
 __all__ = [
     "SETTINGS",
@@ -207,6 +208,20 @@ def _text(value: Any) -> str:
     return value
 
 
+def _duration(value: Any) -> float:
+    """Seconds of a duration (`30d`, `12h`, `90m`, `45s`) or of a number of seconds."""
+    from tracehound.history import parse_duration
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        seconds = float(text) if text.replace(".", "", 1).isdigit() else parse_duration(text)
+    if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"expected a duration like 30d or 12h, got {value!r}")
+    return seconds
+
+
 # --- the table ----------------------------------------------------------------------------------
 
 
@@ -291,6 +306,34 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "drift baselines: a SQLite file, memory, or redis://… (shared by replicas); default: "
         f"${TRACEHOUND_REDIS_URL}, else a SQLite file in the user's state directory",
         fallback_env=(TRACEHOUND_REDIS_URL,),
+    ),
+    _spec(
+        "history",
+        "TRACEHOUND_HISTORY",
+        _bool,
+        True,
+        "record each evaluated run in the baseline store's run history (tracehound runs)",
+    ),
+    _spec(
+        "history_max_runs",
+        "TRACEHOUND_HISTORY_MAX_RUNS",
+        _positive_int,
+        10_000,
+        "run records kept at most, over all agents (the oldest go first)",
+    ),
+    _spec(
+        "history_max_age",
+        "TRACEHOUND_HISTORY_MAX_AGE",
+        _duration,
+        30 * 86400.0,
+        "how long run records are kept (30d, 12h, or seconds)",
+    ),
+    _spec(
+        "history_content",
+        "TRACEHOUND_HISTORY_CONTENT",
+        _bool,
+        False,
+        "also keep message content (final answer, text samples) in run records",
     ),
     _spec(
         "prometheus",
@@ -565,6 +608,7 @@ class ServeSettings:
     otlp_http: Address | None
     forward: ForwardTarget
     baselines: str | None
+    history: HistorySettings
     prometheus: Address | None
     mode: Mode
     engine: EngineConfig
@@ -672,11 +716,19 @@ class ServeSettings:
                 f"{sources['forward_retry_max_interval']}) must be >= forward_retry_initial "
                 f"(from {sources['forward_retry_initial']})"
             )
+        history = HistorySettings(
+            enabled=values["history"],
+            retention=Retention(
+                max_runs=values["history_max_runs"], max_age=values["history_max_age"]
+            ),
+            content=values["history_content"],
+        )
         return cls(
             otlp_grpc=addresses["otlp_grpc"],
             otlp_http=addresses["otlp_http"],
             forward=forward,
             baselines=values["baselines"],
+            history=history,
             prometheus=addresses["prometheus"],
             mode=values["mode"],
             engine=engine,
@@ -715,6 +767,10 @@ class ServeSettings:
             "baselines": (
                 shown_location(self.baselines) if self.baselines else "(default SQLite file)"
             ),
+            "history": "on" if self.history.enabled else "off",
+            "history_max_runs": str(self.history.retention.max_runs),
+            "history_max_age": f"{self.history.retention.max_age / 86400:g}d",
+            "history_content": "on" if self.history.content else "off (no message content)",
             "prometheus": str(self.prometheus or "none"),
             "mode": self.mode,
             "quiet_period": str(self.engine.quiet_period),
