@@ -37,6 +37,19 @@ CAPTURES = [
 ]
 PLANNER = "research-service/planner"  # the drift scenarios' agent
 ORDER_AGENT = "capture-strands/order_agent"
+RUN_TOOLS = {
+    "list_runs",
+    "search_runs",
+    "get_run",
+    "explain_run",
+    "delete_runs",
+    "recent_findings",
+}
+LOOPING = {  # the framework captures whose order_agent loops on get_order_status
+    "ade389a36d25c06f1c63dab5757f044a": "capture-strands/order_agent",
+    "eeae7d36c85684d8f435a994eab2b513": "capture-openai-agents/order_agent",
+}
+EVER = "2000-01-01"  # `since` for every recorded run (the fixtures are of fixed dates)
 BASELINE_TOOLS = {
     "list_baselines",
     "get_baseline",
@@ -45,8 +58,16 @@ BASELINE_TOOLS = {
     "reset_baseline",
     "accept_baseline",
 }
-READ_ONLY = {"list_baselines", "get_baseline"}
-DESTRUCTIVE = {"reset_baseline", "accept_baseline"}
+READ_ONLY = {
+    "list_runs",
+    "search_runs",
+    "get_run",
+    "explain_run",
+    "recent_findings",
+    "list_baselines",
+    "get_baseline",
+}
+DESTRUCTIVE = {"delete_runs", "reset_baseline", "accept_baseline"}
 CALL_TIMEOUT = 60.0
 
 T = TypeVar("T")
@@ -55,13 +76,19 @@ T = TypeVar("T")
 # --- the store, filled by real evaluations ----------------------------------------------------
 
 
+def environ() -> dict[str, str]:
+    """The children's environment; the captures and scenarios are of fixed, past dates, so the
+    run history keeps them whatever today is (the default keeps 30 days)."""
+    return {**child_environ(), "TRACEHOUND_HISTORY_MAX_AGE": "36500d"}
+
+
 def tracehound(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """`tracehound ARGS` in a subprocess, as a user runs it."""
     done = subprocess.run(
         [sys.executable, "-m", "tracehound.cli", *args],
         capture_output=True,
         text=True,
-        env=child_environ(),
+        env=environ(),
         timeout=300,
         check=False,
     )
@@ -138,7 +165,7 @@ def with_session(
         parameters = StdioServerParameters(
             command=sys.executable,
             args=["-m", "tracehound.cli", "mcp", "--baselines", str(location), *extra],
-            env=child_environ(),
+            env=environ(),
         )
         with errlog.open("w", encoding="utf-8") as err:
             async with (
@@ -206,17 +233,126 @@ def test_the_tools_describe_themselves(seeded: Path, tmp_path: Path) -> None:
     listed, served = with_session(seeded, script, tmp_path)
     assert not served.stream_errors
     tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) >= BASELINE_TOOLS
+    assert set(tools) == RUN_TOOLS | BASELINE_TOOLS
     for name, tool in tools.items():
         assert tool.description and len(tool.description) > 40, name
         assert tool.output_schema is not None and tool.output_schema["type"] == "object", name
         for parameter, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{name}.{parameter} has no description"
         assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is (name in READ_ONLY or name.startswith("list"))
+        assert tool.annotations.read_only_hint is (name in READ_ONLY)
         if name in DESTRUCTIVE:
             assert tool.annotations.destructive_hint is True
     assert tools["get_baseline"].input_schema["required"] == ["agent"]
+    assert tools["search_runs"].input_schema["required"] == ["keyword"]
+    assert "required" not in tools["list_runs"].input_schema
+    severity = tools["list_runs"].input_schema["properties"]["severity"]
+    assert severity["enum"] == ["none", "warning", "alert", "critical", None]
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def test_which_runs_of_an_agent_drifted_and_why(seeded: Path, tmp_path: Path) -> None:
+    async def script(session: ClientSession) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        drifted = structured(
+            await session.call_tool(
+                "list_runs", {"agent": "planner", "severity": "warning", "since": EVER}
+            )
+        )
+        explained = [
+            structured(await session.call_tool("explain_run", {"trace_id": row["trace_id"]}))
+            for row in drifted["runs"]
+        ]
+        return drifted, explained
+
+    (drifted, explained), served = with_session(seeded, script, tmp_path)
+    assert not served.stream_errors
+    assert drifted["count"] == 5  # the five runs of tool drift, not the ten control runs
+    assert {row["agent"] for row in drifted["runs"]} == {PLANNER}
+    assert all(row["primary_driver"] == "tool_mix" for row in drifted["runs"])
+    ends = [row["end"] for row in drifted["runs"]]
+    assert ends == sorted(ends, reverse=True)  # newest first
+    for row, why in zip(drifted["runs"], explained, strict=True):
+        assert (why["trace_id"], why["run_id"]) == (row["trace_id"], row["run_id"])
+        assert why["primary_driver"] == "tool_mix"
+        assert why["drift"]["severity"] == row["drift_severity"] != "none"
+        tool_mix = next(c for c in why["components"] if c["name"] == "tool_mix")
+        assert (
+            tool_mix["tools_appeared"]
+            or tool_mix["tools_disappeared"]
+            or (tool_mix["tools_shifted"])
+        )
+        assert f"tracehound baseline accept {PLANNER}" in why["recommendation"]
+    # an agent that did not drift has no such run
+    quiet = structured(
+        call(seeded, tmp_path, "list_runs", {"agent": "*order_agent", "severity": "warning"})
+    )
+    assert quiet["count"] == 0
+
+
+def test_the_traces_where_a_tool_looped(seeded: Path, tmp_path: Path) -> None:
+    async def script(session: ClientSession) -> list[dict[str, Any]]:
+        return [
+            structured(await session.call_tool(tool, arguments))
+            for tool, arguments in (
+                ("search_runs", {"keyword": "get_order", "loop_kind": "any", "since": EVER}),
+                ("list_runs", {"tool": "get_order*", "loop_kind": "no_progress"}),
+                ("list_runs", {"tool": "get_weather", "loop_kind": "any"}),
+                ("get_run", {"trace_id": "ade389a36d25c06f1c63dab5757f044a"}),
+                ("recent_findings", {"agent": "*order_agent", "since": EVER}),
+            )
+        ]
+
+    (searched, listed, none, record, findings), served = with_session(seeded, script, tmp_path)
+    assert not served.stream_errors
+    assert searched["keyword"] == "get_order"
+    for found in (searched, listed):
+        assert {row["trace_id"]: row["agent"] for row in found["runs"]} == LOOPING
+        for row in found["runs"]:
+            assert row["verdict"] == "fail" and row["tools"] == {"get_order_status": 4}
+            assert "no_progress" in row["loop_kinds"]
+    assert none["count"] == 0  # the travel agent's runs did not loop
+    (run,) = record["runs"]
+    assert run["agent"] == ORDER_AGENT and run["tool_calls"] == {"get_order_status": 4}
+    assert run["loops"]["tools"] == ["get_order_status"]
+    assert findings["runs"] == 2 and findings["verdicts"] == {"pass": 0, "warn": 0, "fail": 2}
+    (loops,) = findings["loops"]
+    assert (loops["tool"], loops["runs"]) == ("get_order_status", 2)
+    assert loops["last_trace_id"] in LOOPING
+
+
+def test_delete_runs_needs_ids_or_a_filter(db: Path, tmp_path: Path) -> None:
+    strands_loop = next(iter(LOOPING))
+
+    async def script(session: ClientSession) -> list[CallToolResult]:
+        return [
+            await session.call_tool("delete_runs", {}),
+            await session.call_tool("delete_runs", {"runs": []}),
+            await session.call_tool("delete_runs", {"agent": ""}),
+            await session.call_tool("delete_runs", {"runs": ["0" * 32]}),
+            await session.call_tool("list_runs", {"since": EVER, "limit": 1000}),
+            await session.call_tool("delete_runs", {"runs": [strands_loop]}),
+            await session.call_tool("delete_runs", {"agent": "planner", "verdict": "pass"}),
+            await session.call_tool("get_run", {"trace_id": strands_loop}),
+            await session.call_tool("list_runs", {"since": EVER, "limit": 1000}),
+        ]
+
+    results, served = with_session(db, script, tmp_path)
+    assert not served.stream_errors
+    nothing, empty, blank, unknown, before, by_id, by_filter, gone, after = results
+    for refused in (nothing, empty, blank):
+        assert "name runs (TRACE or TRACE/RUN) or give a filter" in tool_error(refused)
+    assert f"no trace {'0' * 32} in the run history" in tool_error(unknown)
+    deleted = structured(by_id)
+    assert deleted["count"] == 1
+    assert deleted["deleted"] == [
+        {"trace_id": strands_loop, "run_id": "c7e4af07c377071a", "agent": ORDER_AGENT}
+    ]
+    filtered = structured(by_filter)
+    assert filtered["count"] > 0 and {d["agent"] for d in filtered["deleted"]} == {PLANNER}
+    assert f"no trace {strands_loop}" in tool_error(gone)
+    assert structured(after)["count"] == structured(before)["count"] - 1 - filtered["count"]
 
 
 def test_list_and_get_baseline_are_the_cli_documents(seeded: Path, tmp_path: Path) -> None:
@@ -315,6 +451,12 @@ def test_bad_calls_are_one_line_tool_errors_and_the_server_goes_on(
 ) -> None:
     async def script(session: ClientSession) -> list[CallToolResult]:
         return [
+            await session.call_tool("list_runs", {"severity": "bad"}),
+            await session.call_tool("list_runs", {"since": "last tuesday"}),
+            await session.call_tool("list_runs", {"min_drift": 2}),
+            await session.call_tool("list_runs", {"limit": 0}),
+            await session.call_tool("search_runs", {"keyword": "  "}),
+            await session.call_tool("explain_run", {"trace_id": "f" * 32}),
             await session.call_tool("get_baseline", {"agent": "order_agent"}),
             await session.call_tool("get_baseline", {"agent": ""}),
             await session.call_tool("get_baseline", {}),
@@ -326,7 +468,16 @@ def test_bad_calls_are_one_line_tool_errors_and_the_server_goes_on(
 
     results, served = with_session(db, script, tmp_path)
     assert not served.stream_errors
-    unknown, empty, missing, wrong_type, too_long, no_tool, listing = results
+    severity, since, drift, limit, keyword, no_run = results[:6]
+    unknown, empty, missing, wrong_type, too_long, no_tool, listing = results[6:]
+    assert "severity must be one of none, warning, alert, critical, not 'bad'" in (
+        tool_error(severity)
+    )
+    assert "since: 'last tuesday' is neither an ISO date/time" in tool_error(since)
+    assert "min_drift must be a number within [0, 1]" in tool_error(drift)
+    assert "limit: Input should be greater than or equal to 1" in tool_error(limit)
+    assert "keyword: give a word to search for" in tool_error(keyword)
+    assert f"no trace {'f' * 32} in the run history" in tool_error(no_run)
     message = tool_error(unknown)
     assert "no baseline for agent 'order_agent'" in message
     assert "did you mean 'capture-openai-agents/order_agent', 'capture-strands/order_agent'" in (
@@ -354,11 +505,13 @@ def test_an_unreachable_store_is_a_tool_error_per_call(tmp_path: Path) -> None:
         return [
             await session.call_tool("list_baselines", {}),
             await session.call_tool("get_baseline", {"agent": PLANNER}),
+            await session.call_tool("list_runs", {}),
+            await session.call_tool("explain_run", {"trace_id": "f" * 32}),
         ]
 
-    (listing, shown), served = with_session(url, script, tmp_path)
+    results, served = with_session(url, script, tmp_path)
     assert not served.stream_errors
-    for result in (listing, shown):
+    for result in results:
         message = tool_error(result)
         assert "127.0.0.1" in message and "redis" in message.lower()
     assert "Traceback" not in served.stderr
