@@ -17,6 +17,7 @@ from typing import TextIO
 
 from tracehound import __version__
 from tracehound.cli_baseline import EvalExtras, add_baseline_parser, add_eval_arguments, result_line
+from tracehound.cli_runs import add_runs_parser
 from tracehound.config import EXPECTATIONS
 from tracehound.engine import Engine, EngineConfig, FinalizedTrace
 from tracehound.evaluators.base import EvaluationResult, Evaluator, PluginError, load_plugins
@@ -504,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
     add_baseline_parser(sub)
+    add_runs_parser(sub)
     from tracehound.cli_mcp import add_mcp_parser
 
     add_mcp_parser(sub)

@@ -33,12 +33,12 @@ from tracehound.report import result_status
 
 if TYPE_CHECKING:
     from tracehound.baselines import BaselineInfo, BaselineStore, ImportMode
-    from tracehound.engine import FinalizedTrace
-    from tracehound.history import HistoryWriter
     from tracehound.drift import Embedder
+    from tracehound.engine import FinalizedTrace
     from tracehound.evaluators.base import EvaluationResult, Evaluator
     from tracehound.evaluators.drift import DriftEvaluator
     from tracehound.golden import AgentSummary, GoldenEvaluator, GoldenSet
+    from tracehound.history import HistoryWriter
     from tracehound.report import TraceReport
 
 __all__ = [

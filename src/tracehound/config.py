@@ -57,8 +57,8 @@ __all__ = [
     "Mode",
     "ProcessorSettings",
     "build_evaluators",
-    "history_from_env",
     "configured_expectations",
+    "history_from_env",
     "open_evaluators",
     "reopen_baselines",
 ]
@@ -348,7 +348,8 @@ def history_from_env(environ: Mapping[str, str] | None = None) -> HistorySetting
     raw_age = _raw(env, TRACEHOUND_HISTORY_MAX_AGE)
     if raw_age is not None:
         try:
-            max_age = float(raw_age) if raw_age.replace(".", "", 1).isdigit() else parse_duration(raw_age)
+            numeric = raw_age.replace(".", "", 1).isdigit()
+            max_age = float(raw_age) if numeric else parse_duration(raw_age)
         except ValueError:
             _logger.warning(
                 "Unable to parse value for %s as a duration: %r. Defaulting to 30d.",

@@ -57,7 +57,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import parse_qsl, urlencode
 
 from tracehound.baselines._base import (
@@ -1093,24 +1093,31 @@ class RedisStore:
             with self._redis_errors():
                 found = builtins.list(self._client.hscan_iter(data_key, match=pattern, count=500))
             return query.select(self._records(found))
-        high = "+inf" if query.until_ns is None else f"({query.until_ns // 1000}"
-        low = "-inf" if query.since_ns is None else str(-(-query.since_ns // 1000))
+        # scores are whole microseconds: the bounds round outwards, `matches` decides
+        high = "+inf" if query.until_ns is None else f"({-(-query.until_ns // 1000)}"
+        low = "-inf" if query.since_ns is None else str(query.since_ns // 1000)
         selected: builtins.list[RunRecord] = []
         offset = 0
         while True:
             with self._redis_errors():
-                keys = self._client.zrevrangebyscore(
-                    by_end, high, low, start=offset, num=_RUNS_PAGE
+                keys: builtins.list[bytes] = cast(
+                    "list[bytes]",
+                    self._client.zrevrangebyscore(by_end, high, low, start=offset, num=_RUNS_PAGE),
                 )
-                values = self._client.hmget(data_key, keys) if keys else []
+                values: builtins.list[bytes | None] = (
+                    cast("list[bytes | None]", self._client.hmget(data_key, keys)) if keys else []
+                )
             offset += len(keys)
             done = False
             for record in self._records(builtins.list(zip(keys, values, strict=True))):
                 # past the limit, only the records ending with the last one (ties sort by id)
-                if limit is not None and len(selected) >= limit:
-                    if record.end_ns // 1000 != selected[-1].end_ns // 1000:
-                        done = True
-                        break
+                if (
+                    limit is not None
+                    and len(selected) >= limit
+                    and record.end_ns // 1000 != selected[-1].end_ns // 1000
+                ):
+                    done = True
+                    break
                 if query.matches(record):
                     selected.append(record)
             if done or len(keys) < _RUNS_PAGE:
@@ -1145,14 +1152,12 @@ class RedisStore:
             for _ in range(10):  # optimistic: retried while a replica writes the baseline
                 with self._client.pipeline(transaction=True) as pipe:
                     try:
-                        pipe.watch(redis_key)
-                        fields = dict(
-                            zip(
-                                ("format", "version", "recent"),
-                                pipe.hmget(redis_key, ["format", "version", "recent"]),
-                                strict=True,
-                            )
+                        cast(Any, pipe).watch(redis_key)  # the client's stubs leave it untyped
+                        read = cast(
+                            "list[bytes | None]",
+                            pipe.hmget(redis_key, ["format", "version", "recent"]),
                         )
+                        fields = dict(zip(("format", "version", "recent"), read, strict=True))
                         if fields["format"] is None:
                             return 0
                         self._check_layout(agent, fields)

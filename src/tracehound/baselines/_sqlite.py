@@ -420,9 +420,7 @@ class SQLiteStore:
     # --- run history ---------------------------------------------------------------------------
 
     def add_runs(self, records: Sequence[RunRecord], retention: Retention) -> int:
-        rows = [
-            (r.key, r.trace_id, r.agent, r.end_ns, r.recorded_at, r.to_json()) for r in records
-        ]
+        rows = [(r.key, r.trace_id, r.agent, r.end_ns, r.recorded_at, r.to_json()) for r in records]
 
         def write(conn: sqlite3.Connection) -> int:
             added = 0

@@ -456,7 +456,7 @@ def _nested_ids(trace: FinalizedTrace, run: Run) -> set[str]:
     return ids
 
 
-def _record(  # noqa: PLR0913, PLR0914 - one flat record from its sources
+def _record(
     trace: FinalizedTrace,
     run: Run,
     drift: EvaluationResult | None,
@@ -492,9 +492,7 @@ def _record(  # noqa: PLR0913, PLR0914 - one flat record from its sources
     detail: dict[str, Any] = dict(getattr(drift, "detail", {}) or {}) if drift else {}
     if detail and not content:
         detail["sample"] = ""
-        detail["diverged_from"] = [
-            {**d, "sample": ""} for d in detail.get("diverged_from", ())
-        ]
+        detail["diverged_from"] = [{**d, "sample": ""} for d in detail.get("diverged_from", ())]
     elif detail:
         detail["sample"] = str(detail.get("sample", ""))[:CONTENT_CHARS]
         detail["diverged_from"] = [

@@ -29,7 +29,7 @@ def history_store_of(evaluators: Any) -> RunHistoryStore | None:
     module = sys.modules.get("tracehound.evaluators.drift")
     if module is None:  # never imported: no drift evaluator (and no numpy import for nothing)
         return None
-    DriftEvaluator = module.DriftEvaluator  # noqa: N806 - a class
+    DriftEvaluator = module.DriftEvaluator
 
     for evaluator in evaluators:
         inner = getattr(evaluator, "inner", evaluator)  # a `SafeEvaluator` wraps it
