@@ -40,13 +40,14 @@ def add_mcp_parser(sub: Any) -> None:
 
 def cmd_mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tracehound.baselines import BaselineStoreError, check_location
+    from tracehound.cli_runs import store_location
 
     location: str | None = args.baselines
-    if location is not None:  # fail fast on a typo; an unreachable store is each call's error
-        try:
-            check_location(location)
-        except BaselineStoreError as exc:
-            raise InputError(f"--baselines: {exc}") from None
+    chosen, source = store_location(location)
+    try:  # fail fast on a typo; an unreachable store is each call's error
+        check_location(chosen)
+    except BaselineStoreError as exc:
+        raise InputError(f"{source}: {exc}") from None
     if importlib.util.find_spec("mcp") is None:
         raise InputError(INSTALL_HINT)
     try:

@@ -23,6 +23,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from tracehound import __version__, history, names
+from tracehound.baselines import BaselineStoreError
 from tracehound.cli_baseline import (
     BaselineDetail,
     BaselineList,
@@ -30,12 +31,12 @@ from tracehound.cli_baseline import (
     DriftAcceptance,
     PinChange,
     accept_baseline,
-    baseline_store,
     get_baseline,
     list_baselines,
     reset_baseline,
     set_baseline_pin,
 )
+from tracehound.cli_runs import open_history_store, store_location
 from tracehound.files import InputError
 
 __all__ = ["SERVER_NAME", "build_server", "serve"]
@@ -149,15 +150,16 @@ def _answer(query: Callable[[], T]) -> T:
     store) becomes a tool error, which the client shows to the model as the call's result."""
     try:
         return query()
-    except (InputError, ValueError, LookupError) as exc:
+    except (InputError, ValueError, LookupError, BaselineStoreError) as exc:
         raise ToolError(str(exc)) from None
 
 
 def _on_history(location: str | None, query: Callable[[Any], T]) -> T:
-    """`query` over the store's run history, the store open for the call only."""
+    """`query` over the store's run history, opened for the call only as `tracehound runs`
+    opens it."""
 
     def run() -> T:
-        with baseline_store(location) as (store, _):
+        with open_history_store(location) as store:
             return query(store)
 
     return _answer(run)
@@ -185,8 +187,11 @@ class _Server(MCPServer[Any]):
 
 
 def build_server(location: str | None) -> MCPServer[Any]:
-    """The MCP server over the store at `location` (None: the default SQLite file; see
-    `tracehound.baselines.open_store`), its tools registered."""
+    """The MCP server over the store at `location` (`--baselines`; None: the store
+    `tracehound serve` would use, see `tracehound.cli_runs.store_location`), its tools
+    registered."""
+    # one store for both kinds of tools: the one the run history is written to
+    resolved, _ = store_location(location)
     server = _Server(
         SERVER_NAME,
         title="tracehound",
@@ -370,39 +375,39 @@ def build_server(location: str | None) -> MCPServer[Any]:
         """List every agent's drift baseline: runs in it, runs in its open drift episode
         (`drifting_runs` > 0: the agent is drifting), pinned or not, embedder, first and last
         run. Same as `tracehound baseline list --format json`."""
-        return _answer(lambda: list_baselines(location))
+        return _answer(lambda: list_baselines(resolved))
 
     @server.tool(name="get_baseline", annotations=_READ)
     def get_baseline_tool(agent: Agent) -> BaselineDetail:
         """One agent's baseline: the share of each tool in its calls, the mean and standard
         deviation of each complexity dimension (steps, tool calls, tokens …), and its most
         recent runs. Same as `tracehound baseline show AGENT --format json`."""
-        return _answer(lambda: get_baseline(location, agent))
+        return _answer(lambda: get_baseline(resolved, agent))
 
     @server.tool(name="pin_baseline", annotations=_PIN)
     def pin_baseline_tool(agent: Agent) -> PinChange:
         """Pin an agent's baseline: later runs are scored against it but never added to it (a
         regression gate against a known-good behaviour). Same as `tracehound baseline pin`."""
-        return _answer(lambda: set_baseline_pin(location, agent, pinned=True))
+        return _answer(lambda: set_baseline_pin(resolved, agent, pinned=True))
 
     @server.tool(name="unpin_baseline", annotations=_PIN)
     def unpin_baseline_tool(agent: Agent) -> PinChange:
         """Unpin an agent's baseline: later runs update it again. Same as
         `tracehound baseline unpin`."""
-        return _answer(lambda: set_baseline_pin(location, agent, pinned=False))
+        return _answer(lambda: set_baseline_pin(resolved, agent, pinned=False))
 
     @server.tool(name="reset_baseline", annotations=_DESTROY)
     def reset_baseline_tool(agent: Agent) -> BaselineReset:
         """Delete an agent's baseline and its drift episode; the next runs rebuild it. Returns
         what was removed. Same as `tracehound baseline reset`."""
-        return _answer(lambda: reset_baseline(location, agent))
+        return _answer(lambda: reset_baseline(resolved, agent))
 
     @server.tool(name="accept_baseline", annotations=_DESTROY)
     def accept_baseline_tool(agent: Agent) -> DriftAcceptance:
         """Accept an agent's drift as its new normal: the runs of its open drift episode replace
         its baseline (a pin is kept). `accepted` is false when the agent is not drifting.
         Same as `tracehound baseline accept`."""
-        return _answer(lambda: accept_baseline(location, agent))
+        return _answer(lambda: accept_baseline(resolved, agent))
 
     return server
 

@@ -322,6 +322,97 @@ def test_the_traces_where_a_tool_looped(seeded: Path, tmp_path: Path) -> None:
     assert loops["last_trace_id"] in LOOPING
 
 
+# the same question through `tracehound runs … --format json` and through MCP
+PARITY: list[tuple[list[str], str, dict[str, Any]]] = [
+    (["list", "--since", EVER, "--limit", "1000"], "list_runs", {"since": EVER, "limit": 1000}),
+    (["list"], "list_runs", {}),
+    (
+        ["list", "--agent", "planner", "--severity", "warning", "--since", EVER],
+        "list_runs",
+        {"agent": "planner", "severity": "warning", "since": EVER},
+    ),
+    (
+        ["list", "--tool", "get_order*", "--loop-kind", "no_progress", "--verdict", "fail"],
+        "list_runs",
+        {"tool": "get_order*", "loop_kind": "no_progress", "verdict": "fail"},
+    ),
+    (
+        ["list", "--min-drift", "0.3", "--max-drift", "1", "--until", "2026-06-01", "--limit", "3"],
+        "list_runs",
+        {"min_drift": 0.3, "max_drift": 1.0, "until": "2026-06-01", "limit": 3},
+    ),
+    (
+        ["search", "get_order", "--loop-kind", "any"],
+        "search_runs",
+        {"keyword": "get_order", "loop_kind": "any"},
+    ),
+    (
+        ["search", "tool_mix", "--agent", "research-*"],
+        "search_runs",
+        {"keyword": "tool_mix", "agent": "research-*"},
+    ),
+    (["show", next(iter(LOOPING))], "get_run", {"trace_id": next(iter(LOOPING))}),
+    (
+        ["show", f"{next(iter(LOOPING))}/c7e4af07c377071a"],
+        "get_run",
+        {"trace_id": next(iter(LOOPING)), "run_id": "c7e4af07c377071a"},
+    ),
+    (["explain", next(iter(LOOPING))], "explain_run", {"trace_id": next(iter(LOOPING))}),
+]
+
+
+def test_the_cli_and_mcp_answer_the_same(seeded: Path, tmp_path: Path) -> None:
+    async def script(session: ClientSession) -> list[CallToolResult]:
+        return [await session.call_tool(tool, arguments) for _, tool, arguments in PARITY]
+
+    results, served = with_session(seeded, script, tmp_path)
+    assert not served.stream_errors
+    drifted = structured(results[2])["runs"]
+    assert len(drifted) == 5  # the parity is of real answers, not of empty ones
+    explained = [
+        structured(call(seeded, tmp_path, "explain_run", {"trace_id": row["trace_id"]}))
+        for row in drifted[:1]
+    ]
+    for (argv, tool, arguments), result in zip(PARITY, results, strict=True):
+        expected = cli_json("runs", *argv, "--format", "json", "--baselines", str(seeded))
+        assert structured(result) == expected, (tool, arguments)
+        assert expected.get("count", 1) > 0 or argv[0] != "search", argv
+    (why,) = explained
+    assert why == cli_json(
+        "runs", "explain", why["trace_id"], "--format", "json", "--baselines", str(seeded)
+    )
+    assert why["components"]  # a scored run: the drift breakdown is there
+
+
+def test_delete_runs_deletes_what_the_cli_deletes(seeded: Path, tmp_path: Path) -> None:
+    by_mcp, by_cli = tmp_path / "mcp.sqlite3", tmp_path / "cli.sqlite3"
+    shutil.copyfile(seeded, by_mcp)
+    shutil.copyfile(seeded, by_cli)
+    deletions: list[tuple[list[str], dict[str, Any]]] = [
+        ([next(iter(LOOPING))], {"runs": [next(iter(LOOPING))]}),
+        (["--agent", "planner", "--severity", "alert"], {"agent": "planner", "severity": "alert"}),
+        (
+            ["--keep-baseline", "--verdict", "pass", "--since", EVER],
+            {"verdict": "pass", "since": EVER, "forget_baseline": False},
+        ),
+    ]
+
+    async def script(session: ClientSession) -> list[CallToolResult]:
+        return [await session.call_tool("delete_runs", arguments) for _, arguments in deletions]
+
+    results, served = with_session(by_mcp, script, tmp_path)
+    assert not served.stream_errors
+    for (argv, arguments), result in zip(deletions, results, strict=True):
+        expected = cli_json("runs", "delete", *argv, "--format", "json", "--baselines", str(by_cli))
+        assert structured(result) == expected, arguments
+        assert expected["count"] > 0
+    for store in (by_mcp, by_cli):
+        left = cli_json(
+            "runs", "list", "--since", EVER, "--format", "json", "--baselines", str(store)
+        )
+        assert left["count"] == 1 and left["runs"][0]["verdict"] == "fail"  # the other loop
+
+
 def test_delete_runs_needs_ids_or_a_filter(db: Path, tmp_path: Path) -> None:
     strands_loop = next(iter(LOOPING))
 
