@@ -2,14 +2,15 @@
 
 A coding agent (Claude Code, Cursor, VS Code, Claude Desktop …) starts `tracehound mcp` and asks
 "which runs of support_agent drifted this week, and why?" through tools that mirror the CLI:
-each tool calls the function behind the matching `tracehound baseline …` command and returns its
-JSON document as structured content (with a published output schema). A bad argument, an unknown
-agent or an unusable store comes back as a tool error with the CLI's one-line message; the
-server keeps running.
+each tool calls the function behind the matching `tracehound runs …` or `tracehound baseline …`
+command and returns its JSON document as structured content (with an output schema). A bad
+argument, an unknown agent or run, or an unusable store comes back as a tool error with the
+CLI's one-line message; the server keeps running.
 
 Needs `tracehound[mcp]` (the `mcp` SDK); `tracehound.cli_mcp` checks for it before importing
 this module. The store is opened for each call, as the CLI does, so the server sees what
-`tracehound eval` and the sidecar write meanwhile and holds no lock between calls.
+`tracehound eval` and the sidecar write meanwhile and holds no lock between calls. Sync tools
+run on the SDK's worker threads, one store connection per call.
 """
 
 from __future__ import annotations
@@ -362,7 +363,7 @@ def build_server(location: str | None) -> MCPServer[Any]:
     ) -> dict[str, Any]:
         """What went wrong lately, for one agent (a glob) or every agent: verdict counts, the
         drifted runs (newest first), loops by tool, failed expectations and failure modes,
-        each list sorted by how many runs. Same as `tracehound runs findings --format json`."""
+        each list sorted by how many runs (`tracehound runs list` lists the same runs)."""
         return _on_history(
             location,
             lambda store: history.recent_findings(store, agent, since=since, limit=limit),

@@ -76,19 +76,15 @@ T = TypeVar("T")
 # --- the store, filled by real evaluations ----------------------------------------------------
 
 
-def environ() -> dict[str, str]:
-    """The children's environment; the captures and scenarios are of fixed, past dates, so the
-    run history keeps them whatever today is (the default keeps 30 days)."""
-    return {**child_environ(), "TRACEHOUND_HISTORY_MAX_AGE": "36500d"}
-
-
-def tracehound(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def tracehound(
+    *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`tracehound ARGS` in a subprocess, as a user runs it."""
     done = subprocess.run(
         [sys.executable, "-m", "tracehound.cli", *args],
         capture_output=True,
         text=True,
-        env=environ(),
+        env={**child_environ(), **(env or {})},
         timeout=300,
         check=False,
     )
@@ -165,7 +161,7 @@ def with_session(
         parameters = StdioServerParameters(
             command=sys.executable,
             args=["-m", "tracehound.cli", "mcp", "--baselines", str(location), *extra],
-            env=environ(),
+            env=child_environ(),
         )
         with errlog.open("w", encoding="utf-8") as err:
             async with (
@@ -411,6 +407,65 @@ def test_delete_runs_deletes_what_the_cli_deletes(seeded: Path, tmp_path: Path) 
             "runs", "list", "--since", EVER, "--format", "json", "--baselines", str(store)
         )
         assert left["count"] == 1 and left["runs"][0]["verdict"] == "fail"  # the other loop
+
+
+def _flood(path: Path, runs: int) -> Path:
+    """`runs` distinct traces (the planner's control runs, each with a trace id and an hour of
+    its own) as OTLP JSON lines."""
+    control = scenario_documents(SCENARIOS["control"]())
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(runs):
+            document = json.loads(json.dumps(control[i % len(control)]))
+            for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+                span["traceId"] = f"f100d{i:027x}"
+                for edge in ("startTimeUnixNano", "endTimeUnixNano"):
+                    span[edge] = str(int(span[edge]) + i * 3_600_000_000_000)
+            out.write(json.dumps(document) + "\n")
+    return path
+
+
+def test_a_run_flood_stays_within_the_retention_bounds(tmp_path: Path) -> None:
+    """Two `eval` processes write 600 runs into a history bounded to 150 runs; MCP and the
+    CLI see the same 150, of the later write, and a listing is capped at MAX_LIMIT runs."""
+    db = tmp_path / "flood.sqlite3"
+    flood = _flood(tmp_path / "flood.jsonl", 600)
+    lines = flood.read_text(encoding="utf-8").splitlines()
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("\n".join(lines[:300]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(lines[300:]) + "\n", encoding="utf-8")
+    bounded = {"TRACEHOUND_HISTORY_MAX_RUNS": "150"}
+    for part in (first, second):
+        tracehound("eval", "--evaluators", "loops", "--baselines", str(db), str(part), env=bounded)
+
+    async def script(session: ClientSession) -> list[CallToolResult]:
+        return [
+            await session.call_tool("list_runs", {"since": EVER, "limit": 1000}),
+            await session.call_tool("recent_findings", {"since": EVER}),
+            await session.call_tool("list_runs", {"limit": 1001}),
+        ]
+
+    (listing, findings, too_many), served = with_session(db, script, tmp_path)
+    assert not served.stream_errors
+    listed = structured(listing)
+    assert listed["count"] == 150
+    kept = {row["trace_id"] for row in listed["runs"]}
+    assert kept <= {f"f100d{i:027x}" for i in range(300, 600)}  # of the second, later write
+    assert structured(findings)["runs"] == 150
+    assert "limit: Input should be less than or equal to 1000" in tool_error(too_many)
+    assert listed == cli_json(
+        "runs",
+        "list",
+        "--since",
+        EVER,
+        "--limit",
+        "1000",
+        "--format",
+        "json",
+        "--baselines",
+        str(db),
+    )
+    baseline = structured(call(db, tmp_path, "get_baseline", {"agent": PLANNER}))
+    assert baseline["runs"] >= 150  # the baseline's sums keep every learned run
 
 
 def test_delete_runs_needs_ids_or_a_filter(db: Path, tmp_path: Path) -> None:
