@@ -688,6 +688,39 @@ def test_an_unsupported_store_url_stops_at_start(tmp_path: Path) -> None:
     assert "--baselines: unsupported baseline store 'ftp://example.invalid/b'" in done.stderr
 
 
+def test_a_line_on_stdout_that_is_not_the_protocol_is_seen(tmp_path: Path) -> None:
+    """The check every session above makes (nothing but protocol messages on stdout) can fail:
+    a server whose process prints one line before serving is caught."""
+    served = Served()
+
+    async def record(message: object) -> None:
+        if isinstance(message, Exception):
+            served.stream_errors.append(message)
+
+    async def main() -> dict[str, Any]:
+        parameters = StdioServerParameters(
+            command=sys.executable,
+            args=[
+                "-c",
+                "print('hello from stdout', flush=True)\n"
+                "from tracehound.cli import main\n"
+                "main(['mcp', '--baselines', 'memory'])",
+            ],
+            env=child_environ(),
+        )
+        async with (
+            stdio_client(parameters) as (read, write),
+            ClientSession(
+                read, write, read_timeout_seconds=CALL_TIMEOUT, message_handler=record
+            ) as session,
+        ):
+            await session.initialize()
+            return structured(await session.call_tool("list_baselines", {}))
+
+    assert anyio.run(main)["baselines"] == []
+    assert served.stream_errors  # the stray line, reported to the session
+
+
 def test_without_the_sdk_the_command_names_the_extra(tmp_path: Path) -> None:
     """The `mcp` package made unimportable in a real interpreter (None in `sys.modules` is how
     Python marks a module that must not be imported): exit 2, one line, the install hint."""
