@@ -49,6 +49,7 @@ from tracehound.drift import (
     RunFeatures,
     embed_run,
 )
+from tracehound.history import Retention, RunQuery, RunRecord
 from tracehound.server._settings import ServeSettings
 
 UNIT_TESTS = Path(__file__).resolve().parents[1] / "unit"
@@ -708,6 +709,40 @@ def test_two_serve_replicas_share_their_baselines(redis_url: str, tmp_path: Path
     with RedisStore(redis_url) as check:
         (info,) = check.list()
         assert (info.key, info.runs) == (KEY, 6)
+        # both replicas wrote their runs to the one run history, beside the baseline
+        records = check.query_runs(RunQuery(limit=None))
+        assert len(records) == check.count_runs() == 6
+        assert {r.agent for r in records} == {KEY}
+        assert [r.drift_baseline_runs for r in sorted(records, key=lambda r: r.end_ns)] == [
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+        ]
+    listed = cli(["runs", "list", "--baselines", redis_url, "--format", "json"], {}, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)["count"] == 6
+
+
+def test_the_run_history_keys_share_one_hash_tag(redis_url: str) -> None:
+    with RedisStore(redis_url) as store:
+        store.update("svc/a", delta(0, 0))
+        record = RunRecord(
+            trace_id="a" * 32,
+            run_id="b" * 16,
+            agent="svc/a",
+            agent_name="a",
+            recorded_at=time.time(),
+        )
+        store.add_runs([record], Retention())
+        client = raw_client(store)
+        keys = sorted(client.scan_iter(match=f"{store.prefix}:runs:*"))
+        tag = f"{store.prefix}:runs:{{history}}:".encode()
+        assert keys == [tag + b"by_end", tag + b"by_recorded", tag + b"data"]
+        assert [i.key for i in store.list()] == ["svc/a"]  # not taken for a baseline
+        assert store.export_baselines()["baselines"].keys() == {"svc/a"}
 
 
 def test_serve_refuses_to_start_without_its_redis(tmp_path: Path) -> None:

@@ -24,9 +24,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.metrics import NoOpMeterProvider
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export import SpanExportResult
+from test_serve_parity import sampled
 
 from helpers import FIXTURES, child_environ, readable_spans_from_request
-from test_serve_parity import sampled
 from tracehound.baselines import SQLiteStore, open_store
 from tracehound.cli import main as cli_main
 from tracehound.config import ProcessorSettings
@@ -169,7 +169,7 @@ def test_eval_processor_and_serve_write_the_same_records(
 
 
 def tracehound(*args: str) -> Any:
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "tracehound.cli", *args],
         capture_output=True,
         text=True,
@@ -177,7 +177,6 @@ def tracehound(*args: str) -> Any:
         env={**child_environ(), "TRACEHOUND_EMBEDDER": "hashing"},
         check=False,
     )
-    return done
 
 
 def test_runs_cli_prints_the_query_layer_answers(tmp_path: Path) -> None:

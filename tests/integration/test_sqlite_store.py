@@ -247,7 +247,7 @@ def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(
         BaselineStoreError,
-        match="schema version 99; this tracehound reads up to version 2 — upgrade",
+        match=f"schema version 99; this tracehound reads up to version {SCHEMA_VERSION} — upgrade",
     ):
         SQLiteStore(path)
 
@@ -307,7 +307,7 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     store = SQLiteStore(path)
-    assert store.schema_version == 2
+    assert store.schema_version == SCHEMA_VERSION
     (info,) = store.list()
     assert (info.key, info.runs, info.pinned, info.embedder, info.dim) == (
         "svc/a",
@@ -320,3 +320,43 @@ def test_a_version_1_store_is_migrated(tmp_path: Path) -> None:
     assert stored is not None and stored.to_dict() == baseline.to_dict()
     store.close()
     SQLiteStore(path).close()  # reopening a migrated store changes nothing
+
+
+def test_a_version_2_store_keeps_its_baselines_and_gains_the_run_history(
+    tmp_path: Path,
+) -> None:
+    """A file written before the run history (schema 2, as that tracehound made it) opens,
+    keeps every baseline as it was, and gets an empty run history it then keeps."""
+    from tracehound.baselines._sqlite import _V1, _migrate_1_to_2
+    from tracehound.history import Retention, RunQuery, RunRecord
+
+    path = tmp_path / "v2.sqlite3"
+    baseline = Baseline.from_run(features(0, 0), EMBEDDER)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    for statement in _V1:
+        conn.execute(statement)
+    conn.executemany(
+        "INSERT INTO tracehound_meta VALUES (?, ?)",
+        [("format", "tracehound.baselines"), ("schema_version", "1")],
+    )
+    conn.execute("INSERT INTO baselines VALUES (?, ?)", ("svc/a", json.dumps(baseline.to_dict())))
+    _migrate_1_to_2(conn)
+    conn.execute("UPDATE tracehound_meta SET value = '2' WHERE key = 'schema_version'")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("COMMIT")
+    conn.close()
+    store = SQLiteStore(path)
+    assert store.schema_version == SCHEMA_VERSION == 3
+    stored = store.get("svc/a")
+    assert stored is not None and stored.to_dict() == baseline.to_dict()
+    assert store.count_runs() == 0
+    record = RunRecord(
+        trace_id="a" * 32, run_id="b" * 16, agent="svc/a", agent_name="a", recorded_at=time.time()
+    )
+    store.add_runs([record], Retention())
+    store.close()
+    reopened = SQLiteStore(path)
+    assert reopened.query_runs(RunQuery()) == [record]
+    assert reopened.integrity_check() == "ok"
+    reopened.close()

@@ -55,9 +55,6 @@ VERDICTS = ("pass", "warn", "fail")
 SEVERITY_RANKS = dict(LEVELS)
 """Drift severities by rank (`none` 0 … `critical` 3)."""
 
-_FAIL_LABELS = frozenset(("fail", "critical", "alert", "regressed", "ungrounded"))
-_WARN_LABELS = frozenset(("warning", "warn", "unused", "drifted"))
-
 
 def record_key(trace_id: str, run_id: str) -> str:
     """The identity of a record in a store: `trace id/run id`."""
@@ -387,18 +384,12 @@ def _iso(seconds: float) -> str:
 
 
 def verdict_of(results: Iterable[EvaluationResult]) -> str:
-    """`pass` / `warn` / `fail`: the worst of the results (as `tracehound eval` rates them)."""
-    worst = 0
-    for result in results:
-        if result.error_type:
-            worst = max(worst, 1)
-            continue
-        label = (result.score_label or "").lower()
-        if label in _FAIL_LABELS:
-            return "fail"
-        if label in _WARN_LABELS:
-            worst = 1
-    return VERDICTS[worst]
+    """`pass` / `warn` / `fail`: the worst of the results, as `tracehound eval` rates a trace
+    (`tracehound.report.result_status`)."""
+    from tracehound.report import result_status  # the one rule (imported late: no cycle)
+
+    statuses = {result_status(r) for r in results}
+    return "fail" if "FAIL" in statuses else "warn" if "WARN" in statuses else "pass"
 
 
 def records_of(
@@ -535,7 +526,7 @@ def _record(
     return RunRecord(
         trace_id=trace.trace_id,
         run_id=run.run_id,
-        agent=str(drift_attrs.get(names.ATTR_DRIFT_AGENT) or _default_key(run, trace)),
+        agent=str(drift_attrs.get(names.ATTR_DRIFT_AGENT) or _default_key(run)),
         agent_name=run.agent_name,
         service_name=run.service_name,
         start_ns=run.start_ns,
@@ -569,7 +560,7 @@ def _record(
     )
 
 
-def _default_key(run: Run, trace: FinalizedTrace) -> str:
+def _default_key(run: Run) -> str:
     """The drift evaluator's default key (`service.name/agent name`), for a run drift did not
     score (no drift evaluator, or a store that failed)."""
     return f"{run.service_name}/{run.agent_name}"
