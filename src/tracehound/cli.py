@@ -510,6 +510,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(handler=cmd_eval)
     add_baseline_parser(sub)
     add_runs_parser(sub)
+    from tracehound.cli_mcp import add_mcp_parser
+
+    add_mcp_parser(sub)
     from tracehound.server.cli import add_serve_parser  # the sidecar's own module
 
     add_serve_parser(sub)

@@ -19,11 +19,13 @@ import difflib
 import json
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+from typing_extensions import TypedDict  # pydantic (the MCP schemas) needs it before 3.12
 
 from tracehound import names
 from tracehound.files import InputError
@@ -89,6 +91,7 @@ def add_baseline_parser(sub: Any) -> None:
     ):
         action = actions.add_parser(name, parents=[common], help=what, description=what)
         action.add_argument("agent", metavar="AGENT", help="the agent key (see `baseline list`)")
+        action.add_argument("--format", choices=("text", "json"), default="text")
     export = actions.add_parser(
         "export", parents=[common], help="write every baseline as one JSON document"
     )
@@ -124,20 +127,40 @@ def cmd_baseline(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _store(
     args: argparse.Namespace, *, create: bool = False
 ) -> Iterator[tuple[BaselineStore, str]]:
-    """The store and its location; a store file that does not exist is not created unless
-    `create` (it reads as an empty store)."""
-    from tracehound.baselines import MemoryStore, default_store_path, is_redis_url, open_store
+    """The store of `--baselines` and its location (see `baseline_store`)."""
+    with baseline_store(args.baselines, create=create) as opened:
+        yield opened
 
-    location: str | None = args.baselines
+
+@contextmanager
+def baseline_store(
+    location: str | None, *, create: bool = False
+) -> Iterator[tuple[BaselineStore, str]]:
+    """The store at `location` (None: the default file) and its location for messages; a store
+    file that does not exist is not created unless `create` (it reads as an empty store). A store
+    failure inside the block (`BaselineStoreError`) becomes an `InputError` with its message."""
+    from tracehound.baselines import (
+        BaselineStoreError,
+        MemoryStore,
+        default_store_path,
+        is_redis_url,
+        open_store,
+    )
+
     if location not in ("memory", ":memory:") and not is_redis_url(location):
         path = Path(location).expanduser() if location else default_store_path()
         if not create and not path.exists():
             yield MemoryStore(), f"{path} (does not exist)"
             return
         location = str(path)
-    store = open_store(location)
+    try:
+        store = open_store(location)
+    except BaselineStoreError as exc:
+        raise InputError(str(exc)) from None
     try:
         yield store, store.location
+    except BaselineStoreError as exc:
+        raise InputError(str(exc)) from None
     finally:
         store.close()
 
@@ -165,7 +188,100 @@ def _time(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _info_json(info: BaselineInfo, drifting_runs: int) -> dict[str, Any]:
+# --- the documents: one function per query, shared by the CLI (`--format json`) and MCP ---------
+
+
+class BaselineEntry(TypedDict):
+    """One baseline of `list_baselines`."""
+
+    agent: str
+    runs: int
+    drifting_runs: int
+    """Runs in the agent's open drift episode (0: not drifting)."""
+    pinned: bool
+    embedder: str
+    dim: int
+    first_ns: int
+    last_ns: int
+    updated_at: float
+    """Seconds since the epoch of the last write in this store."""
+
+
+class BaselineList(TypedDict):
+    store: str
+    baselines: list[BaselineEntry]
+
+
+class RecentRun(TypedDict):
+    trace_id: str
+    run_id: str
+    end_ns: int
+    sample: str
+
+
+class BaselineDetail(TypedDict):
+    """One baseline of `get_baseline`: `Baseline.summary()` with its agent and store."""
+
+    agent: str
+    store: str
+    runs: int
+    weight: float
+    pinned: bool
+    embedder: str
+    dim: int
+    first_ns: int
+    last_ns: int
+    tools: dict[str, float]
+    """Share of the tool calls per tool, largest first."""
+    complexity_mean: dict[str, float]
+    complexity_std: dict[str, float]
+    recent_runs: list[RecentRun]
+
+
+class PinChange(TypedDict):
+    """What `set_baseline_pin` did."""
+
+    store: str
+    agent: str
+    pinned: bool
+    """The pin after the call."""
+    changed: bool
+    """False when it was pinned (or unpinned) already."""
+    runs: int
+
+
+class BaselineReset(TypedDict):
+    """What `reset_baseline` removed."""
+
+    store: str
+    agent: str
+    runs: int
+    pinned: bool
+    embedder: str
+    dim: int
+    first_ns: int
+    last_ns: int
+    drifting_runs: int
+    """Runs of the open drift episode removed with it."""
+
+
+class DriftAcceptance(TypedDict):
+    """What `accept_baseline` did."""
+
+    store: str
+    agent: str
+    accepted: bool
+    """False when the agent was not drifting: nothing changed."""
+    runs: int
+    """Runs in the agent's baseline after the call."""
+    replaced_runs: int
+    """Runs of the baseline that the episode replaced (0 when not accepted)."""
+    drifting_since_ns: int
+    """Start of the accepted episode (0 when not accepted)."""
+    pinned: bool
+
+
+def _info_json(info: BaselineInfo, drifting_runs: int) -> BaselineEntry:
     return {
         "agent": info.key,
         "runs": info.runs,
@@ -179,12 +295,13 @@ def _info_json(info: BaselineInfo, drifting_runs: int) -> dict[str, Any]:
     }
 
 
-def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def list_baselines(location: str | None) -> BaselineList:
+    """Every baseline of the store; an agent's drift episode (`AGENT#drifting`) is its
+    `drifting_runs` count, not an entry of its own."""
     from tracehound.names import DRIFT_EPISODE_SUFFIX
 
-    with _store(args) as (store, where):
+    with baseline_store(location) as (store, where):
         listed = store.list()
-    # an agent's drift episode (`AGENT#drifting`) is shown as its DRIFTING count, not a row
     keys = {i.key for i in listed}
     drifting = {
         i.key.removesuffix(DRIFT_EPISODE_SUFFIX): i.runs
@@ -192,12 +309,107 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if i.key.endswith(DRIFT_EPISODE_SUFFIX) and i.key.removesuffix(DRIFT_EPISODE_SUFFIX) in keys
     }
     shown_as_counts = {key + DRIFT_EPISODE_SUFFIX for key in drifting}
-    infos = [i for i in listed if i.key not in shown_as_counts]
+    entries = [
+        _info_json(i, drifting.get(i.key, 0)) for i in listed if i.key not in shown_as_counts
+    ]
+    return {"store": where, "baselines": entries}
+
+
+def get_baseline(location: str | None, agent: str) -> BaselineDetail:
+    """One agent's baseline: tool shares, complexity means and σ, recent runs."""
+    with baseline_store(location) as (store, where):
+        baseline = store.get(_key(agent))
+        if baseline is None:
+            raise _unknown(agent, where, store)
+    return cast("BaselineDetail", {"agent": agent, "store": where, **baseline.summary()})
+
+
+def set_baseline_pin(location: str | None, agent: str, *, pinned: bool) -> PinChange:
+    """Pin (freeze: runs are scored against it, never added) or unpin an agent's baseline."""
+    key = _key(agent)
+    with baseline_store(location) as (store, where):
+        try:
+            changed = store.pin(key) if pinned else store.unpin(key)
+        except KeyError:
+            raise _unknown(key, where, store) from None
+        baseline = store.get(key)
+    runs = baseline.runs if baseline is not None else 0
+    return {"store": where, "agent": key, "pinned": pinned, "changed": changed, "runs": runs}
+
+
+def reset_baseline(location: str | None, agent: str) -> BaselineReset:
+    """Delete an agent's baseline and its drift episode (the next runs rebuild it)."""
+    from tracehound.names import DRIFT_EPISODE_SUFFIX
+
+    key = _key(agent)
+    with baseline_store(location) as (store, where):
+        baseline = store.get(key)
+        if baseline is None or not store.reset(key):
+            raise _unknown(key, where, store)
+        episode = store.get(key + DRIFT_EPISODE_SUFFIX)
+        store.reset(key + DRIFT_EPISODE_SUFFIX)
+    return {
+        "store": where,
+        "agent": key,
+        "runs": baseline.runs,
+        "pinned": baseline.pinned,
+        "embedder": baseline.embedder,
+        "dim": baseline.dim,
+        "first_ns": baseline.first_ns,
+        "last_ns": baseline.last_ns,
+        "drifting_runs": episode.runs if episode is not None else 0,
+    }
+
+
+def accept_baseline(location: str | None, agent: str) -> DriftAcceptance:
+    """Accept an agent's drift: the runs of its open drift episode become its baseline (the pin
+    kept). Not drifting: nothing changes (`accepted` false)."""
+    from tracehound.names import DRIFT_EPISODE_SUFFIX
+
+    key = _key(agent)
+    with baseline_store(location) as (store, where):
+        baseline = store.get(key)
+        if baseline is None:
+            raise _unknown(key, where, store)
+        episode = store.get(key + DRIFT_EPISODE_SUFFIX)
+        if episode is None:
+            return {
+                "store": where,
+                "agent": key,
+                "accepted": False,
+                "runs": baseline.runs,
+                "replaced_runs": 0,
+                "drifting_since_ns": 0,
+                "pinned": baseline.pinned,
+            }
+        episode.pinned = baseline.pinned
+        store.put(key, episode)
+        store.reset(key + DRIFT_EPISODE_SUFFIX)
+    return {
+        "store": where,
+        "agent": key,
+        "accepted": True,
+        "runs": episode.runs,
+        "replaced_runs": baseline.runs,
+        "drifting_since_ns": episode.first_ns,
+        "pinned": baseline.pinned,
+    }
+
+
+# --- the actions: the documents above, as JSON or as text ----------------------------------------
+
+
+def _write_json(out: TextIO, document: Mapping[str, Any], *, indent: int | None = None) -> int:
+    out.write(json.dumps(document, indent=indent) + "\n")
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    listing = list_baselines(args.baselines)
+    where, entries = listing["store"], listing["baselines"]
     if args.format == "json":
-        documents = [_info_json(i, drifting.get(i.key, 0)) for i in infos]
-        out.write(json.dumps({"store": where, "baselines": documents}) + "\n")
-        return EXIT_OK
-    if not infos:
+        return _write_json(out, listing)
+    if not entries:
         out.write(f"no baselines in {where}\n")
         return EXIT_OK
     header = (
@@ -213,17 +425,17 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     rows = [
         (
-            i.key,
-            str(i.runs),
-            str(drifting[i.key]) if i.key in drifting else "-",
-            "yes" if i.pinned else "no",
-            i.embedder,
-            str(i.dim),
-            _time_ns(i.first_ns),
-            _time_ns(i.last_ns),
-            _time(i.updated_at),
+            e["agent"],
+            str(e["runs"]),
+            str(e["drifting_runs"]) if e["drifting_runs"] else "-",
+            "yes" if e["pinned"] else "no",
+            e["embedder"],
+            str(e["dim"]),
+            _time_ns(e["first_ns"]),
+            _time_ns(e["last_ns"]),
+            _time(e["updated_at"]),
         )
-        for i in infos
+        for e in entries
     ]
     widths = [max(len(r[c]) for r in (header, *rows)) for c in range(len(header))]
     numeric = {1, 2, 5}
@@ -233,20 +445,15 @@ def _list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for c, cell in enumerate(row)
         ]
         out.write("  ".join(cells).rstrip() + "\n")
-    out.write(f"{len(infos)} baseline(s) in {where}\n")
+    out.write(f"{len(entries)} baseline(s) in {where}\n")
     return EXIT_OK
 
 
 def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    with _store(args) as (store, where):
-        baseline = store.get(_key(args.agent))
-        if baseline is None:
-            raise _unknown(args.agent, where, store)
-    summary = baseline.summary()
+    summary = get_baseline(args.baselines, args.agent)
     if args.format == "json":
-        out.write(json.dumps({"agent": args.agent, "store": where, **summary}, indent=2) + "\n")
-        return EXIT_OK
-    out.write(f"agent       {args.agent}\nstore       {where}\n")
+        return _write_json(out, summary, indent=2)
+    out.write(f"agent       {args.agent}\nstore       {summary['store']}\n")
     out.write(
         f"runs        {summary['runs']} (weight {summary['weight']:.6g})"
         f"{', pinned' if summary['pinned'] else ''}\n"
@@ -283,16 +490,12 @@ def _unpin(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _set_pin(args: argparse.Namespace, out: TextIO, *, pinned: bool) -> int:
-    key = _key(args.agent)
-    with _store(args) as (store, where):
-        try:
-            changed = store.pin(key) if pinned else store.unpin(key)
-        except KeyError:
-            raise _unknown(key, where, store) from None
-        baseline = store.get(key)
-    runs = baseline.runs if baseline is not None else 0
+    change = set_baseline_pin(args.baselines, args.agent, pinned=pinned)
+    if args.format == "json":
+        return _write_json(out, change)
+    key, runs, where = change["agent"], change["runs"], change["store"]
     verb = "pinned" if pinned else "unpinned"
-    if changed:
+    if change["changed"]:
         out.write(f"{verb} {key} ({runs} run(s)) in {where}\n")
     else:
         out.write(f"{key} was already {verb} ({runs} run(s)) in {where}\n")
@@ -300,42 +503,30 @@ def _set_pin(args: argparse.Namespace, out: TextIO, *, pinned: bool) -> int:
 
 
 def _accept(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tracehound.names import DRIFT_EPISODE_SUFFIX
-
-    key = _key(args.agent)
-    with _store(args) as (store, where):
-        baseline = store.get(key)
-        if baseline is None:
-            raise _unknown(key, where, store)
-        episode = store.get(key + DRIFT_EPISODE_SUFFIX)
-        if episode is None:
-            out.write(f"{key} is not drifting in {where}: nothing to accept\n")
-            return EXIT_OK
-        episode.pinned = baseline.pinned
-        store.put(key, episode)
-        store.reset(key + DRIFT_EPISODE_SUFFIX)
+    done = accept_baseline(args.baselines, args.agent)
+    if args.format == "json":
+        return _write_json(out, done)
+    key, where = done["agent"], done["store"]
+    if not done["accepted"]:
+        out.write(f"{key} is not drifting in {where}: nothing to accept\n")
+        return EXIT_OK
     out.write(
-        f"accepted the drift of {key} in {where}: its {episode.runs} drifted run(s) since "
-        f"{_time_ns(episode.first_ns)} UTC replace the baseline of {baseline.runs} run(s)"
-        f"{' (still pinned)' if baseline.pinned else ''}\n"
+        f"accepted the drift of {key} in {where}: its {done['runs']} drifted run(s) since "
+        f"{_time_ns(done['drifting_since_ns'])} UTC replace the baseline of "
+        f"{done['replaced_runs']} run(s){' (still pinned)' if done['pinned'] else ''}\n"
     )
     return EXIT_OK
 
 
 def _reset(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tracehound.names import DRIFT_EPISODE_SUFFIX
-
-    key = _key(args.agent)
-    with _store(args) as (store, where):
-        baseline = store.get(key)
-        if baseline is None or not store.reset(key):
-            raise _unknown(key, where, store)
-        store.reset(key + DRIFT_EPISODE_SUFFIX)
+    removed = reset_baseline(args.baselines, args.agent)
+    if args.format == "json":
+        return _write_json(out, removed)
     out.write(
-        f"removed baseline {key} from {where}: {baseline.runs} run(s), "
-        f"{'pinned, ' if baseline.pinned else ''}embedder {baseline.embedder} "
-        f"{baseline.dim}-d, runs from {_time_ns(baseline.first_ns)} to "
-        f"{_time_ns(baseline.last_ns)} UTC\n"
+        f"removed baseline {removed['agent']} from {removed['store']}: {removed['runs']} run(s), "
+        f"{'pinned, ' if removed['pinned'] else ''}embedder {removed['embedder']} "
+        f"{removed['dim']}-d, runs from {_time_ns(removed['first_ns'])} to "
+        f"{_time_ns(removed['last_ns'])} UTC\n"
     )
     return EXIT_OK
 

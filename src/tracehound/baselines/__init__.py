@@ -67,6 +67,7 @@ __all__ = [
     "SQLiteStore",
     "UpdateResult",
     "apply_update",
+    "check_location",
     "default_store_path",
     "is_redis_url",
     "open_store",
@@ -78,6 +79,16 @@ __all__ = [
 def shown_location(location: str) -> str:
     """A store location fit for messages and `--check-config`: a URL without its password."""
     return redact_url(location) if "://" in location else location
+
+
+def check_location(location: str) -> None:
+    """Raise `BaselineStoreError` unless `location` names a kind of store `open_store` opens
+    (whether it can be opened is only known by opening it)."""
+    if "://" in location and not is_redis_url(location):
+        raise BaselineStoreError(
+            f"unsupported baseline store {shown_location(location)!r}: give a file path, "
+            "'memory', or a redis://, rediss:// or unix:// URL"
+        )
 
 
 def open_store(
@@ -94,9 +105,5 @@ def open_store(
             return MemoryStore()
         if is_redis_url(location):
             return RedisStore(location)
-        if "://" in location:
-            raise BaselineStoreError(
-                f"unsupported baseline store {shown_location(location)!r}: give a file path, "
-                "'memory', or a redis://, rediss:// or unix:// URL"
-            )
+        check_location(location)
     return SQLiteStore(location, timeout=timeout)
