@@ -22,14 +22,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class ServeProcess:
-    def __init__(self, args: Sequence[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: Sequence[str],
+        env: dict[str, str] | None = None,
+        launcher: Sequence[str] = ("-m", "tracehound.cli"),
+    ) -> None:
         environ = {
             k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "TRACEHOUND_"))
         }
         environ["PYTHONPATH"] = str(ROOT / "src")
         environ["TRACEHOUND_METRICS"] = "false"
         environ.update(env or {})
-        command = [sys.executable, "-m", "tracehound.cli", "serve", "--log-format", "json"]
+        command = [sys.executable, *launcher, "serve", "--log-format", "json"]
         command += ["--otlp-grpc", "127.0.0.1:0", "--otlp-http", "none"]
         command += ["--prometheus", "127.0.0.1:0", *args]
         self.process = subprocess.Popen(

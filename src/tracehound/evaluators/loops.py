@@ -336,6 +336,49 @@ def _within_edits(a: str, b: str, limit: int) -> bool:
     return prev[lb] <= limit
 
 
+def _flatten(  # noqa: PLR0917 - the accumulators of `_Flat`
+    value: Any,
+    path: tuple[Any, ...],
+    shape: list[Any],
+    leaves: list[tuple[Any, ...]],
+    times: list[tuple[float, bool]],
+    rigid: list[Any],
+) -> None:
+    """`_Flat`'s walk (a module function: a nested recursive one would be a reference cycle)."""
+    if isinstance(value, str):
+        moment = _as_time(value)
+        if moment is not None:
+            shape.append((path, "t"))
+            leaves.append(("t", moment))
+            times.append(moment)
+        else:
+            folded, digits = _folded_digits(value)
+            shape.append((path, "s"))
+            leaves.append(("s", value, folded, digits))
+            rigid.append(digits)
+    elif isinstance(value, dict):
+        shape.append((path, "{", len(value)))
+        for key in sorted(value):
+            _flatten(value[key], (*path, key), shape, leaves, times, rigid)
+    elif isinstance(value, list):
+        shape.append((path, "[", len(value)))
+        for index, item in enumerate(value):
+            _flatten(item, (*path, index), shape, leaves, times, rigid)
+    elif isinstance(value, bool) or value is None:
+        shape.append((path, "o"))
+        leaves.append(("o", value))
+        rigid.append(value)
+    elif isinstance(value, (int, float)):
+        shape.append((path, "n"))
+        leaves.append(("n", value))
+        rigid.append(value if isinstance(value, int) else None)
+    else:
+        text = str(value)
+        shape.append((path, "o"))
+        leaves.append(("o", text))
+        rigid.append(text)
+
+
 class _Flat:
     """Arguments flattened once: their shape (leaf paths and types) and their leaves.
 
@@ -356,41 +399,7 @@ class _Flat:
         rigid: list[Any] = []  # integers, booleans, nulls and others as they are, a float as
         # None (compared with a tolerance), a string's digits; dates have none
 
-        def add(value: Any, path: tuple[Any, ...]) -> None:
-            if isinstance(value, str):
-                moment = _as_time(value)
-                if moment is not None:
-                    shape.append((path, "t"))
-                    leaves.append(("t", moment))
-                    times.append(moment)
-                else:
-                    folded, digits = _folded_digits(value)
-                    shape.append((path, "s"))
-                    leaves.append(("s", value, folded, digits))
-                    rigid.append(digits)
-            elif isinstance(value, dict):
-                shape.append((path, "{", len(value)))
-                for key in sorted(value):
-                    add(value[key], (*path, key))
-            elif isinstance(value, list):
-                shape.append((path, "[", len(value)))
-                for index, item in enumerate(value):
-                    add(item, (*path, index))
-            elif isinstance(value, bool) or value is None:
-                shape.append((path, "o"))
-                leaves.append(("o", value))
-                rigid.append(value)
-            elif isinstance(value, (int, float)):
-                shape.append((path, "n"))
-                leaves.append(("n", value))
-                rigid.append(value if isinstance(value, int) else None)
-            else:
-                text = str(value)
-                shape.append((path, "o"))
-                leaves.append(("o", text))
-                rigid.append(text)
-
-        add(value, ())
+        _flatten(value, (), shape, leaves, times, rigid)
         self.shape = tuple(shape)
         self.leaves = leaves
         self.interval = _interval(times) if times else None
@@ -557,7 +566,6 @@ _Pending = tuple[LoopSignal, Any, list[_Ref]]
 
 class _Call:
     __slots__ = (
-        "detector",
         "end_ns",
         "error",
         "exec_ns",
@@ -567,6 +575,7 @@ class _Call:
         "previous",
         "producer",
         "result",
+        "run",
         "settled",
         "span_id",
         "start_ns",
@@ -574,8 +583,10 @@ class _Call:
         "turn",
     )
 
-    def __init__(self, step: Step, producer: int | None) -> None:
-        self.detector: _RunDetector | None = None  # the detector of its run, once added
+    def __init__(self, step: Step, producer: int | None, run: str) -> None:
+        # Its run, by name: a reference to the run's detector (which holds the call) would make
+        # a cycle, and a trace's loop state would wait for the cyclic GC instead of going at once.
+        self.run = run
         self.index = -1
         self.tool = step.tool or ""
         self.key: _CallKey | None = None if step.arguments is None else (self.tool, step.arguments)
@@ -894,7 +905,6 @@ class _RunDetector:
     # -- calls ---------------------------------------------------------------------------------
 
     def add_call(self, call: _Call) -> list[LoopSignal]:
-        call.detector = self
         calls = self.calls
         i = call.index = len(calls)
         calls.append(call)
@@ -1289,8 +1299,7 @@ class _Tracker:
             if found is None:
                 detector = self.detectors.get(run) or self._detector(run)
                 return detector.add_result(None, step)
-            assert found.detector is not None
-            return found.detector.add_result(found, step)
+            return self.detectors[found.run].add_result(found, step)
         if kind == "error":
             modes.add(_mode(step, overflow))
             self.mode_steps.append(step)
@@ -1300,7 +1309,7 @@ class _Tracker:
         """`feed` of a tool call whose tool span ended at `end_ns` (None: not known yet)."""
         detector = self.detectors.get(run) or self._detector(run)
         producer = self.llm_by_span.get(step.span_id, self.last_llm.get(run))
-        call = _Call(step, producer)
+        call = _Call(step, producer, run)
         call.end_ns = end_ns
         signals = detector.add_call(call)
         if step.call_id:
