@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from otlp_shape import diff_summary, structure  # noqa: E402
 from scenarios import (  # noqa: E402
+    NEW_SCENARIOS,
     SCENARIOS,
     Scenario,
     expected_tool_calls,
@@ -88,7 +89,7 @@ FRAMEWORKS: dict[str, Framework] = {
             name="strands",
             requirements=("strands-agents[openai]==1.62.0", "openai==2.54.0", *OTEL),
             instrumentation="strands-agents built-in telemetry (strands.telemetry)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 Variant("default", {SEMCONV: ""}),
                 Variant("latest", {SEMCONV: "gen_ai_latest_experimental"}),
@@ -107,7 +108,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-smolagents",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="llamaindex",
@@ -136,7 +137,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 ),
                 instrumentation=package.split("==")[0],
                 driver="langgraph_agents.py",
-                scenarios=("loop", "clean", "nested"),
+                scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
                 variants=(
                     Variant(
                         "react",
@@ -172,7 +173,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-openai-agents",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 Variant("chat", driver_args=("--model", "chat")),
                 Variant("chat_stream", driver_args=("--model", "chat", "--stream")),
@@ -346,9 +347,18 @@ def driver_env(variant: Variant) -> dict[str, str]:
     return env
 
 
-def run_driver(framework: Framework, variant: Variant, out_dir: Path) -> dict[str, Any]:
-    python = ensure_venv(framework)
+def variant_scenarios(
+    framework: Framework, variant: Variant, only: tuple[str, ...] | None = None
+) -> list[str]:
+    """The variant's scenarios, narrowed to `only` when given (in the variant's order)."""
     scenarios = variant.scenarios or framework.scenarios
+    return [s for s in scenarios if only is None or s in only]
+
+
+def run_driver(
+    framework: Framework, variant: Variant, out_dir: Path, scenarios: list[str]
+) -> dict[str, Any]:
+    python = ensure_venv(framework)
     results = out_dir / f".{framework.stem(variant)}.results.json"
     command = [
         str(python),
@@ -398,11 +408,19 @@ def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]
     expected = expected_tool_calls(scenario)
     recorded_calls = recorded["tool_calls"]
     functions_expected = [
-        (c["name"], c["arguments"], c["result"]) for c in expected if c["kind"] == "function"
+        (c["name"], c["arguments"], c["result"], c.get("error", False))
+        for c in expected
+        if c["kind"] == "function"
     ]
     functions_seen = [
-        (c["name"], c["arguments"], c["result"]) for c in recorded_calls if c["kind"] == "function"
+        (c["name"], c["arguments"], c["result"], c.get("error", False))
+        for c in recorded_calls
+        if c["kind"] == "function"
     ]
+    if any(len(t.tool_calls) > 1 for a in scenario.agents for t in a.script.turns):
+        # calls of one model response may run concurrently: their start order is the framework's
+        functions_expected.sort(key=repr)
+        functions_seen.sort(key=repr)
     if functions_seen != functions_expected:
         raise RuntimeError(
             f"{scenario.name}: the tools recorded {functions_seen}, the script asks for "
@@ -419,9 +437,11 @@ def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]
         "agents": extra.get("agents", [_agent_tree(scenario, scenario.main.name)]),
         "is_loop": scenario.is_loop,
         "final_reuses_tool_results": list(scenario.final_reuses),
-        "final_reuses_no_tool_result": not scenario.final_reuses,
+        "final_reuses_no_tool_result": not (scenario.final_reuses or scenario.final_quotes),
         "model_requests": extra.get("model_requests"),
     }
+    if scenario.final_quotes:
+        truth["final_quotes"] = list(scenario.final_quotes)
     if "retrievals" in extra:
         truth["retrievals"] = extra["retrievals"]
     if scenario.notes:
@@ -478,20 +498,25 @@ def write_manifest(manifest: dict[str, Any]) -> None:
 # --- commands ----------------------------------------------------------------------------------
 
 
-def capture(frameworks: list[Framework]) -> None:
+def capture(frameworks: list[Framework], only: tuple[str, ...] | None = None) -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest()
     for framework in frameworks:
         for variant in framework.variants:
+            scenarios = variant_scenarios(framework, variant, only)
+            if not scenarios:
+                continue
             with tempfile.TemporaryDirectory() as tmp:
-                payload = run_driver(framework, variant, Path(tmp))
+                payload = run_driver(framework, variant, Path(tmp), scenarios)
                 entries = manifest_entries(framework, variant, payload)
                 for name in [n for e in entries.values() for n in (e["file"], e["logs_file"]) if n]:
                     shutil.copyfile(Path(tmp) / name, FIXTURES / name)
             stale = [
                 k
                 for k, e in manifest["captures"].items()
-                if e["framework"] == framework.name and e["variant"] == (variant.name or None)
+                if e["framework"] == framework.name
+                and e["variant"] == (variant.name or None)
+                and e["scenario"] in scenarios
             ]
             for key in stale:
                 manifest["captures"].pop(key)
@@ -501,13 +526,16 @@ def capture(frameworks: list[Framework]) -> None:
             write_manifest(manifest)
 
 
-def check(frameworks: list[Framework]) -> int:
+def check(frameworks: list[Framework], only: tuple[str, ...] | None = None) -> int:
     """Re-capture into a temporary directory and compare structures with the committed files."""
     changes = []
     for framework in frameworks:
         for variant in framework.variants:
+            scenarios = variant_scenarios(framework, variant, only)
+            if not scenarios:
+                continue
             with tempfile.TemporaryDirectory() as tmp:
-                payload = run_driver(framework, variant, Path(tmp))
+                payload = run_driver(framework, variant, Path(tmp), scenarios)
                 manifest_entries(framework, variant, payload)  # the truth must still hold
                 for name in [n for c in payload["captures"] for n in c["files"]]:
                     committed = FIXTURES / name
@@ -529,6 +557,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", help="comma-separated framework names")
+    parser.add_argument(
+        "--scenarios",
+        help="comma-separated scenario names (default: each variant's own); the manifest "
+        "keeps the other scenarios' entries",
+    )
     parser.add_argument("--list", action="store_true", help="list frameworks and variants")
     parser.add_argument(
         "--check",
@@ -549,9 +582,13 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown frameworks {unknown}; --list shows them")
     chosen = [FRAMEWORKS[n] for n in names]
+    only = tuple(n for n in ns.scenarios.split(",") if n) if ns.scenarios else None
+    unknown = [n for n in only or () if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; --list shows them")
     if ns.check:
-        return check(chosen)
-    capture(chosen)
+        return check(chosen, only)
+    capture(chosen, only)
     return 0
 
 
