@@ -120,7 +120,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-llama-index",
-            scenarios=("loop", "clean", "nested", "rag"),
+            scenarios=("loop", "clean", "nested", "rag", *NEW_SCENARIOS),
         ),
         *(
             Framework(
@@ -220,7 +220,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 "opentelemetry-exporter-otlp-proto-common==1.44.0",
             ),
             instrumentation="google-adk built-in telemetry (google.adk.telemetry)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 # ADK's defaults (content-in-spans switch on); with google-adk 2.13.0 and a
                 # LiteLLM model no message or tool content lands on the spans or log records
@@ -254,7 +254,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="agent-framework-core built-in observability (sensitive data on)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="crewai",
@@ -265,7 +265,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-crewai (event-listener mode)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="autogen",
@@ -279,7 +279,7 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             instrumentation="autogen-core built-in telemetry / openinference-instrumentation-"
             "autogen-agentchat (one per variant)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 Variant("builtin", driver_args=("--instrumentation", "builtin")),
                 Variant("openinference", driver_args=("--instrumentation", "openinference")),

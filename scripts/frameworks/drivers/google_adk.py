@@ -22,7 +22,7 @@ from google.adk.models.lite_llm import LiteLlm  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.adk.tools.agent_tool import AgentTool  # noqa: E402
 from google.genai import types  # noqa: E402
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 
 MODEL = "openai/gpt-4o-mini"
 APP = "capture_adk"
@@ -60,7 +60,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     args.scenarios = [
         with_agent_call_arguments(s, {"request": "aurora tonight"}) if s.main.sub_agents else s
         for s in args.scenarios
