@@ -18,6 +18,7 @@ from fake_llm import Script, ToolCall, Turn
 
 ORDER_STATUS = "Order A-1042: status PENDING_REVIEW at warehouse Tromsø-7, ticket ZX-5519"
 WEATHER_OSLO = "Oslo: 7°C, light rain, wind 4 m/s"
+WEATHER_BERGEN = "Bergen: 11°C, heavy rain, wind 9 m/s"
 RATE_NOK_EUR = "1 NOK = 0.0853 EUR"
 AURORA_FACT = "Aurora forecast: Kp index 6 over Skibotn station SKB-88, peak at 22:40 local"
 FLIGHT_OFFER = "Flight WF-823 Bodø → Tromsø departs 07:15 with 1 stop, fare 1 489 NOK"
@@ -42,6 +43,7 @@ HOTEL_ARGUMENTS: dict[str, Any] = {
 _RESULTS: dict[tuple[str, str], Any] = {
     ("get_order_status", json.dumps({"order_id": "A-1042"})): ORDER_STATUS,
     ("get_weather", json.dumps({"city": "Oslo"})): WEATHER_OSLO,
+    ("get_weather", json.dumps({"city": "Bergen"})): WEATHER_BERGEN,
     (
         "get_exchange_rate",
         json.dumps({"base": "NOK", "quote": "EUR"}, sort_keys=True),
@@ -348,11 +350,43 @@ JSON_RESULT = Scenario(
     "answer quotes one field of it",
 )
 
+FANOUT_FINAL = f"Oslo now: {WEATHER_OSLO}. Bergen now: {WEATHER_BERGEN}."
+FANOUT = Scenario(
+    name="fanout",
+    user_prompt="Compare the weather in Oslo and Bergen right now.",
+    agents=(
+        AgentSpec(
+            name="weather_agent",
+            instructions=_instructions(
+                "You report weather with get_weather, one call per city, in parallel.", "fanout"
+            ),
+            script=Script(
+                "fanout",
+                (
+                    Turn(
+                        (
+                            ToolCall("get_weather", {"city": "Oslo"}),
+                            ToolCall("get_weather", {"city": "Bergen"}),
+                        )
+                    ),
+                    Turn(text=FANOUT_FINAL),
+                ),
+            ),
+            tools=("get_weather",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=FANOUT_FINAL,
+    final_reuses=(WEATHER_OSLO, WEATHER_BERGEN),
+    notes="the same one-argument tool twice in one model response with different arguments; "
+    "the final answer quotes both results",
+)
+
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (LOOP, CLEAN, NESTED, RAG, PARALLEL, TOOL_ERROR, JSON_RESULT)
+    s.name: s for s in (LOOP, CLEAN, NESTED, RAG, PARALLEL, TOOL_ERROR, JSON_RESULT, FANOUT)
 }
-# the scenarios added after the first captures (run by --scenarios; not yet by every driver)
-NEW_SCENARIOS = ("parallel", "tool_error", "json_result")
+# the scenarios added after the first captures (their drivers and capture.py list them)
+NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout")
 
 
 def with_agent_call_arguments(scenario: Scenario, arguments: dict[str, Any]) -> Scenario:
