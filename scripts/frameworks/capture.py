@@ -52,6 +52,10 @@ OTEL = ["opentelemetry-sdk==1.45.1", "opentelemetry-exporter-otlp-proto-common==
 SEMCONV = "OTEL_SEMCONV_STABILITY_OPT_IN"
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ADK_SPANS = "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS"
+ADK_NONE = (
+    "neither the spans nor the log records carry message or tool content (only the tool "
+    "definitions)"
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     driver_args: tuple[str, ...] = ()
     scenarios: tuple[str, ...] | None = None  # None: the framework's scenarios
+    # set when the instrumentation records no message or tool content: what it lacks
+    no_content: str = ""
 
 
 @dataclass(frozen=True)
@@ -207,7 +213,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="traceloop-sdk decorators + opentelemetry-instrumentation-openai",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="google_adk",
@@ -224,7 +230,9 @@ FRAMEWORKS: dict[str, Framework] = {
             variants=(
                 # ADK's defaults (content-in-spans switch on); with google-adk 2.13.0 and a
                 # LiteLLM model no message or tool content lands on the spans or log records
-                Variant("default", {ADK_SPANS: "true", SEMCONV: "", CAPTURE: ""}),
+                Variant(
+                    "default", {ADK_SPANS: "true", SEMCONV: "", CAPTURE: ""}, no_content=ADK_NONE
+                ),
                 # latest GenAI semconv, content only in log records
                 Variant(
                     "content_logs",
@@ -242,6 +250,7 @@ FRAMEWORKS: dict[str, Framework] = {
                         SEMCONV: "gen_ai_latest_experimental",
                         CAPTURE: "NO_CONTENT",
                     },
+                    no_content=ADK_NONE,
                 ),
             ),
         ),
@@ -281,7 +290,12 @@ FRAMEWORKS: dict[str, Framework] = {
             "autogen-agentchat (one per variant)",
             scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
-                Variant("builtin", driver_args=("--instrumentation", "builtin")),
+                Variant(
+                    "builtin",
+                    driver_args=("--instrumentation", "builtin"),
+                    no_content="autogen-core's own spans carry agent and tool names and ids "
+                    "only: no messages, arguments or results",
+                ),
                 Variant("openinference", driver_args=("--instrumentation", "openinference")),
             ),
         ),
@@ -400,7 +414,9 @@ def _agent_tree(scenario: Scenario, name: str) -> dict[str, Any]:
     }
 
 
-def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]:
+def ground_truth(
+    scenario: Scenario, recorded: dict[str, Any], no_content: str = ""
+) -> dict[str, Any]:
     """The truth of one capture: the scenario script checked against what the tools recorded."""
     extra = recorded.get("extra", {})
     if "agent_call_arguments" in extra:
@@ -446,6 +462,9 @@ def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]
         truth["retrievals"] = extra["retrievals"]
     if scenario.notes:
         truth["notes"] = scenario.notes
+    if no_content:
+        truth["content_captured"] = False
+        truth["content_note"] = no_content
     return truth
 
 
@@ -477,7 +496,7 @@ def manifest_entries(framework: Framework, variant: Variant, payload: dict[str, 
             "instrumentation": framework.instrumentation,
             "env": {k: (v or None) for k, v in variant.env.items()},
             "versions": _pinned(framework, payload["versions"]),
-            "truth": ground_truth(scenario, recorded),
+            "truth": ground_truth(scenario, recorded, variant.no_content),
         }
     return entries
 

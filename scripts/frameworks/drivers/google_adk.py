@@ -29,6 +29,13 @@ APP = "capture_adk"
 LOOP = asyncio.new_event_loop()
 
 
+def tool_error_response(
+    tool: Any, args: dict[str, Any], tool_context: Any, error: Exception
+) -> dict[str, Any]:
+    """ADK lets a tool's exception end the run; this callback hands it to the model instead."""
+    return {"error": str(error)}
+
+
 def make_agent(scenario: Scenario, name: str, base_url: str) -> LlmAgent:
     spec = scenario.agent(name)
     tools: list[Any] = list(tools_for(scenario, name))
@@ -41,6 +48,7 @@ def make_agent(scenario: Scenario, name: str, base_url: str) -> LlmAgent:
             model=MODEL, api_base=base_url, api_key="sk-fake-capture-key", timeout=30, num_retries=0
         ),
         tools=tools,
+        on_tool_error_callback=tool_error_response,
     )
 
 
