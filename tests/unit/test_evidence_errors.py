@@ -54,7 +54,10 @@ def _call(call_id: str, invoice: str) -> dict[str, object]:
 
 
 def _result(call_id: str, text: str) -> dict[str, object]:
-    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id, "response": text}]}
+    return {
+        "role": "tool",
+        "parts": [{"type": "tool_call_response", "id": call_id, "response": text}],
+    }
 
 
 def failed_then_retried(rec: Recorder) -> None:

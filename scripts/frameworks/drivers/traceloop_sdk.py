@@ -53,8 +53,7 @@ def tool_schema(name: str, function: Callable[..., Any]) -> dict[str, Any]:
             "parameters": {
                 "type": "object",
                 "properties": {
-                    p: {"type": _json_type(signature.parameters[p].annotation)}
-                    for p in parameters
+                    p: {"type": _json_type(signature.parameters[p].annotation)} for p in parameters
                 },
                 "required": parameters,
             },

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from tracehound.conventions import genai
+from tracehound.conventions._messages import failed_result
 from tracehound.conventions.base import (
     MAX_JSON_BYTES,
     Document,
@@ -31,7 +32,6 @@ from tracehound.conventions.base import (
     Part,
     to_text,
 )
-from tracehound.conventions._messages import failed_result
 from tracehound.spans import LogView, SpanView
 
 NAME = "openinference"

@@ -1,10 +1,10 @@
 """The `evidence` evaluator: which tool results and retrieved documents reach the outputs.
 
 Evidence sources are tool results (one per call id, however many times the history resends it;
-not a failed call's error message) and retrieved documents (one per document). Reuse targets are assistant text and reasoning. A unit
-(sentence or paragraph) of evidence is reused by a later output under the shared match rule of
-`tracehound.text`; the final answer is the top-level run's declared output, or else its last
-assistant text.
+not a failed call's error message) and retrieved documents (one per document). Reuse targets
+are assistant text and reasoning. A unit (sentence or paragraph) of evidence is reused by a
+later output under the shared match rule of `tracehound.text`; the final answer is the top-level
+run's declared output, or else its last assistant text.
 
 Per span (as spans arrive): on each LLM span whose outputs reuse evidence, the number of units
 reused and the tools/sources they came from. Per trace (at finalization, from the canonical
