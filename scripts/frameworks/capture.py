@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from otlp_shape import diff_summary, structure  # noqa: E402
 from scenarios import (  # noqa: E402
+    NEW_SCENARIOS,
     SCENARIOS,
     Scenario,
     expected_tool_calls,
@@ -51,6 +52,10 @@ OTEL = ["opentelemetry-sdk==1.45.1", "opentelemetry-exporter-otlp-proto-common==
 SEMCONV = "OTEL_SEMCONV_STABILITY_OPT_IN"
 CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 ADK_SPANS = "ADK_CAPTURE_MESSAGE_CONTENT_IN_SPANS"
+ADK_NONE = (
+    "neither the spans nor the log records carry message or tool content (only the tool "
+    "definitions)"
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,8 @@ class Variant:
     env: dict[str, str] = field(default_factory=dict)
     driver_args: tuple[str, ...] = ()
     scenarios: tuple[str, ...] | None = None  # None: the framework's scenarios
+    # set when the instrumentation records no message or tool content: what it lacks
+    no_content: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,7 @@ FRAMEWORKS: dict[str, Framework] = {
             name="strands",
             requirements=("strands-agents[openai]==1.62.0", "openai==2.54.0", *OTEL),
             instrumentation="strands-agents built-in telemetry (strands.telemetry)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 Variant("default", {SEMCONV: ""}),
                 Variant("latest", {SEMCONV: "gen_ai_latest_experimental"}),
@@ -107,7 +114,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-smolagents",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="llamaindex",
@@ -119,7 +126,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-llama-index",
-            scenarios=("loop", "clean", "nested", "rag"),
+            scenarios=("loop", "clean", "nested", "rag", *NEW_SCENARIOS),
         ),
         *(
             Framework(
@@ -136,7 +143,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 ),
                 instrumentation=package.split("==")[0],
                 driver="langgraph_agents.py",
-                scenarios=("loop", "clean", "nested"),
+                scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
                 variants=(
                     Variant(
                         "react",
@@ -172,7 +179,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-openai-agents",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 Variant("chat", driver_args=("--model", "chat")),
                 Variant("chat_stream", driver_args=("--model", "chat", "--stream")),
@@ -206,7 +213,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="traceloop-sdk decorators + opentelemetry-instrumentation-openai",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="google_adk",
@@ -219,11 +226,13 @@ FRAMEWORKS: dict[str, Framework] = {
                 "opentelemetry-exporter-otlp-proto-common==1.44.0",
             ),
             instrumentation="google-adk built-in telemetry (google.adk.telemetry)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
                 # ADK's defaults (content-in-spans switch on); with google-adk 2.13.0 and a
                 # LiteLLM model no message or tool content lands on the spans or log records
-                Variant("default", {ADK_SPANS: "true", SEMCONV: "", CAPTURE: ""}),
+                Variant(
+                    "default", {ADK_SPANS: "true", SEMCONV: "", CAPTURE: ""}, no_content=ADK_NONE
+                ),
                 # latest GenAI semconv, content only in log records
                 Variant(
                     "content_logs",
@@ -241,6 +250,7 @@ FRAMEWORKS: dict[str, Framework] = {
                         SEMCONV: "gen_ai_latest_experimental",
                         CAPTURE: "NO_CONTENT",
                     },
+                    no_content=ADK_NONE,
                 ),
             ),
         ),
@@ -253,7 +263,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="agent-framework-core built-in observability (sensitive data on)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="crewai",
@@ -264,7 +274,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 *OTEL,
             ),
             instrumentation="openinference-instrumentation-crewai (event-listener mode)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
         ),
         Framework(
             name="autogen",
@@ -278,9 +288,14 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             instrumentation="autogen-core built-in telemetry / openinference-instrumentation-"
             "autogen-agentchat (one per variant)",
-            scenarios=("loop", "clean", "nested"),
+            scenarios=("loop", "clean", "nested", *NEW_SCENARIOS),
             variants=(
-                Variant("builtin", driver_args=("--instrumentation", "builtin")),
+                Variant(
+                    "builtin",
+                    driver_args=("--instrumentation", "builtin"),
+                    no_content="autogen-core's own spans carry agent and tool names and ids "
+                    "only: no messages, arguments or results",
+                ),
                 Variant("openinference", driver_args=("--instrumentation", "openinference")),
             ),
         ),
@@ -346,9 +361,18 @@ def driver_env(variant: Variant) -> dict[str, str]:
     return env
 
 
-def run_driver(framework: Framework, variant: Variant, out_dir: Path) -> dict[str, Any]:
-    python = ensure_venv(framework)
+def variant_scenarios(
+    framework: Framework, variant: Variant, only: tuple[str, ...] | None = None
+) -> list[str]:
+    """The variant's scenarios, narrowed to `only` when given (in the variant's order)."""
     scenarios = variant.scenarios or framework.scenarios
+    return [s for s in scenarios if only is None or s in only]
+
+
+def run_driver(
+    framework: Framework, variant: Variant, out_dir: Path, scenarios: list[str]
+) -> dict[str, Any]:
+    python = ensure_venv(framework)
     results = out_dir / f".{framework.stem(variant)}.results.json"
     command = [
         str(python),
@@ -390,7 +414,9 @@ def _agent_tree(scenario: Scenario, name: str) -> dict[str, Any]:
     }
 
 
-def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]:
+def ground_truth(
+    scenario: Scenario, recorded: dict[str, Any], no_content: str = ""
+) -> dict[str, Any]:
     """The truth of one capture: the scenario script checked against what the tools recorded."""
     extra = recorded.get("extra", {})
     if "agent_call_arguments" in extra:
@@ -398,11 +424,19 @@ def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]
     expected = expected_tool_calls(scenario)
     recorded_calls = recorded["tool_calls"]
     functions_expected = [
-        (c["name"], c["arguments"], c["result"]) for c in expected if c["kind"] == "function"
+        (c["name"], c["arguments"], c["result"], c.get("error", False))
+        for c in expected
+        if c["kind"] == "function"
     ]
     functions_seen = [
-        (c["name"], c["arguments"], c["result"]) for c in recorded_calls if c["kind"] == "function"
+        (c["name"], c["arguments"], c["result"], c.get("error", False))
+        for c in recorded_calls
+        if c["kind"] == "function"
     ]
+    if any(len(t.tool_calls) > 1 for a in scenario.agents for t in a.script.turns):
+        # calls of one model response may run concurrently: their start order is the framework's
+        functions_expected.sort(key=repr)
+        functions_seen.sort(key=repr)
     if functions_seen != functions_expected:
         raise RuntimeError(
             f"{scenario.name}: the tools recorded {functions_seen}, the script asks for "
@@ -419,13 +453,18 @@ def ground_truth(scenario: Scenario, recorded: dict[str, Any]) -> dict[str, Any]
         "agents": extra.get("agents", [_agent_tree(scenario, scenario.main.name)]),
         "is_loop": scenario.is_loop,
         "final_reuses_tool_results": list(scenario.final_reuses),
-        "final_reuses_no_tool_result": not scenario.final_reuses,
+        "final_reuses_no_tool_result": not (scenario.final_reuses or scenario.final_quotes),
         "model_requests": extra.get("model_requests"),
     }
+    if scenario.final_quotes:
+        truth["final_quotes"] = list(scenario.final_quotes)
     if "retrievals" in extra:
         truth["retrievals"] = extra["retrievals"]
     if scenario.notes:
         truth["notes"] = scenario.notes
+    if no_content:
+        truth["content_captured"] = False
+        truth["content_note"] = no_content
     return truth
 
 
@@ -457,7 +496,7 @@ def manifest_entries(framework: Framework, variant: Variant, payload: dict[str, 
             "instrumentation": framework.instrumentation,
             "env": {k: (v or None) for k, v in variant.env.items()},
             "versions": _pinned(framework, payload["versions"]),
-            "truth": ground_truth(scenario, recorded),
+            "truth": ground_truth(scenario, recorded, variant.no_content),
         }
     return entries
 
@@ -478,20 +517,25 @@ def write_manifest(manifest: dict[str, Any]) -> None:
 # --- commands ----------------------------------------------------------------------------------
 
 
-def capture(frameworks: list[Framework]) -> None:
+def capture(frameworks: list[Framework], only: tuple[str, ...] | None = None) -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     manifest = load_manifest()
     for framework in frameworks:
         for variant in framework.variants:
+            scenarios = variant_scenarios(framework, variant, only)
+            if not scenarios:
+                continue
             with tempfile.TemporaryDirectory() as tmp:
-                payload = run_driver(framework, variant, Path(tmp))
+                payload = run_driver(framework, variant, Path(tmp), scenarios)
                 entries = manifest_entries(framework, variant, payload)
                 for name in [n for e in entries.values() for n in (e["file"], e["logs_file"]) if n]:
                     shutil.copyfile(Path(tmp) / name, FIXTURES / name)
             stale = [
                 k
                 for k, e in manifest["captures"].items()
-                if e["framework"] == framework.name and e["variant"] == (variant.name or None)
+                if e["framework"] == framework.name
+                and e["variant"] == (variant.name or None)
+                and e["scenario"] in scenarios
             ]
             for key in stale:
                 manifest["captures"].pop(key)
@@ -501,13 +545,16 @@ def capture(frameworks: list[Framework]) -> None:
             write_manifest(manifest)
 
 
-def check(frameworks: list[Framework]) -> int:
+def check(frameworks: list[Framework], only: tuple[str, ...] | None = None) -> int:
     """Re-capture into a temporary directory and compare structures with the committed files."""
     changes = []
     for framework in frameworks:
         for variant in framework.variants:
+            scenarios = variant_scenarios(framework, variant, only)
+            if not scenarios:
+                continue
             with tempfile.TemporaryDirectory() as tmp:
-                payload = run_driver(framework, variant, Path(tmp))
+                payload = run_driver(framework, variant, Path(tmp), scenarios)
                 manifest_entries(framework, variant, payload)  # the truth must still hold
                 for name in [n for c in payload["captures"] for n in c["files"]]:
                     committed = FIXTURES / name
@@ -529,6 +576,11 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", help="comma-separated framework names")
+    parser.add_argument(
+        "--scenarios",
+        help="comma-separated scenario names (default: each variant's own); the manifest "
+        "keeps the other scenarios' entries",
+    )
     parser.add_argument("--list", action="store_true", help="list frameworks and variants")
     parser.add_argument(
         "--check",
@@ -549,9 +601,13 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown frameworks {unknown}; --list shows them")
     chosen = [FRAMEWORKS[n] for n in names]
+    only = tuple(n for n in ns.scenarios.split(",") if n) if ns.scenarios else None
+    unknown = [n for n in only or () if n not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; --list shows them")
     if ns.check:
-        return check(chosen)
-    capture(chosen)
+        return check(chosen, only)
+    capture(chosen, only)
     return 0
 
 

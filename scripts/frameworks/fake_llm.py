@@ -12,7 +12,8 @@ What the model answers comes from a `Script` (a list of `Turn`s). Which script: 
 ``X-Fake-Scenario`` request header, else a ``[[script:NAME]]`` marker anywhere in the system
 prompt / instructions, else the request's ``model`` if a script has that name, else the default
 script. Which turn: the number of tool results the request already carries (``role: tool``
-messages, ``function_call_output`` items, or smolagents-style ``Observation:`` user messages), so
+messages, ``function_call_output`` items, or smolagents-style ``Observation:`` / ``Error:`` user
+messages, each answering every call of the ``Calling tools:`` message before it), so
 every conversation is deterministic and needs no server-side state. When the request offers a
 ``final_answer`` tool (smolagents), a final text turn is answered as a call to that tool.
 
@@ -38,6 +39,11 @@ SCENARIO_HEADER = "X-Fake-Scenario"
 _MARKER = re.compile(r"\[\[script:([A-Za-z0-9_.-]+)\]\]")
 # smolagents sends tool results back as user text "Call id: ...\nObservation:\n..."
 _OBSERVATION = re.compile(r"Observation:")
+# ... and a failed call as "Error:\n<exception>\nNow let's retry: ..."
+_RETRY = re.compile(r"\nNow let's retry")
+# the assistant's calls are echoed as text: "Calling tools:\n[{'id': ..., 'type': 'function', ...}]"
+_CALLING_TOOLS = "Calling tools:"
+_CALL_ENTRY = re.compile(r"""['"]type['"]: ['"]function['"]""")
 EMBEDDING_DIM = 64
 CREATED = 1_700_000_000
 
@@ -101,17 +107,30 @@ def _count_tool_results(body: dict[str, Any]) -> int:
         tools = sum(1 for m in messages if m.get("role") == "tool")
         if tools:
             return tools
-        return sum(
-            len(_OBSERVATION.findall(_text_of(m.get("content"))))
-            for m in messages
-            if m.get("role") == "user"
-        )
+        return _count_text_tool_results(messages)
     items = body.get("input")
     if isinstance(items, list):
         return sum(
             1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
         )
     return 0
+
+
+def _count_text_tool_results(messages: list[dict[str, Any]]) -> int:
+    """Tool results sent back as text (smolagents): each observation or error message answers
+    every call of the assistant's "Calling tools:" message before it (one or several)."""
+    count = 0
+    calls = 1
+    for message in messages:
+        text = _text_of(message.get("content"))
+        if message.get("role") == "assistant" and text.startswith(_CALLING_TOOLS):
+            calls = max(1, len(_CALL_ENTRY.findall(text)))
+        elif message.get("role") == "user":
+            answered = len(_OBSERVATION.findall(text)) + len(_RETRY.findall(text))
+            count += answered * calls
+            if answered:
+                calls = 1
+    return count
 
 
 def _system_text(body: dict[str, Any]) -> str:

@@ -18,22 +18,60 @@ from fake_llm import Script, ToolCall, Turn
 
 ORDER_STATUS = "Order A-1042: status PENDING_REVIEW at warehouse Tromsø-7, ticket ZX-5519"
 WEATHER_OSLO = "Oslo: 7°C, light rain, wind 4 m/s"
+WEATHER_BERGEN = "Bergen: 11°C, heavy rain, wind 9 m/s"
 RATE_NOK_EUR = "1 NOK = 0.0853 EUR"
 AURORA_FACT = "Aurora forecast: Kp index 6 over Skibotn station SKB-88, peak at 22:40 local"
+FLIGHT_OFFER = "Flight WF-823 Bodø → Tromsø departs 07:15 with 1 stop, fare 1 489 NOK"
+HOTEL_QUOTE = "Hotel Ishavet quote Q-3317: 3 nights for 2 adults and 1 child, 4 260 NOK in total"
+INVOICE = "Invoice INV-77: 3 items, total 912.40 EUR, due 2026-01-15, status UNPAID"
+INVOICE_ERROR = "invoice id must be upper case like INV-77, got 'inv-77'"
+ACCOUNT: dict[str, Any] = {
+    "account_id": "AC-5521",
+    "owner": "Ingrid Bakke",
+    "balance": {"amount": 1234.5, "currency": "NOK"},
+    "flags": ["vip", "paperless"],
+    "tier": "gold",
+}
 
-_RESULTS: dict[tuple[str, str], str] = {
+FLIGHT_ARGUMENTS: dict[str, Any] = {"origin": "Bodø", "max_stops": 1, "carriers": ["WF", "SK"]}
+HOTEL_ARGUMENTS: dict[str, Any] = {
+    "city": "Tromsø",
+    "nights": 3,
+    "guests": {"adults": 2, "children": 1},
+}
+
+_RESULTS: dict[tuple[str, str], Any] = {
     ("get_order_status", json.dumps({"order_id": "A-1042"})): ORDER_STATUS,
     ("get_weather", json.dumps({"city": "Oslo"})): WEATHER_OSLO,
+    ("get_weather", json.dumps({"city": "Bergen"})): WEATHER_BERGEN,
     (
         "get_exchange_rate",
         json.dumps({"base": "NOK", "quote": "EUR"}, sort_keys=True),
     ): RATE_NOK_EUR,
     ("lookup_fact", json.dumps({"topic": "aurora"})): AURORA_FACT,
+    ("find_flights", json.dumps(FLIGHT_ARGUMENTS, sort_keys=True)): FLIGHT_OFFER,
+    ("get_hotel_quote", json.dumps(HOTEL_ARGUMENTS, sort_keys=True)): HOTEL_QUOTE,
+    ("get_invoice", json.dumps({"invoice_id": "INV-77"})): INVOICE,
+    ("get_account", json.dumps({"account_id": "AC-5521"})): ACCOUNT,
+}
+
+# calls whose real tool function raises: (name, canonical arguments) -> the exception's message
+_ERRORS: dict[tuple[str, str], str] = {
+    ("get_invoice", json.dumps({"invoice_id": "inv-77"})): INVOICE_ERROR,
 }
 
 
-def tool_result(name: str, **arguments: Any) -> str:
-    """What the real tool `name` returns for these arguments."""
+class ToolFailure(ValueError):
+    """What a scenario tool raises for the arguments the script marks as failing."""
+
+
+def tool_error(name: str, **arguments: Any) -> str | None:
+    """The message the real tool `name` raises with for these arguments, or None."""
+    return _ERRORS.get((name, json.dumps(arguments, sort_keys=True)))
+
+
+def tool_result(name: str, **arguments: Any) -> Any:
+    """What the real tool `name` returns for these arguments (a str, or a dict for JSON tools)."""
     key = (name, json.dumps(arguments, sort_keys=True))
     if key not in _RESULTS:
         return f"no data for {name}({json.dumps(arguments, sort_keys=True)})"
@@ -90,6 +128,8 @@ class Scenario:
     final_answer: str
     # which tool results the final answer reuses (ground truth for "final survival")
     final_reuses: tuple[str, ...]
+    # parts of tool results the final answer quotes without reusing a whole result
+    final_quotes: tuple[str, ...] = ()
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -221,7 +261,132 @@ RAG = Scenario(
     extra={"documents": RAG_DOCUMENTS, "relevant_document": "doc-kettle"},
 )
 
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (LOOP, CLEAN, NESTED, RAG)}
+PARALLEL_FINAL = f"Best option for the stay: {HOTEL_QUOTE}."
+PARALLEL = Scenario(
+    name="parallel",
+    user_prompt="Find me a flight from Bodø and a hotel quote in Tromsø for three nights.",
+    agents=(
+        AgentSpec(
+            name="trip_planner",
+            instructions=_instructions(
+                "You plan trips. Call the tools you need in parallel, then answer.", "parallel"
+            ),
+            script=Script(
+                "parallel",
+                (
+                    Turn(
+                        (
+                            ToolCall("find_flights", FLIGHT_ARGUMENTS),
+                            ToolCall("get_hotel_quote", HOTEL_ARGUMENTS),
+                        )
+                    ),
+                    Turn(text=PARALLEL_FINAL),
+                ),
+            ),
+            tools=("find_flights", "get_hotel_quote"),
+        ),
+    ),
+    is_loop=False,
+    final_answer=PARALLEL_FINAL,
+    final_reuses=(HOTEL_QUOTE,),
+    notes="two different tools called in one model response (typed arguments: int, list, "
+    "object, non-ASCII text); the final answer reuses one of the two results",
+)
+
+TOOL_ERROR_FINAL = f"{INVOICE}; please pay it before the due date."
+TOOL_ERROR = Scenario(
+    name="tool_error",
+    user_prompt="Show me invoice inv-77.",
+    agents=(
+        AgentSpec(
+            name="billing_agent",
+            instructions=_instructions(
+                "You answer billing questions with get_invoice; fix your input on errors.",
+                "tool_error",
+            ),
+            script=Script(
+                "tool_error",
+                (
+                    Turn((ToolCall("get_invoice", {"invoice_id": "inv-77"}),)),
+                    Turn((ToolCall("get_invoice", {"invoice_id": "INV-77"}),)),
+                    Turn(text=TOOL_ERROR_FINAL),
+                ),
+            ),
+            tools=("get_invoice",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=TOOL_ERROR_FINAL,
+    final_reuses=(INVOICE,),
+    notes="the tool raises on its first call; the model retries with corrected arguments and "
+    "the final answer reuses the successful result",
+)
+
+JSON_RESULT_FINAL = "Account AC-5521 belongs to Ingrid Bakke."
+JSON_RESULT = Scenario(
+    name="json_result",
+    user_prompt="Who owns account AC-5521?",
+    agents=(
+        AgentSpec(
+            name="account_agent",
+            instructions=_instructions(
+                "You answer account questions with get_account.", "json_result"
+            ),
+            script=Script(
+                "json_result",
+                (
+                    Turn((ToolCall("get_account", {"account_id": "AC-5521"}),)),
+                    Turn(text=JSON_RESULT_FINAL),
+                ),
+            ),
+            tools=("get_account",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=JSON_RESULT_FINAL,
+    final_reuses=(),
+    final_quotes=("AC-5521", "Ingrid Bakke"),
+    notes="the tool returns a dict (each framework serializes it its own way); the final "
+    "answer quotes one field of it",
+)
+
+FANOUT_FINAL = f"Oslo now: {WEATHER_OSLO}. Bergen now: {WEATHER_BERGEN}."
+FANOUT = Scenario(
+    name="fanout",
+    user_prompt="Compare the weather in Oslo and Bergen right now.",
+    agents=(
+        AgentSpec(
+            name="weather_agent",
+            instructions=_instructions(
+                "You report weather with get_weather, one call per city, in parallel.", "fanout"
+            ),
+            script=Script(
+                "fanout",
+                (
+                    Turn(
+                        (
+                            ToolCall("get_weather", {"city": "Oslo"}),
+                            ToolCall("get_weather", {"city": "Bergen"}),
+                        )
+                    ),
+                    Turn(text=FANOUT_FINAL),
+                ),
+            ),
+            tools=("get_weather",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=FANOUT_FINAL,
+    final_reuses=(WEATHER_OSLO, WEATHER_BERGEN),
+    notes="the same one-argument tool twice in one model response with different arguments; "
+    "the final answer quotes both results",
+)
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s for s in (LOOP, CLEAN, NESTED, RAG, PARALLEL, TOOL_ERROR, JSON_RESULT, FANOUT)
+}
+# the scenarios added after the first captures (their drivers and capture.py list them)
+NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout")
 
 
 def with_agent_call_arguments(scenario: Scenario, arguments: dict[str, Any]) -> Scenario:
@@ -270,15 +435,17 @@ def expected_tool_calls(scenario: Scenario) -> list[dict[str, Any]]:
                     )
                     walk(sub)
                 else:
-                    calls.append(
-                        {
-                            "agent": agent.name,
-                            "name": call.name,
-                            "arguments": call.arguments,
-                            "result": tool_result(call.name, **call.arguments),
-                            "kind": "function",
-                        }
-                    )
+                    error = tool_error(call.name, **call.arguments)
+                    entry = {
+                        "agent": agent.name,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                        "result": error or tool_result(call.name, **call.arguments),
+                        "kind": "function",
+                    }
+                    if error is not None:
+                        entry["error"] = True
+                    calls.append(entry)
 
     walk(scenario.main)
     return calls

@@ -209,6 +209,8 @@ class _State:
     # id, e.g. Google ADK with content in log records; or only an error): the result a later
     # LLM input carries for that id fills its text, rather than being shadowed by it
     open_results: dict[str, _Draft] = field(default_factory=dict)
+    # call id -> its tool_result draft, so that a later input saying the call failed marks it
+    result_steps: dict[str, _Draft] = field(default_factory=dict)
     anonymous: int = 0
 
 
@@ -585,7 +587,9 @@ def _agent_tool_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
     }
     # The result is the caller's: it goes on the span the agent ran under, in the caller's run.
     at_span = view.parent_span_id or view.span_id
-    return [((view.end_ns, view.start_ns, at_span, 1), fields)]
+    draft = ((view.end_ns, view.start_ns, at_span, 1), fields)
+    state.result_steps[call_id] = draft
+    return [draft]
 
 
 # Part types whose content is a step of its own.
@@ -760,9 +764,13 @@ def _tool_result_from_part(
         if not _new_content(state, ckey, occurrence):
             return None
         call_id = _adopt_pending(state, name)
+    # the input says the call failed: its result step is an error (what the model was told)
+    error = (content or "error") if part.is_error else None
     if call_id:
         key = ("tool_result", call_id)
         if key in state.seen_ids:
+            if error is not None:
+                _mark_failed(state.result_steps.get(call_id), error)
             return None
         state.seen_ids.add(key)
         if call_id in state.pending_calls:
@@ -770,6 +778,8 @@ def _tool_result_from_part(
         opened = state.open_results.pop(call_id, None) if state.open_results else None
         if opened is not None:  # the tool span's result step, without its text until now
             opened[1]["text"] = content
+            if error is not None:
+                _mark_failed(opened, error)
             return None
         name = name or state.call_names.get(call_id)
     view = span.view
@@ -778,10 +788,20 @@ def _tool_result_from_part(
         "tool": name,
         "call_id": call_id,
         "text": content,
+        "error": error,
         "start_ns": at_ns,
         "end_ns": at_ns,
     }
-    return ((at_ns, view.start_ns, view.span_id, seq), fields)
+    draft = ((at_ns, view.start_ns, view.span_id, seq), fields)
+    if call_id:
+        state.result_steps[call_id] = draft
+    return draft
+
+
+def _mark_failed(draft: _Draft | None, error: str) -> None:
+    """A result step recorded without an error, which a later input says failed."""
+    if draft is not None and not draft[1].get("error"):
+        draft[1]["error"] = error
 
 
 def _adopt_pending(state: _State, name: str | None) -> str | None:
@@ -847,6 +867,8 @@ def _tool_span_drafts(span: NormalizedSpan, state: _State) -> list[_Draft]:
         draft = ((end, start, span_id, 1), fields)
         if still_open and call_id is not None:
             state.open_results[call_id] = draft
+        if call_id is not None:
+            state.result_steps[call_id] = draft
         out.append(draft)
     return out
 

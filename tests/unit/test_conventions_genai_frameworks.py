@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from _sdk import Captured, Recorder, capture, dumps, normalize_all, outline, run_outline, trajectory
 
-from tracehound.conventions._messages import content_text
+from tracehound.conventions._messages import content_text, parse_part
 from tracehound.conventions.genai import finish_reasons_of
 from tracehound.steps import Trajectory, TrajectoryBuilder
 
@@ -529,3 +529,34 @@ def test_failed_tool_span_gets_the_text_the_model_was_given() -> None:
     _, traj = build(scenario)
     results = [(s.span_id, s.text, s.error) for s in traj.steps if s.kind == "tool_result"]
     assert [(text, error) for _, text, error in results] == [(failure, "RuntimeError: down")]
+
+
+def test_a_strands_tool_result_with_error_status_marks_the_step_failed() -> None:
+    """Strands' `toolResult` block says `"status": "error"` for a tool that raised: with no tool
+    span (only the chat spans), the result the next input carries is a failed call's."""
+    failed = {"toolResult": {"toolUseId": "call_1", "status": "error"}}
+    failed["toolResult"]["content"] = [{"text": "Error: unknown city"}]
+    chat = {"gen_ai.operation.name": "chat", **_legacy(), "gen_ai.request.model": "gpt-4o-mini"}
+    call = tool_use("call_1", "get_weather", CITY)
+    user = {"content": blocks({"text": QUESTION})}
+
+    def scenario(rec: Recorder) -> None:
+        with rec.span("request", {}):
+            with rec.span("chat", chat, scope=STRANDS) as s:
+                s.add_event("gen_ai.user.message", user)
+                s.add_event("gen_ai.choice", {"finish_reason": "tool_use", "message": blocks(call)})
+            with rec.span("chat", chat, scope=STRANDS) as s:
+                s.add_event("gen_ai.user.message", user)
+                s.add_event("gen_ai.assistant.message", {"content": blocks(call)})
+                s.add_event("gen_ai.tool.message", {"content": blocks(failed)})
+                s.add_event("gen_ai.choice", {"finish_reason": "end_turn", "message": ANSWER})
+
+    _, traj = build(scenario)
+    (result,) = [s for s in traj.steps if s.kind == "tool_result"]
+    assert (result.call_id, result.text, result.error) == (
+        "call_1",
+        "Error: unknown city",
+        "Error: unknown city",
+    )
+    success = {"toolResult": {**failed["toolResult"], "status": "success"}}
+    assert [parse_part(b).is_error for b in (success, failed)] == [False, True]  # type: ignore[union-attr]

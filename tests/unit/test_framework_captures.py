@@ -13,6 +13,7 @@ true value (loop scenarios reuse no tool result, clean ones reuse every one).
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from functools import cache
@@ -98,15 +99,47 @@ def true_agent_tree(agents: list[dict[str, Any]], parent: str | None = None) -> 
 
 
 def true_survival(truth: dict[str, Any]) -> float | None:
-    """The final answer's share of the distinct tool results it reuses: 0 for a loop whose answer
-    reuses none, 1 for a clean run reusing each; None where the scenario sets no such share."""
-    results = {_words(c["result"]) for c in truth["tool_calls"] if c.get("kind") != "agent"}
+    """The final answer's share of the distinct successful tool results it reuses: 0 for a loop
+    whose answer reuses none, 1 for a clean run reusing each, the share when it reuses some of
+    them (each scenario result is one sentence); None where the scenario sets no such share (an
+    answer quoting parts of a result, or an agent's answer). A failed call's error message is not
+    evidence."""
+    results = {
+        _words(c["result"])
+        for c in truth["tool_calls"]
+        if c.get("kind") != "agent" and not c.get("error") and isinstance(c["result"], str)
+    }
     if truth.get("final_reuses_no_tool_result"):
         return 0.0
     reused = {_words(r) for r in truth.get("final_reuses_tool_results", [])}
     if results and reused >= results:
         return 1.0
+    if reused and reused < results:
+        return len(reused) / len(results)
     return None
+
+
+def _parsed(text: str) -> Any:
+    """A serialized object result as JSON or as a Python literal (frameworks write either)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            return None
+
+
+def result_matches(step: Step, call: dict[str, Any]) -> bool:
+    """Whether a tool-result step is what the truth's call returned: the same text; for a dict
+    result the same object however serialized; for a failed call, marked as an error with the
+    exception's message in its text or error (frameworks prefix or wrap it)."""
+    text = step.text or ""
+    if call.get("error"):
+        return bool(step.error) and _words(call["result"]) in _words(f"{text} {step.error}")
+    if isinstance(call["result"], dict | list):
+        return _parsed(text) == call["result"] and not step.error
+    return _words(text) == _words(call["result"]) and not step.error
 
 
 def check(capture: str, what: str) -> None:
@@ -123,11 +156,15 @@ def check(capture: str, what: str) -> None:
     elif what == "results_once":
         by_call = results_by_call(trajectory)
         assert all(len(steps) == 1 for steps in by_call.values()), by_call
-        got = sorted(_words(steps[0].text) for steps in by_call.values())
         if content:
-            assert got == sorted(_words(c["result"]) for c in truth["tool_calls"])
+            unmatched = [steps[0] for steps in by_call.values()]
+            for call in truth["tool_calls"]:
+                match = next((s for s in unmatched if result_matches(s, call)), None)
+                assert match is not None, (call, [(s.text, s.error) for s in unmatched])
+                unmatched.remove(match)
+            assert unmatched == []
         else:
-            assert set(got) <= {""}
+            assert {_words(steps[0].text) for steps in by_call.values()} <= {""}
     elif what == "final_answer":
         expected_answer = truth["final_answer"] if content else None
         assert _words(trajectory.final_answer()) == _words(expected_answer)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from _sdk import Recorder, capture, normalize_all, outline, run_outline, trajectory
 
 from tracehound.conventions.openinference import (
@@ -20,6 +21,7 @@ from tracehound.conventions.openinference import (
     OPENAI_AGENTS_SCOPE,
     SMOLAGENTS_SCOPE,
 )
+from tracehound.steps import TrajectoryBuilder
 
 
 def S(kind: str, span: str, run: str, **fields: Any) -> dict[str, Any]:
@@ -474,3 +476,64 @@ def test_crewai_tool_calls_in_output_value_quoted_history_and_role() -> None:
         S("tool_result", "weather.run", run, tool="weather", call_id="c1", text="Oslo: rain"),
     ]
     assert [r[:2] for r in run_outline(traj, captured)] == [(run, "travel_agent")]
+
+
+def _autogen_results_message(attrs: dict[str, Any], index: int, *results: dict[str, Any]) -> None:
+    """AutoGen's tool results message in an LLM input: role `function`, one JSON
+    FunctionExecutionResult per call as `function.{k}`."""
+    attrs[f"llm.input_messages.{index}.message.role"] = "function"
+    for k, result in enumerate(results):
+        attrs[f"llm.input_messages.{index}.function.{k}"] = json.dumps(result)
+
+
+def autogen_failed_then_retried(rec: Recorder, *, tool_spans: bool = True) -> None:
+    """A tool span (no call id, no error status) whose call failed, as only the next LLM input
+    says (`is_error`), then the retry and the answer; without the tool spans, the results are
+    only in the inputs."""
+    scope = "openinference.instrumentation.autogen_agentchat"
+    failed = {"name": "invoice", "content": "id must be upper case", "call_id": "c1"}
+    failed["is_error"] = True
+    succeeded = {"name": "invoice", "content": "INV-7: 912 EUR", "call_id": "c2"}
+    succeeded["is_error"] = False
+    second = llm([("user", "q")], calls=[("c2", "invoice", {"id": "INV-7"})])
+    second["llm.input_messages.1.message.role"] = "assistant"
+    second["llm.input_messages.1.message.tool_calls.0.tool_call.id"] = "c1"
+    second["llm.input_messages.1.message.tool_calls.0.tool_call.function.name"] = "invoice"
+    second["llm.input_messages.1.message.tool_calls.0.tool_call.function.arguments"] = "{}"
+    _autogen_results_message(second, 2, failed)
+    third = llm([("user", "q")], text="INV-7: 912 EUR.")
+    _autogen_results_message(third, 1, failed)
+    _autogen_results_message(third, 2, succeeded)
+    agent = {"openinference.span.kind": "AGENT"}
+    with rec.span("billing.on_messages_stream", agent, scope=scope):
+        first = llm([("user", "q")], calls=[("c1", "invoice", {"id": "inv-7"})])
+        with rec.span("OpenAIChatCompletionClient.create", first, scope=scope):
+            pass
+        if tool_spans:
+            with rec.span("billing.invoice", tool("invoice", {"id": "inv-7"}, failed["content"])):
+                pass
+        with rec.span("OpenAIChatCompletionClient.create", second, scope=scope):
+            pass
+        if tool_spans:
+            output = succeeded["content"]
+            with rec.span("billing.invoice", tool("invoice", {"id": "INV-7"}, output)):
+                pass
+        with rec.span("OpenAIChatCompletionClient.create", third, scope=scope):
+            pass
+
+
+@pytest.mark.parametrize("tool_spans", [True, False], ids=["tool_spans", "inputs_only"])
+def test_autogen_tool_results_in_the_input_mark_the_failed_call(tool_spans: bool) -> None:
+    captured = capture(lambda rec: autogen_failed_then_retried(rec, tool_spans=tool_spans))
+    expected = [("c1", "id must be upper case", True), ("c2", "INV-7: 912 EUR", False)]
+    builder = TrajectoryBuilder(captured.trace_id)
+    for normalized in normalize_all(captured.span_views()).values():
+        if normalized is not None:
+            builder.add(normalized)
+    for traj in (trajectory(captured), builder.build()):  # canonical, and as spans arrived
+        results = [s for s in traj.steps if s.kind == "tool_result"]
+        assert [(s.call_id, s.text, bool(s.error)) for s in results] == expected
+        assert [s.arguments for s in traj.steps if s.kind == "tool_call"] == [
+            '{"id":"inv-7"}',
+            '{"id":"INV-7"}',
+        ]

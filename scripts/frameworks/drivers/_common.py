@@ -29,7 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.append(str(HERE.parent))  # fake_llm, scenarios
 
-from scenarios import SCENARIOS, Scenario, tool_result  # noqa: E402
+from scenarios import SCENARIOS, Scenario, ToolFailure, tool_error, tool_result  # noqa: E402
 
 _LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 
@@ -207,19 +207,26 @@ class ToolLog:
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # what a failing tool raises; a driver may set its framework's own tool exception
+    error_type: type[Exception] = ToolFailure
 
     def start(self, name: str, arguments: dict[str, Any], kind: str = "function") -> int:
         with self.lock:
             self.calls.append({"name": name, "arguments": arguments, "result": None, "kind": kind})
             return len(self.calls) - 1
 
-    def finish(self, index: int, result: str) -> str:
+    def finish(self, index: int, result: Any) -> Any:
         with self.lock:
             self.calls[index]["result"] = result
         return result
 
-    def call(self, name: str, **arguments: Any) -> str:
+    def call(self, name: str, **arguments: Any) -> Any:
         index = self.start(name, arguments)
+        error = tool_error(name, **arguments)
+        if error is not None:
+            with self.lock:
+                self.calls[index].update(result=error, error=True)
+            raise self.error_type(error)
         return self.finish(index, tool_result(name, **arguments))
 
     def take(self) -> list[dict[str, Any]]:
@@ -268,12 +275,65 @@ def lookup_fact(topic: str) -> str:
     return TOOL_LOG.call("lookup_fact", topic=topic)
 
 
-TOOL_FUNCTIONS: dict[str, Callable[..., str]] = {
-    f.__name__: f for f in (get_order_status, get_weather, get_exchange_rate, lookup_fact)
+def find_flights(origin: str, max_stops: int, carriers: list[str]) -> str:
+    """Find the cheapest flight from an airport.
+
+    Args:
+        origin: The departure city, for example Bodø.
+        max_stops: The largest number of stops allowed.
+        carriers: The airline codes allowed, for example ["WF", "SK"].
+    """
+    return str(TOOL_LOG.call("find_flights", origin=origin, max_stops=max_stops, carriers=carriers))
+
+
+def get_hotel_quote(city: str, nights: int, guests: dict) -> str:  # type: ignore[type-arg]
+    """Get a hotel price quote.
+
+    Args:
+        city: The city, for example Tromsø.
+        nights: The number of nights.
+        guests: The guests, as an object {"adults": int, "children": int}.
+    """
+    return str(TOOL_LOG.call("get_hotel_quote", city=city, nights=nights, guests=guests))
+
+
+def get_invoice(invoice_id: str) -> str:
+    """Fetch an invoice by its id.
+
+    Args:
+        invoice_id: The invoice id, upper case, for example INV-77.
+    """
+    return str(TOOL_LOG.call("get_invoice", invoice_id=invoice_id))
+
+
+def get_account(account_id: str) -> dict:  # type: ignore[type-arg]
+    """Fetch a customer account record.
+
+    Args:
+        account_id: The account id, for example AC-5521.
+    """
+    result: dict[str, Any] = TOOL_LOG.call("get_account", account_id=account_id)
+    return result
+
+
+TOOL_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    f.__name__: f
+    for f in (
+        get_order_status,
+        get_weather,
+        get_exchange_rate,
+        lookup_fact,
+        find_flights,
+        get_hotel_quote,
+        get_invoice,
+        get_account,
+    )
 }
+# tools whose argument schema is not a closed object (a free-form `dict` argument)
+OPEN_SCHEMA_TOOLS = frozenset({"get_hotel_quote"})
 
 
-def tools_for(scenario: Scenario, agent_name: str | None = None) -> list[Callable[..., str]]:
+def tools_for(scenario: Scenario, agent_name: str | None = None) -> list[Callable[..., Any]]:
     agent = scenario.agent(agent_name) if agent_name else scenario.main
     return [TOOL_FUNCTIONS[name] for name in agent.tools]
 

@@ -30,7 +30,7 @@ quiet_env()
 from agent_framework import Agent  # noqa: E402
 from agent_framework.observability import enable_instrumentation  # noqa: E402
 from agent_framework.openai import OpenAIChatCompletionClient  # noqa: E402
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
 LOOP = asyncio.new_event_loop()
@@ -62,7 +62,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     args.scenarios = [
         with_agent_call_arguments(s, {"task": "aurora tonight"}) if s.main.sub_agents else s
         for s in args.scenarios

@@ -35,7 +35,7 @@ quiet_env()
 from autogen_agentchat.agents import AssistantAgent  # noqa: E402
 from autogen_agentchat.tools import AgentTool  # noqa: E402
 from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
 
@@ -76,7 +76,7 @@ def main() -> None:
     own.add_argument("--instrumentation", choices=("builtin", "openinference"), default="builtin")
     ns, rest = own.parse_known_args()
     sys.argv[1:] = rest
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     args.scenarios = [
         with_agent_call_arguments(s, {"task": "aurora tonight"}) if s.main.sub_agents else s
         for s in args.scenarios

@@ -33,7 +33,7 @@ os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 from crewai import LLM, Agent, Crew, Process, Task  # noqa: E402
 from crewai.tools import tool  # noqa: E402
 from openinference.instrumentation.crewai import CrewAIInstrumentor  # noqa: E402
-from scenarios import Scenario  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario  # noqa: E402
 
 MODEL_ID = "openai/gpt-4o-mini"
 
@@ -79,7 +79,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     capture = Capture("capture-crewai")
     capture.install_global()
     CrewAIInstrumentor().instrument(

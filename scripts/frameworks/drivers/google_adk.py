@@ -22,11 +22,18 @@ from google.adk.models.lite_llm import LiteLlm  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.adk.tools.agent_tool import AgentTool  # noqa: E402
 from google.genai import types  # noqa: E402
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 
 MODEL = "openai/gpt-4o-mini"
 APP = "capture_adk"
 LOOP = asyncio.new_event_loop()
+
+
+def tool_error_response(
+    tool: Any, args: dict[str, Any], tool_context: Any, error: Exception
+) -> dict[str, Any]:
+    """ADK lets a tool's exception end the run; this callback hands it to the model instead."""
+    return {"error": str(error)}
 
 
 def make_agent(scenario: Scenario, name: str, base_url: str) -> LlmAgent:
@@ -41,6 +48,7 @@ def make_agent(scenario: Scenario, name: str, base_url: str) -> LlmAgent:
             model=MODEL, api_base=base_url, api_key="sk-fake-capture-key", timeout=30, num_retries=0
         ),
         tools=tools,
+        on_tool_error_callback=tool_error_response,
     )
 
 
@@ -60,7 +68,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     args.scenarios = [
         with_agent_call_arguments(s, {"request": "aurora tonight"}) if s.main.sub_agents else s
         for s in args.scenarios

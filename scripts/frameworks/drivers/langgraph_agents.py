@@ -37,10 +37,10 @@ from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
 from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa: E402
-from langchain_core.tools import StructuredTool  # noqa: E402
+from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
-from scenarios import RAG_DOCUMENTS, Scenario  # noqa: E402
+from scenarios import NEW_SCENARIOS, RAG_DOCUMENTS, Scenario  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
 OPTIONS: dict[str, str] = {}
@@ -70,7 +70,10 @@ def chat_model(base_url: str) -> ChatOpenAI:
 
 def make_agent(scenario: Scenario, name: str, base_url: str, extra: list[Any]) -> Any:
     spec = scenario.agent(name)
-    tools = [StructuredTool.from_function(f) for f in tools_for(scenario, name)] + extra
+    # a failing tool raises ToolException, which LangChain hands to the model as an error result
+    tools = [
+        StructuredTool.from_function(f, handle_tool_error=True) for f in tools_for(scenario, name)
+    ] + extra
     if OPTIONS["agent"] == "react":
         from langgraph.prebuilt import create_react_agent
 
@@ -150,7 +153,10 @@ def main() -> None:
     ns, rest = own.parse_known_args()
     OPTIONS.update(agent=ns.agent)
     sys.argv[1:] = rest
-    args = parse_args(["rag"] if ns.agent == "chain" else ["loop", "clean", "nested"])
+    args = parse_args(
+        ["rag"] if ns.agent == "chain" else ["loop", "clean", "nested", *NEW_SCENARIOS]
+    )
+    TOOL_LOG.error_type = ToolException
     capture = Capture(f"capture-langgraph-{ns.instrumentation}")
     instrument(capture, ns.instrumentation)
     if ns.agent == "chain":

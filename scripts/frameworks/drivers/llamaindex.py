@@ -32,7 +32,7 @@ from llama_index.core.embeddings import BaseEmbedding  # noqa: E402
 from llama_index.core.tools import FunctionTool  # noqa: E402
 from llama_index.llms.openai import OpenAI  # noqa: E402
 from openinference.instrumentation.llama_index import LlamaIndexInstrumentor  # noqa: E402
-from scenarios import RAG_DOCUMENTS, Scenario  # noqa: E402
+from scenarios import NEW_SCENARIOS, RAG_DOCUMENTS, Scenario  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
 # one loop for every scenario: clients made in a run are closed on the loop they were made on
@@ -129,7 +129,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested", "rag"])
+    args = parse_args(["loop", "clean", "nested", "rag", *NEW_SCENARIOS])
     Settings.embed_model = HashedBagOfWordsEmbedding(model_name="hashed-bag-of-words")
     capture = Capture("capture-llamaindex")
     LlamaIndexInstrumentor().instrument(tracer_provider=capture.tracer_provider)

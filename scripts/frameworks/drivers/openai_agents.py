@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from _common import (
+    OPEN_SCHEMA_TOOLS,
     Capture,
     guard_network,
     parse_args,
@@ -37,7 +38,7 @@ from agents import (  # noqa: E402
 )
 from openai import AsyncOpenAI  # noqa: E402
 from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor  # noqa: E402
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
 # one loop for every scenario: clients made in a run are closed on the loop they were made on
@@ -60,7 +61,12 @@ def make_agent(scenario: Scenario, name: str, base_url: str, extra: list[Any]) -
         name=spec.name,
         instructions=spec.instructions,
         model=model(base_url),
-        tools=[function_tool(f) for f in tools_for(scenario, name)] + extra,
+        # a free-form object argument needs a non-strict schema
+        tools=[
+            function_tool(f, strict_mode=f.__name__ not in OPEN_SCHEMA_TOOLS)
+            for f in tools_for(scenario, name)
+        ]
+        + extra,
     )
 
 
@@ -92,7 +98,7 @@ def main() -> None:
     ns, rest = own.parse_known_args()
     OPTIONS.update(model=ns.model, stream=ns.stream)
     sys.argv[1:] = rest
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     args.scenarios = [
         with_agent_call_arguments(s, {"input": "aurora tonight"}) if s.main.sub_agents else s
         for s in args.scenarios

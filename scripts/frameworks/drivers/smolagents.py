@@ -28,7 +28,7 @@ guard_network()
 quiet_env()
 
 from openinference.instrumentation.smolagents import SmolagentsInstrumentor  # noqa: E402
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 from smolagents import OpenAIServerModel, ToolCallingAgent, tool  # noqa: E402
 
 MODEL_ID = "gpt-4o-mini"
@@ -62,7 +62,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     args.scenarios = [
         with_agent_call_arguments(s, {"task": "aurora tonight"}) if s.main.sub_agents else s
         for s in args.scenarios

@@ -27,7 +27,7 @@ from _common import (  # noqa: E402
 guard_network()
 quiet_env()
 
-from scenarios import Scenario, with_agent_call_arguments  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario, with_agent_call_arguments  # noqa: E402
 from strands import Agent, tool  # noqa: E402
 from strands.models.openai import OpenAIModel  # noqa: E402
 from strands.telemetry import StrandsTelemetry  # noqa: E402
@@ -71,7 +71,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     # Strands' as_tool takes its prompt in an "input" argument
     args.scenarios = [
         with_agent_call_arguments(s, {"input": "aurora tonight"}) if s.main.sub_agents else s

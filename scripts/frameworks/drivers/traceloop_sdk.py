@@ -26,7 +26,7 @@ guard_network()
 quiet_env()
 
 from openai import OpenAI  # noqa: E402
-from scenarios import Scenario  # noqa: E402
+from scenarios import NEW_SCENARIOS, Scenario  # noqa: E402
 from traceloop.sdk import Traceloop  # noqa: E402
 from traceloop.sdk.decorators import agent, tool, workflow  # noqa: E402
 from traceloop.sdk.instruments import Instruments  # noqa: E402
@@ -35,8 +35,16 @@ MODEL_ID = "gpt-4o-mini"
 MAX_TURNS = 10
 
 
-def tool_schema(name: str, function: Callable[..., str]) -> dict[str, Any]:
-    parameters = list(inspect.signature(function).parameters)
+_JSON_TYPES = {int: "integer", float: "number", bool: "boolean", list: "array", dict: "object"}
+
+
+def _json_type(annotation: Any) -> str:
+    return _JSON_TYPES.get(getattr(annotation, "__origin__", annotation), "string")
+
+
+def tool_schema(name: str, function: Callable[..., Any]) -> dict[str, Any]:
+    signature = inspect.signature(function, eval_str=True)
+    parameters = list(signature.parameters)
     return {
         "type": "function",
         "function": {
@@ -44,7 +52,9 @@ def tool_schema(name: str, function: Callable[..., str]) -> dict[str, Any]:
             "description": (function.__doc__ or "").strip().splitlines()[0],
             "parameters": {
                 "type": "object",
-                "properties": {p: {"type": "string"} for p in parameters},
+                "properties": {
+                    p: {"type": _json_type(signature.parameters[p].annotation)} for p in parameters
+                },
                 "required": parameters,
             },
         },
@@ -52,7 +62,7 @@ def tool_schema(name: str, function: Callable[..., str]) -> dict[str, Any]:
 
 
 def agent_loop(
-    client: OpenAI, instructions: str, user_text: str, tools: dict[str, Callable[..., str]]
+    client: OpenAI, instructions: str, user_text: str, tools: dict[str, Callable[..., Any]]
 ) -> str:
     """Call the model, run the tools it asks for, repeat until it answers in text."""
     messages: list[dict[str, Any]] = [
@@ -85,14 +95,19 @@ def agent_loop(
             }
         )
         for call in message.tool_calls:
-            result = tools[call.function.name](**json.loads(call.function.arguments))
+            try:
+                result = tools[call.function.name](**json.loads(call.function.arguments))
+            except Exception as error:  # the model is told, and may retry
+                result = f"Error: {error}"
+            if not isinstance(result, str):
+                result = json.dumps(result, ensure_ascii=False)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
     raise RuntimeError("no final answer")
 
 
 def make_agent(scenario: Scenario, name: str, client: OpenAI) -> Callable[[str], str]:
     spec = scenario.agent(name)
-    tools: dict[str, Callable[..., str]] = {n: tool(name=n)(TOOL_FUNCTIONS[n]) for n in spec.tools}
+    tools: dict[str, Callable[..., Any]] = {n: tool(name=n)(TOOL_FUNCTIONS[n]) for n in spec.tools}
     for sub in spec.sub_agents:
         inner = make_agent(scenario, sub, client)
 
@@ -123,7 +138,7 @@ def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> None:
-    args = parse_args(["loop", "clean", "nested"])
+    args = parse_args(["loop", "clean", "nested", *NEW_SCENARIOS])
     capture = Capture("capture-traceloop-sdk")
     Traceloop.init(
         app_name="capture-traceloop-sdk",

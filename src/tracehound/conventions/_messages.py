@@ -130,6 +130,7 @@ def _keyed_block_part(raw: dict[str, Any]) -> Part | None:
                 None,
                 None,
                 content,
+                failed_result(result),
             )
     elif "reasoningContent" in raw:
         return Part("reasoning", _reasoning_text(raw["reasoningContent"]))
@@ -144,6 +145,13 @@ def _reasoning_text(value: Any) -> str | None:
             text = inner.get("text")
             return text if isinstance(text, str) else None
     return value if isinstance(value, str) else None
+
+
+def failed_result(raw: dict[str, Any]) -> bool:
+    """Whether a tool result object says its call failed: `"is_error": true` (Anthropic
+    `tool_result` blocks, AutoGen's FunctionExecutionResult) or `"status": "error"` (Strands /
+    Bedrock `toolResult`, LangChain's ToolMessage)."""
+    return raw.get("is_error") is True or raw.get("status") == "error"
 
 
 def parse_part(raw: Any) -> Part | None:
@@ -180,6 +188,7 @@ def parse_part(raw: Any) -> Part | None:
             _opt_str(raw.get("name")),
             None,
             response,
+            failed_result(raw),
         )
     content = raw["content"] if "content" in raw else raw.get("text")
     if content is None or type(content) is str:  # the usual case; to_text would return it

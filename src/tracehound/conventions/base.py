@@ -88,6 +88,8 @@ class Part:
     name: str | None = None
     arguments: Any = None
     response: Any = None
+    # a tool_call_response that says the call failed (`is_error`, `status: "error"`)
+    is_error: bool = False
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from tracehound.conventions import genai
+from tracehound.conventions._messages import failed_result
 from tracehound.conventions.base import (
     MAX_JSON_BYTES,
     Document,
@@ -98,6 +99,8 @@ def _flat_messages(attrs: dict[str, Any], prefix: str) -> list[Message]:
                     content=to_text(content),
                 )
             ]
+        elif role == "function" and content is None:
+            parts = _function_results(fields)
         elif content is not None and content != "":
             # The OpenAI Agents instrumentation records a message's text twice: as its content
             # parts and, joined, as `message.content`. The same text is one part.
@@ -115,6 +118,33 @@ def _flat_messages(attrs: dict[str, Any], prefix: str) -> list[Message]:
             )
         messages.append(Message(role=role, parts=parts))
     return messages
+
+
+def _function_results(fields: dict[str, Any]) -> list[Part]:
+    """AutoGen's tool results message (role `function`), recorded as `function.{k}`: one JSON
+    FunctionExecutionResult per call, `{"name", "content", "call_id", "is_error"}`."""
+    results = {
+        int(key[9:]): value
+        for key, value in fields.items()
+        if key.startswith("function.") and key[9:].isdigit()
+    }
+    parts: list[Part] = []
+    for _, result in sorted(results.items()):
+        data = _json_object(result)
+        if not isinstance(data, dict) or "call_id" not in data or "content" not in data:
+            continue
+        response = data["content"]
+        parts.append(
+            Part(
+                type="tool_call_response",
+                id=_opt(data.get("call_id")),
+                name=_opt(data.get("name")),
+                response=response,
+                content=to_text(response),
+                is_error=failed_result(data),
+            )
+        )
+    return parts
 
 
 def _opt(value: Any) -> str | None:

@@ -1,10 +1,10 @@
 """The `evidence` evaluator: which tool results and retrieved documents reach the outputs.
 
-Evidence sources are tool results (one per call id, however many times the history resends it)
-and retrieved documents (one per document). Reuse targets are assistant text and reasoning. A unit
-(sentence or paragraph) of evidence is reused by a later output under the shared match rule of
-`tracehound.text`; the final answer is the top-level run's declared output, or else its last
-assistant text.
+Evidence sources are tool results (one per call id, however many times the history resends it;
+not a failed call's error message) and retrieved documents (one per document). Reuse targets
+are assistant text and reasoning. A unit (sentence or paragraph) of evidence is reused by a
+later output under the shared match rule of `tracehound.text`; the final answer is the top-level
+run's declared output, or else its last assistant text.
 
 Per span (as spans arrive): on each LLM span whose outputs reuse evidence, the number of units
 reused and the tools/sources they came from. Per trace (at finalization, from the canonical
@@ -65,7 +65,7 @@ def trajectory_items(trajectory: Trajectory) -> tuple[list[Item], list[str], int
 
 def _step_items(step: Step, index: int) -> list[Item]:
     key = _step_key(step, index)
-    if step.kind == "tool_result" and step.text:
+    if step.kind == "tool_result" and step.text and not step.error:
         return [
             Item(
                 key=key,
@@ -267,7 +267,7 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
                     k += 1
                     position += 1
             continue
-        if text and kind in _ITEM_KINDS:
+        if text and kind in _ITEM_KINDS and not (kind == "tool_result" and step.error):
             if k == count:
                 return None
             fed, role, fed_text = seen[k]
@@ -374,7 +374,7 @@ class EvidenceEvaluator(Evaluator):
         for step in steps:
             kind = step.kind
             text = step.text
-            if kind == "tool_result" and text:
+            if kind == "tool_result" and text and not step.error:
                 key = f"{step.span_id}#{position}"
                 index.add_source(
                     text,
