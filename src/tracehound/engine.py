@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -776,14 +777,16 @@ def _root_span_id(parents: dict[str, str]) -> str:
 
 
 _part_content = attrgetter("content")
+_message_parts = attrgetter("parts")
 _errors_of = attrgetter("errors")
 
 
 def _text_size(span: NormalizedSpan) -> int:
-    size = 0
-    for messages in (span.input_messages, span.output_messages, span.history):
-        for message in messages:
-            size += sum(map(len, filter(None, map(_part_content, message.parts))))
+    # every part's content in one chain of C iterators (a chat span resends the whole history)
+    parts = chain.from_iterable(
+        map(_message_parts, chain(span.input_messages, span.output_messages, span.history))
+    )
+    size = sum(map(len, filter(None, map(_part_content, parts))))
     if span.system_instructions:
         size += sum(map(len, span.system_instructions))
     for value in (span.tool_arguments, span.tool_result, span.declared_output):

@@ -471,26 +471,24 @@ def _break_parent_cycles(parent_of: dict[str, str], ordered: list[NormalizedSpan
 _new_object = object.__new__
 
 
-def _step_from_fields(cls: type[Step], fields: dict[str, Any], span_id: str, run_id: str) -> Step:
-    """`cls(span_id=span_id, run_id=run_id, **fields)`, faster."""
-    step: Step = _new_object(cls)
-    values = step.__dict__
-    values.update(fields)  # copied: later spans may still complete the draft
-    values["span_id"] = span_id
-    values["run_id"] = run_id
-    return step
-
-
 def _steps_of(
     drafts: list[_Draft], run_of_span: dict[str, str] | None, default_run: str
 ) -> list[Step]:
     """The steps of drafts: each in the run of its span (`default_run` when not in
-    `run_of_span`, or when that is None)."""
-    make = _step_from_fields
-    if run_of_span is None:
-        return [make(Step, d[1], d[0][2], default_run) for d in drafts]
-    get_run = run_of_span.get
-    return [make(Step, d[1], d[0][2], get_run(d[0][2], default_run)) for d in drafts]
+    `run_of_span`, or when that is None). Each is `Step(span_id=..., run_id=..., **fields)`,
+    made in the loop (a call per step would cost ~15 % more)."""
+    new = _new_object
+    get_run = None if run_of_span is None else run_of_span.get
+    steps: list[Step] = []
+    append = steps.append
+    for (_, _, span_id, _), fields in drafts:
+        step = new(Step)
+        values = step.__dict__
+        values.update(fields)  # copied: later spans may still complete the draft
+        values["span_id"] = span_id
+        values["run_id"] = default_run if get_run is None else get_run(span_id, default_run)
+        append(step)
+    return steps
 
 
 # Each draft's fields are written out in one dict display (no keyword-argument call): the fields

@@ -760,8 +760,16 @@ def semantic_spread(baseline: Baseline) -> tuple[float, float] | None:
     known = weight_sum > 0.0
     if int(known.sum()) < MIN_SPREAD_RUNS:
         return None
-    distances = np.clip(total[known] / weight_sum[known], 0.0, 1.0)
-    return float(distances.mean()), float(distances.std(ddof=1))
+    # `np.clip(...)`, `.mean()` and `.std(ddof=1)` written out as the ufuncs numpy runs for
+    # them (the same operations in the same order: the same bits), without their Python wrappers
+    distances = np.minimum(np.maximum(total[known] / weight_sum[known], 0.0), 1.0)
+    count = len(distances)
+    mean = float(_sum(distances)) / count
+    deviations = distances - mean
+    return mean, math.sqrt(float(_sum(deviations * deviations)) / (count - 1))
+
+
+_sum = np.add.reduce
 
 
 def block_distances(matrix: FloatArray, targets: FloatArray, blocks: Blocks) -> FloatArray:
