@@ -153,6 +153,20 @@ def add_runs_parser(sub: Any) -> None:
     ):
         action = actions.add_parser(name, parents=[common], help=what, description=what)
         action.add_argument("run", metavar="TRACE[/RUN]", help="a trace id (or trace/run id)")
+    findings = actions.add_parser(
+        "findings",
+        parents=[common],
+        help="what went wrong lately: drifted runs, loops by tool, failed expectations",
+        description="Recent findings of one agent (a glob) or of every agent: verdict counts, "
+        "drifted runs, loops by tool, failed expectations and failure modes since WHEN.",
+    )
+    findings.add_argument("--agent", help="agent key or name; a glob (support_*, svc/*)")
+    findings.add_argument(
+        "--since", metavar="WHEN", default="7d", help="ISO date/time or a time ago (default 7d)"
+    )
+    findings.add_argument(
+        "--limit", type=_limit, default=10, help="at most this many entries per list (default 10)"
+    )
     delete = actions.add_parser(
         "delete",
         parents=[common, filters],
@@ -216,6 +230,12 @@ def _explain(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     return explain_run(store, args.run)
 
 
+def _findings(store: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from tracehound.history import recent_findings
+
+    return recent_findings(store, args.agent, since=args.since, limit=args.limit)
+
+
 def _delete(store: Any, args: argparse.Namespace) -> dict[str, Any]:
     from tracehound.history import delete_runs
 
@@ -229,6 +249,7 @@ _ACTIONS = {
     "search": _search,
     "show": _show,
     "explain": _explain,
+    "findings": _findings,
     "delete": _delete,
 }
 
@@ -340,6 +361,25 @@ def _explain_text(result: dict[str, Any], out: TextIO) -> None:
         out.write(f"  → {sentence}\n")
 
 
+def _findings_text(result: dict[str, Any], out: TextIO) -> None:
+    verdicts = result["verdicts"]
+    out.write(
+        f"{result['agent'] or 'every agent'} since {result['since']}: {result['runs']} run(s), "
+        f"{verdicts['pass']} pass, {verdicts['warn']} warn, {verdicts['fail']} fail\n"
+    )
+    if result["drifted"]:
+        out.write("drifted:\n")
+        _table(result["drifted"], out)
+    for loop in result["loops"]:
+        out.write(
+            f"loop: {loop['tool'] or '(no tool)'} {', '.join(loop['kinds'])} in "
+            f"{loop['runs']} run(s), last trace {loop['last_trace_id']}\n"
+        )
+    for key, what in (("expectations_failed", "expectation failed"), ("failure_modes", "failure")):
+        for entry in result[key]:
+            out.write(f"{what}: {entry['name']} in {entry['runs']} run(s)\n")
+
+
 def _delete_text(result: dict[str, Any], out: TextIO) -> None:
     for entry in result["deleted"]:
         out.write(f"deleted {entry['trace_id']}/{entry['run_id']}  {entry['agent']}\n")
@@ -356,5 +396,6 @@ _TEXT = {
     "search": _list_text,
     "show": _show_text,
     "explain": _explain_text,
+    "findings": _findings_text,
     "delete": _delete_text,
 }

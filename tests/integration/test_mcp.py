@@ -354,6 +354,11 @@ PARITY: list[tuple[list[str], str, dict[str, Any]]] = [
         {"trace_id": next(iter(LOOPING)), "run_id": "c7e4af07c377071a"},
     ),
     (["explain", next(iter(LOOPING))], "explain_run", {"trace_id": next(iter(LOOPING))}),
+    (
+        ["findings", "--agent", "*order_agent", "--since", EVER],
+        "recent_findings",
+        {"agent": "*order_agent", "since": EVER},
+    ),
 ]
 
 
