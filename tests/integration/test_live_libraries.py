@@ -17,6 +17,7 @@ interface, so nothing here can reach the network.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -278,7 +279,8 @@ def run_agent(
         tools=[Tool(tool, takes_ctx=False)],
         capabilities=[Instrumentation(settings=instrumentation)],
     )
-    return agent.run_sync(prompt).output
+    # not run_sync: it leaves its event loop open as the thread's loop, for a later test to collect
+    return asyncio.run(agent.run(prompt)).output
 
 
 AGENT_SPAN = {2: "agent run", 5: f"invoke_agent {AGENT_NAME}", 6: f"invoke_agent {AGENT_NAME}"}
