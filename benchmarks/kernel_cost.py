@@ -3,7 +3,7 @@ on, off, and with one group of kernels turned off at a time.
 
     python benchmarks/kernel_cost.py                  # CPU time per span, 3 reps per setting
     python benchmarks/kernel_cost.py --callgrind      # instructions per span (valgrind), exact
-    python benchmarks/kernel_cost.py --callgrind --only "drift vectors"   # one group against all on
+    python benchmarks/kernel_cost.py --callgrind --only EvidenceCore   # one group against all on
 
 The work is `tracehound serve`'s pipeline without its sockets: each request of the
 `sidecar_throughput.py` GenAI workload (agent traces of 8 spans, 512 spans per request) is
@@ -40,15 +40,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "encoders (key values, log records)": ("encode_key_values", "encode_log_record"),
     "EvidenceCore": ("EvidenceCore",),
     "drift embedding (hashing)": ("embed_hashed", "embed_hashed_sum", "embed_texts_sum"),
-    "drift vectors": (
-        "round_float16",
-        "merge_moments",
-        "any_nonzero",
-        "divide_block",
-        "joined_words",
-        "embedding_distance",
-        "ring_distances",
-    ),
 }
 
 
