@@ -12,7 +12,8 @@ and written out as the forwarded request and its `gen_ai.evaluation.result` reco
 sidecar's worker does. Each setting runs in a fresh process with `TRACEHOUND_PURE_PYTHON` set to
 the kernels it turns off. With `--callgrind`, instructions are counted for two workload sizes and
 their difference divided by the extra spans, so start-up (imports, numpy) cancels out; the count
-does not depend on what else the machine runs.
+does not depend on what else the machine runs. Drift embeds with the hashing embedder (what
+`pip install tracehound` runs) unless `--embedder wordllama` is given.
 """
 
 from __future__ import annotations
@@ -93,8 +94,16 @@ def run_pipeline(spans: int) -> float:
     return (time.process_time() - started) / spans
 
 
+EMBEDDER = "hashing"  # --embedder
+
+
 def _child(off: str, spans: int, callgrind: bool) -> float:
-    env = {**os.environ, "TRACEHOUND_PURE_PYTHON": off, "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "TRACEHOUND_PURE_PYTHON": off,
+        "PYTHONHASHSEED": "0",
+        "TRACEHOUND_EMBEDDER": EMBEDDER,
+    }
     command = [sys.executable, __file__, "--child", str(spans)]
     if not callgrind:
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
@@ -133,8 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(GROUPS),
         help="measure only this group against all kernels on (repeatable; skips the pure run)",
     )
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "wordllama"),
+        default="hashing",
+        help="drift's semantic embedder (default: hashing; wordllama needs tracehound[semantic])",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global EMBEDDER  # noqa: PLW0603 - read by _child
+    EMBEDDER = args.embedder
     if args.child:
         print(run_pipeline(args.child))
         return 0
