@@ -3,7 +3,7 @@ on, off, and with one group of kernels turned off at a time.
 
     python benchmarks/kernel_cost.py                  # CPU time per span, 3 reps per setting
     python benchmarks/kernel_cost.py --callgrind      # instructions per span (valgrind), exact
-    python benchmarks/kernel_cost.py --callgrind --only "drift vectors"   # one group against all on
+    python benchmarks/kernel_cost.py --callgrind --only EvidenceCore   # one group against all on
 
 The work is `tracehound serve`'s pipeline without its sockets: each request of the
 `sidecar_throughput.py` GenAI workload (agent traces of 8 spans, 512 spans per request) is
@@ -12,7 +12,8 @@ and written out as the forwarded request and its `gen_ai.evaluation.result` reco
 sidecar's worker does. Each setting runs in a fresh process with `TRACEHOUND_PURE_PYTHON` set to
 the kernels it turns off. With `--callgrind`, instructions are counted for two workload sizes and
 their difference divided by the extra spans, so start-up (imports, numpy) cancels out; the count
-does not depend on what else the machine runs.
+does not depend on what else the machine runs. Drift embeds with the hashing embedder (what
+`pip install tracehound` runs) unless `--embedder wordllama` is given.
 """
 
 from __future__ import annotations
@@ -40,15 +41,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "encoders (key values, log records)": ("encode_key_values", "encode_log_record"),
     "EvidenceCore": ("EvidenceCore",),
     "drift embedding (hashing)": ("embed_hashed", "embed_hashed_sum", "embed_texts_sum"),
-    "drift vectors": (
-        "round_float16",
-        "merge_moments",
-        "any_nonzero",
-        "divide_block",
-        "joined_words",
-        "embedding_distance",
-        "ring_distances",
-    ),
 }
 
 
@@ -102,8 +94,16 @@ def run_pipeline(spans: int) -> float:
     return (time.process_time() - started) / spans
 
 
+EMBEDDER = "hashing"  # --embedder
+
+
 def _child(off: str, spans: int, callgrind: bool) -> float:
-    env = {**os.environ, "TRACEHOUND_PURE_PYTHON": off, "PYTHONHASHSEED": "0"}
+    env = {
+        **os.environ,
+        "TRACEHOUND_PURE_PYTHON": off,
+        "PYTHONHASHSEED": "0",
+        "TRACEHOUND_EMBEDDER": EMBEDDER,
+    }
     command = [sys.executable, __file__, "--child", str(spans)]
     if not callgrind:
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
@@ -142,8 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted(GROUPS),
         help="measure only this group against all kernels on (repeatable; skips the pure run)",
     )
+    parser.add_argument(
+        "--embedder",
+        choices=("hashing", "wordllama"),
+        default="hashing",
+        help="drift's semantic embedder (default: hashing; wordllama needs tracehound[semantic])",
+    )
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global EMBEDDER  # noqa: PLW0603 - read by _child
+    EMBEDDER = args.embedder
     if args.child:
         print(run_pipeline(args.child))
         return 0

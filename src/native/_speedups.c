@@ -3,9 +3,8 @@
  * protobuf paths (attribute decoding, the scan of a trace request, writing attributes and log
  * records), the typographic table given by configure() and the module definition; the
  * sidecar's work on trace requests kept as bytes (_speedups_otlp.c, sharing the wire reader of
- * _speedups_wire.h) and the evaluators' kernels are in files of their own (_speedups_drift.c,
- * _speedups_embed.c, _speedups_evidence.c), which add their functions to the module through
- * _speedups.h.
+ * _speedups_wire.h) and the evaluators' kernels are in files of their own (_speedups_embed.c,
+ * _speedups_evidence.c), which add their functions to the module through _speedups.h.
  *
  * Reading attributes through upb (google.protobuf's C backend) creates a Python wrapper object
  * per KeyValue and per AnyValue, about 0.35 us per attribute key. The functions here read the
@@ -2259,7 +2258,7 @@ speedups_exec(PyObject *module)
         return -1;
     }
     if (tracehound_add_embed(module) < 0 || tracehound_add_evidence(module) < 0 ||
-        tracehound_add_otlp(module) < 0 || tracehound_add_drift(module) < 0) {
+        tracehound_add_otlp(module) < 0) {
         return -1;
     }
     return 0;
@@ -2292,7 +2291,7 @@ static PyModuleDef_Slot speedups_slots[] = {
 
 PyDoc_STRVAR(speedups_doc,
 "C kernels of tracehound: OTLP protobuf reading, splicing and writing, the evidence index\n"
-"and the drift embedding's hashing and vector sums.\n"
+"and the drift embedding's hashing.\n"
 "\n"
 "They read the protobuf wire bytes directly instead of going through upb's per-field Python\n"
 "wrappers. The Python code is the reference: each function returns exactly what it returns,\n"

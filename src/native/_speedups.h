@@ -24,7 +24,6 @@
 #define ST_ERROR (-1)  /* a Python exception is set */
 #define ST_UNHANDLED 1 /* no exception set: the caller gets None (or takes its Python path) */
 
-int tracehound_add_drift(PyObject *module);
 int tracehound_add_embed(PyObject *module);
 int tracehound_add_evidence(PyObject *module);
 int tracehound_add_otlp(PyObject *module);

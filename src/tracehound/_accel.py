@@ -1,10 +1,10 @@
 """The one door to the optional C accelerator, `tracehound._speedups` (sources in `src/native/`).
 
 The C holds byte- and text-level kernels only — reading and splicing OTLP protobuf, decoding
-and encoding attributes, the evidence index, the drift embedding's hashing and a few vector
-sums — each beside the Python code that is its reference and its fallback, as CPython
-keeps `heapq` beside `_heapq`. Every rule (conventions, steps, runs, the engine, the evaluators'
-decisions, results) exists once, in Python.
+and encoding attributes, the evidence index and the drift embedding's hashing — each beside the
+Python code that is its reference and its fallback, as CPython keeps `heapq` beside `_heapq`.
+Every rule (conventions, steps, runs, the engine, the evaluators' decisions, results) exists
+once, in Python.
 
 Callers ask for a kernel by name when they run (`kernel("decode_key_values")`), so that the switch
 reaches every one of them: `TRACEHOUND_PURE_PYTHON=1` at start-up (or a comma-separated list of
@@ -123,41 +123,6 @@ KERNELS: tuple[Kernel, ...] = (
         name="crc32_utf8",
         reference="zlib.crc32 of the UTF-8 bytes",
         does="the CRC the embedder hashes tokens with",
-    ),
-    Kernel(
-        name="round_float16",
-        reference="numpy astype(float16).astype(float64)",
-        does="baseline vectors rounded to float16, to the bit",
-    ),
-    Kernel(
-        name="merge_moments",
-        reference="tracehound.drift._baseline (numpy)",
-        does="two baselines' (mean, M2) merged, to the bit",
-    ),
-    Kernel(
-        name="any_nonzero",
-        reference="numpy.any",
-        does="whether a vector has a non-zero entry",
-    ),
-    Kernel(
-        name="divide_block",
-        reference="numpy division",
-        does="a vector block divided in place, to the bit",
-    ),
-    Kernel(
-        name="joined_words",
-        reference="tracehound.drift._features (Python)",
-        does="a text's words minus stop words, joined",
-    ),
-    Kernel(
-        name="embedding_distance",
-        reference="tracehound.drift._score (numpy)",
-        does="the cosine distance of two embeddings by block (within 1e-12)",
-    ),
-    Kernel(
-        name="ring_distances",
-        reference="tracehound.drift._score (numpy)",
-        does="a run's distances to the recent runs' embeddings (within 1e-12)",
     ),
 )
 """Every kernel the C accelerator exports, in one list: `docs/performance.md` and

@@ -2,7 +2,6 @@
 
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from types import NotImplementedType
 from typing import Any, TypeVar
 
 from _typeshed import ReadableBuffer, WriteableBuffer
@@ -64,33 +63,6 @@ def embed_texts_sum(
     /,
 ) -> bool | None: ...
 def crc32_utf8(text: str, /) -> int | None: ...
-def round_float16(vector: ReadableBuffer, out: WriteableBuffer, /) -> bool | None: ...
-def any_nonzero(vector: object, /) -> bool | None: ...
-def joined_words(text: str, stop: int, /) -> str | None: ...
-def embedding_distance(
-    a: ReadableBuffer, b: ReadableBuffer, blocks: Sequence[tuple[int, int, float]], /
-) -> float | NotImplementedType | None: ...
-def ring_distances(
-    rows: Sequence[ReadableBuffer | None],
-    centroid: ReadableBuffer,
-    run: ReadableBuffer | None,
-    blocks: Sequence[tuple[int, int, float]],
-    /,
-) -> tuple[list[float], list[float]] | None: ...
-def merge_moments(
-    mean_a: ReadableBuffer,
-    m2_a: ReadableBuffer,
-    mean_b: ReadableBuffer,
-    m2_b: ReadableBuffer,
-    ratio: float,
-    spread: float,
-    out_mean: WriteableBuffer,
-    out_m2: WriteableBuffer,
-    /,
-) -> bool | None: ...
-def divide_block(
-    vector: WriteableBuffer, start: int, stop: int, divisor: float, /
-) -> bool | None: ...
 
 class EvidenceCore:
     """The state and loops of `EvidenceIndex` (`src/tracehound/_speedups_evidence.c`)."""

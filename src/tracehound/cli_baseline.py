@@ -1,8 +1,8 @@
 """Command line for drift baselines and golden traces.
 
 - `tracehound baseline list | show AGENT | pin AGENT | unpin AGENT | reset AGENT | export [FILE] |
-  import FILE [--merge]`, each with `--baselines PATH` (default: `open_store(None)`'s file,
-  i.e. `$TRACEHOUND_BASELINES` or the user's state dir).
+  import FILE [--merge]`, each with `--baselines PATH` (default: the store `serve` writes to,
+  `$TRACEHOUND_BASELINES`, else `$TRACEHOUND_REDIS_URL`, else the user's state dir).
 - `tracehound eval` options: `--baselines PATH` (the drift evaluator), `--no-update`,
   `--embedding-model DIR`, `--against GOLDEN` (the golden-trace comparison); `EvalExtras` carries
   them through `cmd_eval`, and `result_line` formats drift and golden results in its summary.
@@ -52,7 +52,7 @@ __all__ = [
 EXIT_OK, EXIT_USAGE = 0, 2
 _STORE_HELP = (
     "baseline store: an SQLite file or a redis:// URL (default: $TRACEHOUND_BASELINES, else "
-    "$XDG_STATE_HOME/tracehound/baselines.sqlite3)"
+    "$TRACEHOUND_REDIS_URL, else $XDG_STATE_HOME/tracehound/baselines.sqlite3)"
 )
 
 
@@ -112,9 +112,12 @@ def add_baseline_parser(sub: Any) -> None:
 
 def cmd_baseline(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tracehound.baselines import BaselineStoreError
+    from tracehound.cli_runs import store_location
     from tracehound.drift import BaselineMismatchError
 
     handler = _ACTIONS[args.action]
+    # no --baselines: the store `serve` writes to, as `runs` and `mcp` choose it
+    args.baselines, _ = store_location(args.baselines)
     try:
         return handler(args, out, err)
     except BaselineMismatchError as exc:

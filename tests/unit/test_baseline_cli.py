@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tracehound import names as N
-from tracehound.baselines import ENV_BASELINES, SQLiteStore
+from tracehound.baselines import ENV_BASELINES, ENV_REDIS_URL, SQLiteStore
 from tracehound.cli import main
 from tracehound.cli_baseline import result_line
 from tracehound.drift import Baseline, HashingEmbedder, RunFeatures, embed_run
@@ -105,6 +105,7 @@ def test_the_default_store_comes_from_the_environment(
     db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(ENV_BASELINES, str(db))
+    monkeypatch.setenv(ENV_REDIS_URL, "redis://127.0.0.1:1/0")  # $TRACEHOUND_BASELINES wins
     code, out, _ = run(["baseline", "list"], capsys)
     assert code == 0 and out.endswith(f"2 baseline(s) in {db}\n")
     code, out, _ = run(["baseline", "pin", "svc/writer"], capsys)
@@ -114,6 +115,20 @@ def test_the_default_store_comes_from_the_environment(
     for argv in (["--baselines", str(other), "list"], ["list", "--baselines", str(other)]):
         code, out, _ = run(["baseline", *argv], capsys)
         assert code == 0 and out == f"no baselines in {other} (does not exist)\n"
+
+
+def test_without_baselines_in_the_environment_the_redis_url_is_the_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As `serve`, `runs` and `mcp` choose it: the command reads the Redis the sidecar writes."""
+    from redis_helpers import free_port
+
+    port = free_port()
+    monkeypatch.delenv(ENV_BASELINES, raising=False)
+    monkeypatch.setenv(ENV_REDIS_URL, f"redis://127.0.0.1:{port}/0?socket_connect_timeout=0.5")
+    code, out, err = run(["baseline", "list"], capsys)
+    assert code == 2 and out == ""
+    assert f"127.0.0.1:{port}" in err and err.count("\n") == 1, err
 
 
 # --- show -----------------------------------------------------------------------------------------

@@ -184,6 +184,31 @@ def test_the_streamed_index_is_used_and_refused() -> None:
     assert _streamed_survival(fed([spans[1], spans[0], spans[2]]), trajectory) is None
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["c", "python"])
+def test_results_of_the_same_text_from_two_tools_keep_their_tools(native: bool) -> None:
+    """The same text returned by a tool and then by `search`, each after an answer quoting it:
+    the answer of the first span reuses the first result. Fed in the other span order, the
+    sequence of texts is the same, so the streamed index answers; the reuse must still be
+    counted for the first result's tool, not for `search`."""
+
+    def step(kind: str, span: str, text: str, tool: str | None = None) -> Step:
+        return Step(kind=kind, span_id=span, start_ns=0, end_ns=0, run_id="r", text=text, tool=tool)
+
+    spans = [
+        [step("assistant", "s0", "alpha alpha"), step("tool_result", "s0", "alpha alpha")],
+        [
+            step("assistant", "s1", "alpha alpha"),
+            step("tool_result", "s1", "alpha alpha", "search"),
+        ],
+    ]
+    trajectory = Trajectory("t", tuple(s for span in spans for s in span), (), ())
+    with accelerator(native):
+        expected = reference(trajectory)
+        assert expected.tools["search"]["reused"] == 0
+        for order in (spans, spans[::-1]):
+            assert _streamed_survival(fed(order), trajectory) in (None, expected)
+
+
 TOTALS = st.dictionaries(
     st.text(max_size=12),
     st.builds(

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from tracehound import _accel
 from tracehound.conventions.base import fields_maker
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
 from tracehound.drift._features import COMPLEXITY_DIMENSIONS, RunFeatures
@@ -104,14 +103,6 @@ class RunningStats:
         total = self.weight + other.weight
         ratio = other.weight / total
         spread = self.weight * other.weight / total
-        native = _accel.kernel("merge_moments")
-        if native is not None:
-            size = self.mean.shape[0]
-            out_mean = np.empty(size, dtype=np.float64)
-            out_m2 = np.empty(size, dtype=np.float64)
-            if native(self.mean, self.m2, other.mean, other.m2, ratio, spread, out_mean, out_m2):
-                return RunningStats(total, out_mean, out_m2)
-            _accel.declined("merge_moments")
         # numpy's elementwise `mean + delta * ratio`, `m2 + m2' + delta * delta * spread`, on
         # Python floats (the same operations, so the same bits; fewer calls on short vectors)
         mean: list[float] = []
@@ -685,14 +676,7 @@ class Baseline:
 
 
 def _float16_copy(vector: FloatArray) -> FloatArray:
-    """`vector.astype(np.float16).astype(np.float64)` (the C accelerator's `round_float16`, the
-    same bits, when built)."""
-    native = _accel.kernel("round_float16")
-    if native is not None and vector.ndim == 1:
-        out = np.empty(vector.shape[0], dtype=np.float64)
-        if native(vector, out):
-            return out
-        _accel.declined("round_float16")
+    """The vector rounded to float16, as float64."""
     return vector.astype(np.float16).astype(np.float64)
 
 

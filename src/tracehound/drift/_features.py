@@ -9,11 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 
-from tracehound import _accel
 from tracehound.conventions.base import fields_maker
 from tracehound.drift._embed import Blocks, Embedder, FloatArray, HashingEmbedder
 from tracehound.steps import Run, Step, Trajectory
@@ -89,14 +87,7 @@ _new_features = fields_maker(RunFeatures)
 
 
 def has_nonzero(vector: FloatArray) -> bool:
-    """`bool(vector.size) and bool(vector.any())` (the C accelerator's `any_nonzero` when built:
-    a numpy reduction costs more than the scan)."""
-    native = _accel.kernel("any_nonzero")
-    if native is not None:
-        found = native(vector)
-        if found is not None:
-            return cast("bool", found)
-        _accel.declined("any_nonzero")
+    """Whether the vector has an entry that is not zero."""
     return bool(vector.size) and bool(vector.any())
 
 
@@ -235,18 +226,13 @@ def normalize_blocks(vector: FloatArray, blocks: Blocks) -> FloatArray:
 def _normalize_blocks_in_place(out: FloatArray, blocks: Blocks) -> bool:
     """Each block of `out` scaled to unit length; whether one had a norm > 0 (then `out` is not
     all zeros: NaN is no norm > 0)."""
-    # the C accelerator's `divide_block` divides as numpy does, without numpy's call
-    divide = _accel.kernel("divide_block")
     nonzero = False
     for start, stop, _ in blocks:
         part = out[start:stop]
         norm = math.sqrt(float(part @ part))
         if norm > 0.0:
             nonzero = True
-            if divide is None or divide(out, start, stop, norm) is None:
-                if divide is not None:
-                    _accel.declined("divide_block")
-                part /= norm  # `part / norm`, element by element, into `out`
+            part /= norm  # `part / norm`, element by element, into `out`
     return nonzero
 
 
@@ -266,20 +252,8 @@ def _one_line_start(text: str) -> str:
     while size < len(text):
         # the words of text[:size] joined are a prefix of the whole text's (a word cut at the
         # end of the prefix is a prefix of that word)
-        line = _joined_words(text, size)
+        line = " ".join(text[:size].split())
         if len(line) > SAMPLE_CHARS:
             return line
         size *= 4
-    return _joined_words(text, len(text))
-
-
-def _joined_words(text: str, stop: int) -> str:
-    """`" ".join(text[:stop].split())` (the C accelerator's `joined_words`, the same string,
-    when built: no list of words)."""
-    native = _accel.kernel("joined_words")
-    if native is not None:
-        line = native(text, stop)
-        if line is not None:
-            return cast("str", line)
-        _accel.declined("joined_words")
-    return " ".join(text[:stop].split())
+    return " ".join(text.split())

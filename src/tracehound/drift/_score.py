@@ -32,15 +32,6 @@ mix, semantic, complexity). The explanation names the tools that appeared, disap
 share, the complexity dimensions that moved most (baseline mean → this run, in σ), the semantic
 distance with a sample of the run's text, the recent baseline runs the run diverged from most
 (the composite's weights applied to run-to-run distances), and a recommendation.
-
-With the C accelerator, the block cosine distances (`embedding_distance`, and the recent runs'
-distances to the centroid and to the run, `ring_distances`) come from `tracehound._speedups`,
-whose sums run in another order than numpy's: every score, component, distance and divergence is
-then within 1e-12 of the pure-Python path's (about 1e-16 in practice), not the same bits, and
-severities, labels, primary drivers and explanations are the same unless a value lies exactly on
-a threshold or a rounding boundary. Everything else (the complexity component and z-scores, the
-tool mix, the composite, severity and primary driver, the ranking of the recent runs and the
-explanation) is this module's code on both paths.
 """
 
 from __future__ import annotations
@@ -49,11 +40,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from math import isnan
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
-from tracehound import _accel
 from tracehound.conventions.base import fields_maker
 from tracehound.drift._baseline import Baseline, BaselineMismatchError, tool_shares_of
 from tracehound.drift._embed import Blocks, Embedder, FloatArray
@@ -801,17 +791,7 @@ def block_distances(matrix: FloatArray, targets: FloatArray, blocks: Blocks) -> 
 def _recent_distances(
     rows: list[FloatArray | None], centroid: FloatArray, run: FloatArray | None, blocks: Blocks
 ) -> tuple[list[float], list[float]]:
-    """Each recent run's `block_distances` to the centroid and to the run (None: no text).
-
-    The C accelerator's `ring_distances` when built (sums in index order: within 1e-12 of
-    numpy's, not to the bit), else numpy.
-    """
-    native = _accel.kernel("ring_distances")
-    if native is not None:
-        columns = native(rows, centroid, run, blocks)
-        if columns is not None:
-            return cast("tuple[list[float], list[float]]", columns)
-        _accel.declined("ring_distances")
+    """Each recent run's `block_distances` to the centroid and to the run (None: no text)."""
     zeros = np.zeros(centroid.shape[0])
     matrix = np.array([zeros if row is None else row for row in rows])
     targets = np.array([centroid, zeros if run is None else run])
@@ -932,15 +912,8 @@ def tool_mix_distance(
 def embedding_distance(a: FloatArray, b: FloatArray, blocks: Blocks) -> float | None:
     """Weighted mean of the blocks' cosine distances, over blocks non-zero on both sides.
 
-    None when no block can be compared (no text on one side). With the C accelerator, its sums
-    run in index order rather than numpy's: the same value within 1e-12, not to the bit.
+    None when no block can be compared (no text on one side).
     """
-    native = _accel.kernel("embedding_distance")
-    if native is not None:
-        distance = native(a, b, blocks)
-        if distance is not NotImplemented:  # NotImplemented: input it leaves to numpy
-            return cast("float | None", distance)
-        _accel.declined("embedding_distance")
     total = weight_sum = 0.0
     for start, stop, weight in blocks:
         x = a[start:stop]

@@ -240,13 +240,15 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
     None otherwise.
 
     Matching depends only on that sequence, so the index's decisions are the ones a fresh
-    analysis would make; only positions and labels are the canonical trajectory's (positions are
-    mapped, in the same order, from those the items had as they arrived).
+    analysis would make; only positions and each source's identity (its evidence id, tool and
+    retrieval source) are the canonical trajectory's (positions are mapped, in the same order,
+    from those the items had as they arrived; two results of the same text from different tools
+    may have arrived in either order).
     """
     seen = state.seen
     count = len(seen)
     canonical: dict[int, int] = {}  # position as fed -> position in `trajectory_items`
-    labels: list[str] = []  # evidence id of each source, in order
+    labels: list[tuple[str, str | None, str | None]] = []  # (evidence id, tool, source), in order
     answer = trajectory.final_answer()
     final: int | None = None  # as fed: the last target whose text is the answer
     k = position = 0
@@ -263,7 +265,9 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
                     if role != "evidence" or fed_text != content:
                         return None
                     canonical[fed] = position
-                    labels.append(doc.id or f"{step.span_id}#{step_index}.{number}")
+                    labels.append(
+                        (doc.id or f"{step.span_id}#{step_index}.{number}", None, step.source)
+                    )
                     k += 1
                     position += 1
             continue
@@ -275,7 +279,7 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
                 return None
             canonical[fed] = position
             if role == "evidence":
-                labels.append(step.call_id or f"{step.span_id}#{step_index}")
+                labels.append((step.call_id or f"{step.span_id}#{step_index}", step.tool, None))
             elif text == answer:  # (compared, not hashed: outputs are long)
                 final = fed
             k += 1
@@ -292,7 +296,10 @@ def _streamed_survival(state: _State, trajectory: Trajectory) -> _Survival | Non
 
 
 def _summary(
-    index: EvidenceIndex, labels: list[str], canonical: dict[int, int], final: int | None
+    index: EvidenceIndex,
+    labels: list[tuple[str, str | None, str | None]],
+    canonical: dict[int, int],
+    final: int | None,
 ) -> _Survival:
     """`_Survival.of_report(summarize(...))` of the index's sources, relabeled (see above)."""
     units = reused = final_reused = 0
@@ -300,7 +307,7 @@ def _summary(
     last_reuse: int | None = None
     tools: dict[str, list[int]] = {}
     per_source: dict[str, list[int]] = {}
-    for label, src in zip(labels, index.sources, strict=True):
+    for (label, tool, source), src in zip(labels, index.sources, strict=True):
         positions_of = src.reuse_positions
         unit_count = len(src.unit_ids)
         # most units are reused by nothing: counted at C speed, the others looked at
@@ -319,7 +326,7 @@ def _summary(
         units += unit_count
         reused += src_reused
         final_reused += src_final
-        for name, totals in ((src.tool, tools), (src.source, per_source)):
+        for name, totals in ((tool, tools), (source, per_source)):
             if name is not None:
                 entry = totals.get(name)
                 if entry is None:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry.util.re import parse_env_headers
 
-from tracehound.config import ConfigError
+from tracehound.config import TRACEHOUND_CONFIG, ConfigError
 from tracehound.engine import EngineConfig
 from tracehound.history import HistorySettings, Retention
 
@@ -55,8 +55,6 @@ Protocol = Literal["grpc", "http/protobuf", "http/json"]
 
 # --- environment variables (TRACEHOUND_* beyond those of `tracehound.config`) --------------------
 
-TRACEHOUND_CONFIG = "TRACEHOUND_CONFIG"
-"""Path of the TOML settings file (its `[serve]` table)."""
 TRACEHOUND_OTLP_GRPC = "TRACEHOUND_OTLP_GRPC"
 """`HOST:PORT` of the OTLP/gRPC receiver (`none` disables it). Default `localhost:4317`."""
 TRACEHOUND_OTLP_HTTP = "TRACEHOUND_OTLP_HTTP"
