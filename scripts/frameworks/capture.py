@@ -458,6 +458,9 @@ def ground_truth(
     }
     if scenario.final_quotes:
         truth["final_quotes"] = list(scenario.final_quotes)
+    preambles = [t.preamble for a in scenario.agents for t in a.script.turns if t.preamble]
+    if preambles:
+        truth["preambles"] = preambles
     if "retrievals" in extra:
         truth["retrievals"] = extra["retrievals"]
     if scenario.notes:

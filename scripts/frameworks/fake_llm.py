@@ -56,14 +56,18 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Turn:
-    """One model answer: tool calls (one or several) or final text."""
+    """One model answer: tool calls (one or several) or final text. Tool calls may come with a
+    `preamble`, text the model writes before them in the same response ("Let me check...")."""
 
     tool_calls: tuple[ToolCall, ...] = ()
     text: str | None = None
+    preamble: str | None = None
 
     def __post_init__(self) -> None:
         if bool(self.tool_calls) == (self.text is not None):
             raise ValueError("a turn is either tool calls or final text")
+        if self.preamble is not None and not self.tool_calls:
+            raise ValueError("a preamble comes before tool calls")
 
 
 @dataclass(frozen=True)
@@ -294,6 +298,8 @@ def _chat_chunks(completion: dict[str, Any], body: dict[str, Any]) -> Iterator[t
     base["object"] = "chat.completion.chunk"
     message = completion["choices"][0]["message"]
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    text = message.get("content") or ""  # (with tool calls: a preamble, streamed first)
+    deltas += [{"content": text[i : i + 32]} for i in range(0, len(text), 32)]
     for index, call in enumerate(message.get("tool_calls") or []):
         fn = call["function"]
         deltas.append(
@@ -317,8 +323,6 @@ def _chat_chunks(completion: dict[str, Any], body: dict[str, Any]) -> Iterator[t
                     ]
                 }
             )
-    text = message.get("content") or ""
-    deltas += [{"content": text[i : i + 32]} for i in range(0, len(text), 32)]
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     for delta in deltas:
         chunk = dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": None}])
@@ -346,7 +350,9 @@ def _response(answer: _Answer, model: str, number: int, body: dict[str, Any]) ->
             }
         )
     if answer.text is not None:
-        output.append(
+        # a preamble comes before the calls, as the real API orders its output items
+        output.insert(
+            0,
             {
                 "type": "message",
                 "id": f"msg_fake{number:04d}",
@@ -355,7 +361,7 @@ def _response(answer: _Answer, model: str, number: int, body: dict[str, Any]) ->
                 "content": [
                     {"type": "output_text", "text": answer.text, "annotations": [], "logprobs": []}
                 ],
-            }
+            },
         )
     prompt, completion = answer.usage
     return {
@@ -523,6 +529,7 @@ class FakeLLM:
             return resolved
         else:
             calls = turn.tool_calls
+            resolved.text = turn.preamble
         for k, call in enumerate(calls):
             # unique per conversation: script name + turn + position in the turn
             call_id = f"call_{script.name}_{index + 1}_{k + 1}"

@@ -382,11 +382,43 @@ FANOUT = Scenario(
     "the final answer quotes both results",
 )
 
+PREAMBLE_FIRST = "Let me check the weather in Bergen first."
+PREAMBLE_SECOND = "Now I will look up tonight's aurora forecast."
+PREAMBLE_FINAL = f"Yes, it is raining: {WEATHER_BERGEN}. And the sky: {AURORA_FACT}."
+PREAMBLE = Scenario(
+    name="preamble",
+    user_prompt="Is it raining in Bergen, and will there be an aurora tonight?",
+    agents=(
+        AgentSpec(
+            name="sky_agent",
+            instructions=_instructions(
+                "You answer weather and sky questions; say what you do before each tool.",
+                "preamble",
+            ),
+            script=Script(
+                "preamble",
+                (
+                    Turn((ToolCall("get_weather", {"city": "Bergen"}),), preamble=PREAMBLE_FIRST),
+                    Turn((ToolCall("lookup_fact", {"topic": "aurora"}),), preamble=PREAMBLE_SECOND),
+                    Turn(text=PREAMBLE_FINAL),
+                ),
+            ),
+            tools=("get_weather", "lookup_fact"),
+        ),
+    ),
+    is_loop=False,
+    final_answer=PREAMBLE_FINAL,
+    final_reuses=(WEATHER_BERGEN, AURORA_FACT),
+    notes="each tool call comes with text in the same model response (\"Let me check...\"); "
+    "the final answer is the last response's text and quotes both results",
+)
+
 SCENARIOS: dict[str, Scenario] = {
-    s.name: s for s in (LOOP, CLEAN, NESTED, RAG, PARALLEL, TOOL_ERROR, JSON_RESULT, FANOUT)
+    s.name: s
+    for s in (LOOP, CLEAN, NESTED, RAG, PARALLEL, TOOL_ERROR, JSON_RESULT, FANOUT, PREAMBLE)
 }
 # the scenarios added after the first captures (their drivers and capture.py list them)
-NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout")
+NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout", "preamble")
 
 
 def with_agent_call_arguments(scenario: Scenario, arguments: dict[str, Any]) -> Scenario:

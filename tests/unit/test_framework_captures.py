@@ -42,7 +42,15 @@ KNOWN_GAPS: dict[str, dict[str, str]] = json.loads(_GAPS.read_text()) if _GAPS.e
 """Captures whose reading is known to be wrong, by check: {capture: {check: why}} (each one a
 gap the README's supported-frameworks table states)."""
 
-CHECKS = ("tool_calls", "results_once", "final_answer", "agents", "loop_verdict", "survival")
+CHECKS = (
+    "tool_calls",
+    "results_once",
+    "final_answer",
+    "agents",
+    "loop_verdict",
+    "survival",
+    "preambles",
+)
 
 
 @cache
@@ -178,14 +186,22 @@ def check(capture: str, what: str) -> None:
         assert content and expected is not None, "not a survival case (see checks_of)"
         got = trace.attributes.get(names.ATTR_EVIDENCE_FINAL_SURVIVAL_RATIO)
         assert isinstance(got, float) and abs(got - expected) <= 0.1, got
+    elif what == "preambles":  # text written before tool calls, read once each, in order
+        preambles = [_words(p) for p in truth["preambles"]]
+        said = [_words(s.text) for s in trajectory.steps if s.kind == "assistant"]
+        assert [t for t in said if t in preambles] == preambles, said
 
 
 def checks_of(capture: str) -> list[str]:
-    """What a capture's truth sets: survival only where the scenario fixes the share and the
-    capture holds the content."""
+    """What a capture's truth sets: survival only where the scenario fixes the share, preambles
+    only where it has them, both only where the capture holds the content."""
     truth = MANIFEST[capture]["truth"]
-    settles_survival = truth.get("content_captured", True) and true_survival(truth) is not None
-    return [what for what in CHECKS if what != "survival" or settles_survival]
+    content = truth.get("content_captured", True)
+    settled = {
+        "survival": content and true_survival(truth) is not None,
+        "preambles": content and bool(truth.get("preambles")),
+    }
+    return [what for what in CHECKS if settled.get(what, True)]
 
 
 CASES = [(capture, what) for capture in sorted(MANIFEST) for what in checks_of(capture)]
