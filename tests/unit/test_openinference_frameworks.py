@@ -437,6 +437,37 @@ def test_autogen_agents_are_named_without_the_method_their_span_wraps() -> None:
     assert names["report.on_messages_stream"] == "report.on_messages_stream"
 
 
+def test_autogen_text_beside_tool_calls_is_the_results_thought() -> None:
+    """AutoGen's `CreateResult.thought` (text the model wrote beside its calls) is read as
+    assistant text before them; a thought of a span that already has text, a null one and
+    another instrumentation's are left alone."""
+    scope = "openinference.instrumentation.autogen_agentchat"
+
+    def create_result(thought: str | None) -> str:
+        return json.dumps({"finish_reason": "function_calls", "content": [], "thought": thought})
+
+    def scenario(rec: Recorder) -> None:
+        calls = [("c1", "get_weather", {"city": "Bergen"})]
+        spans = [
+            (scope, create_result("Let me check Bergen."), None),
+            (scope, create_result(None), None),
+            (scope, create_result("Thinking aloud."), "Checking now."),
+            ("another.instrumentation", create_result("Not read."), None),
+        ]
+        agent = {"openinference.span.kind": "AGENT"}
+        with rec.span("sky_agent.on_messages_stream", agent, scope=scope):
+            for number, (where, output, text) in enumerate(spans):
+                attrs = llm([("user", "q")], calls=[(f"{c}-{number}", n, a) for c, n, a in calls])
+                if text is not None:
+                    attrs["llm.output_messages.0.message.content"] = text
+                attrs["output.value"] = output
+                with rec.span("OpenAIChatCompletionClient.create", attrs, scope=where):
+                    pass
+
+    said = [s.text for s in trajectory(capture(scenario)).steps if s.kind == "assistant"]
+    assert said == ["Let me check Bergen.", "Checking now."]
+
+
 def test_crewai_tool_calls_in_output_value_quoted_history_and_role() -> None:
     def scenario(rec: Recorder) -> None:
         agent = {"openinference.span.kind": "AGENT", "graph.node.id": "travel_agent"}

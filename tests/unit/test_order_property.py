@@ -261,9 +261,11 @@ SHAPE_CAPTURES = [
     "smolagents_tool_error",
     "langgraph_openinference_react_tool_error",
     "langgraph_traceloop_create_agent_parallel",
+    "autogen_openinference_preamble",
+    "strands_latest_preamble",
 ]
-"""Captures of parallel calls in one model response and of a failed call retried: their per-span
-results too must not depend on the export order."""
+"""Captures of parallel calls in one model response, of a failed call retried and of text written
+beside tool calls: their per-span results too must not depend on the export order."""
 
 PER_SPAN_FILES = [
     *FIXTURE_FILES,

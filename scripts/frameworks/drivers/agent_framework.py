@@ -54,7 +54,9 @@ def make_agent(scenario: Scenario, name: str, base_url: str) -> Agent:
 
 async def run_agent(scenario: Scenario, base_url: str) -> str:
     result = await make_agent(scenario, scenario.main.name, base_url).run(scenario.user_prompt)
-    return str(result.text)
+    # `result.text` joins every message's text (preambles too): the answer is the last message's
+    said = [m.text for m in result.messages if m.text]
+    return str(said[-1] if said else result.text)
 
 
 def run_one(scenario: Scenario, base_url: str) -> tuple[str, dict[str, Any]]:

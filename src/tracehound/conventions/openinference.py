@@ -12,7 +12,8 @@ tool results as a LangChain ToolMessage or a LlamaIndex ToolOutput; smolagents' 
 tool as its answer; LlamaIndex spans of kind LLM that made no model call; LangChain's AGENT kind,
 which only says that a run's name contains "agent" (LangGraph nodes are steps of the graph, the
 agent); the OpenAI Agents SDK's trace span, of kind AGENT but no agent; CrewAI's model tool
-calls, recorded only as its `output.value`, and its agents named by role (`graph.node.id`).
+calls, recorded only as its `output.value`, and its agents named by role (`graph.node.id`);
+AutoGen's text beside tool calls, recorded only as the `thought` in `output.value`.
 """
 
 from __future__ import annotations
@@ -449,6 +450,8 @@ def _llm(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
         _final_answer_as_text(span.output_messages)
     elif scope in _CREWAI_SCOPES:
         _crewai_llm(span, attrs)
+    elif scope == AUTOGEN_SCOPE:
+        _autogen_thought(span, attrs)
     elif (
         scope == LLAMA_INDEX_SCOPE
         and not span.input_messages
@@ -461,6 +464,23 @@ def _llm(span: NormalizedSpan, attrs: dict[str, Any], scope: str) -> None:
         # span is the one with messages (`_prepare_chat_with_tools` only builds the request,
         # `predict` wraps the `chat` that calls the model).
         span.operation = "other"
+
+
+def _autogen_thought(span: NormalizedSpan, attrs: dict[str, Any]) -> None:
+    """AutoGen keeps the text a model writes beside its tool calls ("Let me check...") as the
+    `thought` of its `CreateResult`, which the instrumentation records only in `output.value`:
+    it is the assistant's text before those calls."""
+    data = _json_object(attrs.get("output.value"))
+    thought = data.get("thought") if isinstance(data, dict) else None
+    if not isinstance(thought, str) or not thought.strip():
+        return
+    for message in span.output_messages:
+        if message.role != "assistant" or not message.parts:
+            continue
+        parts = message.parts
+        if any(p.type == "tool_call" for p in parts) and not any(p.type == "text" for p in parts):
+            message.parts = [Part(type="text", content=thought), *parts]
+        return
 
 
 def _crewai_llm(span: NormalizedSpan, attrs: dict[str, Any]) -> None:
