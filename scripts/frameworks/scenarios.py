@@ -25,6 +25,7 @@ FLIGHT_OFFER = "Flight WF-823 Bodø → Tromsø departs 07:15 with 1 stop, fare 
 HOTEL_QUOTE = "Hotel Ishavet quote Q-3317: 3 nights for 2 adults and 1 child, 4 260 NOK in total"
 INVOICE = "Invoice INV-77: 3 items, total 912.40 EUR, due 2026-01-15, status UNPAID"
 INVOICE_ERROR = "invoice id must be upper case like INV-77, got 'inv-77'"
+SERVER_TIME = "Server time 2026-03-14T09:26:53Z, region eu-north-7, clock source NTP-3"
 ACCOUNT: dict[str, Any] = {
     "account_id": "AC-5521",
     "owner": "Ingrid Bakke",
@@ -53,6 +54,7 @@ _RESULTS: dict[tuple[str, str], Any] = {
     ("get_hotel_quote", json.dumps(HOTEL_ARGUMENTS, sort_keys=True)): HOTEL_QUOTE,
     ("get_invoice", json.dumps({"invoice_id": "INV-77"})): INVOICE,
     ("get_account", json.dumps({"account_id": "AC-5521"})): ACCOUNT,
+    ("get_server_time", json.dumps({})): SERVER_TIME,
 }
 
 # calls whose real tool function raises: (name, canonical arguments) -> the exception's message
@@ -413,12 +415,44 @@ PREAMBLE = Scenario(
     "the final answer is the last response's text and quotes both results",
 )
 
+NO_ARGS_FINAL = f"The booking server reports: {SERVER_TIME}."
+NO_ARGS = Scenario(
+    name="no_args",
+    user_prompt="What time does the booking server have right now?",
+    agents=(
+        AgentSpec(
+            name="ops_agent",
+            instructions=_instructions("You answer with get_server_time.", "no_args"),
+            script=Script(
+                "no_args",
+                (Turn((ToolCall("get_server_time", {}),)), Turn(text=NO_ARGS_FINAL)),
+            ),
+            tools=("get_server_time",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=NO_ARGS_FINAL,
+    final_reuses=(SERVER_TIME,),
+    notes="a tool that takes no arguments, called once (arguments {}); the answer quotes it",
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
-    for s in (LOOP, CLEAN, NESTED, RAG, PARALLEL, TOOL_ERROR, JSON_RESULT, FANOUT, PREAMBLE)
+    for s in (
+        LOOP,
+        CLEAN,
+        NESTED,
+        RAG,
+        PARALLEL,
+        TOOL_ERROR,
+        JSON_RESULT,
+        FANOUT,
+        PREAMBLE,
+        NO_ARGS,
+    )
 }
 # the scenarios added after the first captures (their drivers and capture.py list them)
-NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout", "preamble")
+NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout", "preamble", "no_args")
 
 
 def with_agent_call_arguments(scenario: Scenario, arguments: dict[str, Any]) -> Scenario:

@@ -437,6 +437,20 @@ def test_autogen_agents_are_named_without_the_method_their_span_wraps() -> None:
     assert names["report.on_messages_stream"] == "report.on_messages_stream"
 
 
+def test_a_named_tool_call_without_arguments_was_made_with_none() -> None:
+    """OpenInference records no empty value: LangChain's `args: {}` leaves the call without
+    `function.arguments`. It is the call `{}`, the same call each time (a repeat is a repeat)."""
+
+    def scenario(rec: Recorder) -> None:
+        attrs = llm([("user", "q")], calls=[("c1", "get_server_time", {})])
+        del attrs["llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments"]
+        with rec.span("ChatOpenAI", attrs, scope=LANGCHAIN_SCOPE):
+            pass
+
+    (step,) = [s for s in trajectory(capture(scenario)).steps if s.kind == "tool_call"]
+    assert (step.tool, step.arguments) == ("get_server_time", "{}")
+
+
 def test_autogen_text_beside_tool_calls_is_the_results_thought() -> None:
     """AutoGen's `CreateResult.thought` (text the model wrote beside its calls) is read as
     assistant text before them; a thought of a span that already has text, a null one and

@@ -240,6 +240,34 @@ def test_a_plain_string_input_stays_a_string() -> None:
     assert outline(trajectory(captured), captured) == expected()
 
 
+@pytest.mark.parametrize(
+    ("binding", "received"),
+    [
+        ({"args": [], "kwargs": {}}, {}),  # a tool that takes no arguments
+        ({"args": [], "kwargs": {"city": "Oslo"}}, {"city": "Oslo"}),
+        ({"args": ["Oslo"], "kwargs": {}}, "Oslo"),
+        ({"args": ["a", "b"], "kwargs": {}}, ["a", "b"]),
+        ({"args": ["a"], "kwargs": {"b": 1}}, {"args": ["a"], "kwargs": {"b": 1}}),
+    ],
+)
+def test_a_decorated_tool_received_what_its_call_binding_says(
+    binding: dict[str, Any], received: Any
+) -> None:
+    def scenario(rec: Recorder) -> None:
+        attrs = {
+            "traceloop.span.kind": "tool",
+            "traceloop.entity.name": "get_server_time",
+            "traceloop.entity.input": dumps(binding),
+            "traceloop.entity.output": dumps("12:00"),
+        }
+        with rec.span("get_server_time.tool", attrs):
+            pass
+
+    (tool,) = [n for n in normalize_all(capture(scenario).span_views()).values() if n]
+    assert tool.operation == "tool"
+    assert tool.tool_arguments == received
+
+
 def test_an_error_tool_message_and_a_failed_tool() -> None:
     def returned_error(rec: Recorder) -> None:
         message = _tool_message("Error: city not found", status="error")

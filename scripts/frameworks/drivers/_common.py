@@ -316,6 +316,11 @@ def get_account(account_id: str) -> dict:  # type: ignore[type-arg]
     return result
 
 
+def get_server_time() -> str:
+    """Get the booking server's current time and region (takes no arguments)."""
+    return str(TOOL_LOG.call("get_server_time"))
+
+
 TOOL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     f.__name__: f
     for f in (
@@ -327,6 +332,7 @@ TOOL_FUNCTIONS: dict[str, Callable[..., Any]] = {
         get_hotel_quote,
         get_invoice,
         get_account,
+        get_server_time,
     )
 }
 # tools whose argument schema is not a closed object (a free-form `dict` argument)

@@ -109,12 +109,18 @@ def _flat_messages(attrs: dict[str, Any], prefix: str) -> list[Message]:
             if not texts or (text not in texts and text != "".join(texts)):
                 parts.insert(0, Part(type="text", content=text))
         for _, tfields in sorted(_indexed(fields, "message.tool_calls.").items()):
+            name = _opt(tfields.get("tool_call.function.name"))
+            arguments = tfields.get("tool_call.function.arguments")
+            if arguments is None and name is not None:
+                # the instrumentations record no empty value: a named call without arguments
+                # was made with none (content hiding drops the whole message, not one field)
+                arguments = "{}"
             parts.append(
                 Part(
                     type="tool_call",
                     id=_opt(tfields.get("tool_call.id")),
-                    name=_opt(tfields.get("tool_call.function.name")),
-                    arguments=tfields.get("tool_call.function.arguments"),
+                    name=name,
+                    arguments=arguments,
                 )
             )
         messages.append(Message(role=role, parts=parts))

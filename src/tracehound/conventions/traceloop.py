@@ -129,12 +129,13 @@ def _opt(value: Any) -> str | None:
 
 
 def _entity_arguments(value: Any, problems: list[str]) -> Any:
-    """`{"args": [...], "kwargs": {...}}` → the kwargs (or the single positional argument)."""
+    """`{"args": [...], "kwargs": {...}}` → the kwargs (or the single positional argument); a
+    call with neither received no arguments (`{}`)."""
     data = parse_json_value(value, "traceloop.entity.input", problems)
     if isinstance(data, dict) and ("args" in data or "kwargs" in data):
         kwargs = data.get("kwargs") or {}
         args = data.get("args") or []
-        if kwargs and not args:
+        if not args:
             return kwargs
         if args and not kwargs:
             return args[0] if len(args) == 1 else args
