@@ -436,6 +436,35 @@ NO_ARGS = Scenario(
     notes="a tool that takes no arguments, called once (arguments {}); the answer quotes it",
 )
 
+SEQUENTIAL_FINAL = f"Oslo first: {WEATHER_OSLO}. Then Bergen: {WEATHER_BERGEN}."
+SEQUENTIAL = Scenario(
+    name="sequential",
+    user_prompt="Check the weather in Oslo, then in Bergen, one after the other.",
+    agents=(
+        AgentSpec(
+            name="route_agent",
+            instructions=_instructions(
+                "You check the weather along a route with get_weather, one city per step.",
+                "sequential",
+            ),
+            script=Script(
+                "sequential",
+                (
+                    Turn((ToolCall("get_weather", {"city": "Oslo"}),)),
+                    Turn((ToolCall("get_weather", {"city": "Bergen"}),)),
+                    Turn(text=SEQUENTIAL_FINAL),
+                ),
+            ),
+            tools=("get_weather",),
+        ),
+    ),
+    is_loop=False,
+    final_answer=SEQUENTIAL_FINAL,
+    final_reuses=(WEATHER_OSLO, WEATHER_BERGEN),
+    notes="the same tool in two consecutive model responses with different arguments (not a "
+    "loop); the answer quotes both results",
+)
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -449,10 +478,19 @@ SCENARIOS: dict[str, Scenario] = {
         FANOUT,
         PREAMBLE,
         NO_ARGS,
+        SEQUENTIAL,
     )
 }
 # the scenarios added after the first captures (their drivers and capture.py list them)
-NEW_SCENARIOS = ("parallel", "tool_error", "json_result", "fanout", "preamble", "no_args")
+NEW_SCENARIOS = (
+    "parallel",
+    "tool_error",
+    "json_result",
+    "fanout",
+    "preamble",
+    "no_args",
+    "sequential",
+)
 
 
 def with_agent_call_arguments(scenario: Scenario, arguments: dict[str, Any]) -> Scenario:
